@@ -1,0 +1,44 @@
+/* stitch library API: verify one solution against a task and get the verdict (DESIGN.md §5).
+ * The command line, the benchmark and (later) the agents and the reward service all call this. */
+#ifndef STITCH_STITCH_H
+#define STITCH_STITCH_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include "common/st_error.h"
+#include "verify/stats.h"
+
+typedef struct st_verify_opts {
+	const char *backend;       /* "cuda" (default) or "host" */
+	const char *arch;          /* NULL: the GPU's own (sm_90a on an H200) */
+	const char *sets;          /* NULL: every set (cuda) or "small" (host); else a comma list of
+	                              small, eval, hidden (all hidden sets) */
+	const char *time_set;      /* size set that is timed; NULL: eval (cuda), small (host) */
+	int seeds;                 /* correctness seeds per size set, default 3 */
+	uint64_t seed;             /* 0: fresh secret seeds; otherwise reproducible ones */
+	int timing;                /* 1: time candidate, reference and expert interleaved */
+	double timeout_s;          /* limit for one runner request (st_init, a call, a batch) */
+	double compile_timeout_s;
+	st_stop_rule stop;
+	int no_cache;
+	int candidate_trusted;     /* 1 for shipped solutions: link the task's solution libraries */
+	int threads;               /* comparison threads; 0: online CPUs, at most 8 */
+	/* Progress lines for a person watching; NULL for none. */
+	void (*progress)(void *arg, const char *line);
+	void *progress_arg;
+} st_verify_opts;
+
+void st_verify_opts_default(st_verify_opts *o);
+
+/* Verify `solution` against the task in `task_dir`. Every outcome of the candidate (compile
+ * error, crash, hang, wrong answer) is a verdict with ST_OK. ST_E_INVALID for bad input (the
+ * task, the file, an option; a solution that does not export the ABI also gets a verdict);
+ * ST_E_NODEVICE / ST_E_SYSTEM when the environment cannot do the job (no GPU, a baseline that
+ * fails). *verdict is set whenever it could be built; the caller frees it. */
+st_status st_verify(const char *task_dir, const char *solution, const st_verify_opts *o,
+                    json_t **verdict, st_err *err);
+
+/* Human-readable rendering of a verdict. */
+void st_verdict_print(const json_t *verdict, FILE *f);
+
+#endif

@@ -1,0 +1,27 @@
+/* The command table: one cmd_<verb> per subcommand, each in its own cmd_<verb>.c.
+ * Exit codes: 0 success, 1 the job ran and the answer is "no" (e.g. a candidate is incorrect),
+ * 2 bad input or usage, 3 the environment cannot do the job (no GPU, no compiler). */
+#ifndef ST_CLI_H
+#define ST_CLI_H
+
+#include <stdio.h>
+
+#define ST_EXIT_OK 0
+#define ST_EXIT_NO 1
+#define ST_EXIT_USAGE 2
+#define ST_EXIT_ENV 3
+
+int cmd_tasks(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* One line to stderr: "stitch: <message>". */
+void st_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The suite root: $STITCH_TASKS, else the tasks/ folder of the source tree. */
+const char *st_cli_tasks_root(void);
+
+/* 1 when argv[i] is -h or --help. */
+int st_cli_wants_help(int argc, char **argv);
+
+#endif

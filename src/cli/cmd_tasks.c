@@ -1,0 +1,209 @@
+/* `stitch tasks`: list the suite as a table or as JSON. It loads (and so fully validates) every
+ * task, which makes it the quickest check for a suite author; a broken task is reported and the
+ * listing goes on, so one typo does not hide the rest of the suite. Hidden size sets are only
+ * counted, never printed: the JSON output may be shown to agents. */
+#include "cli.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "task/task.h"
+
+typedef struct listing {
+	st_task *tasks;
+	int n;
+	int failed;
+} listing;
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stitch tasks [--json] [--root DIR]\n\n"
+	           "List every task of the suite: id, tier, eval sizes, number of hidden size sets,\n"
+	           "policy and allowed libraries. Every task.json is validated on the way.\n\n"
+	           "  --json       print a JSON array instead of a table\n"
+	           "  --root DIR   the suite folder (default $STITCH_TASKS, else the source tree's "
+	           "tasks/)\n"
+	           "  -h, --help   this text\n\n"
+	           "Exit codes: 0 all tasks loaded, 2 bad usage or a task failed to load.\n");
+}
+
+static void listing_free(listing *l)
+{
+	for (int i = 0; i < l->n; i++)
+		st_task_free(&l->tasks[i]);
+	free(l->tasks);
+}
+
+/* Load every task under root; failures are reported and counted. */
+static int listing_load(const char *root, listing *l)
+{
+	char **dirs;
+	int n;
+	st_err err;
+	if (st_task_list(root, &dirs, &n, &err)) {
+		st_cli_error("tasks: %s", err.msg);
+		return -1;
+	}
+	l->tasks = calloc(n ? (size_t)n : 1, sizeof *l->tasks);
+	if (!l->tasks) {
+		st_task_list_free(dirs, n);
+		st_cli_error("tasks: out of memory");
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		if (st_task_load(dirs[i], &l->tasks[l->n], &err)) {
+			st_cli_error("tasks: %s", err.msg);
+			l->failed++;
+		} else {
+			l->n++;
+		}
+	}
+	st_task_list_free(dirs, n);
+	return 0;
+}
+
+static void format_sizes(const st_size_set *s, char *buf, size_t len)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < s->n && used < len; i++) {
+		int k = snprintf(buf + used, len - used, "%s%s=%lld", i ? " " : "", s->names[i],
+		                 (long long)s->values[i]);
+		if (k > 0)
+			used += (size_t)k;
+	}
+}
+
+static void format_libraries(const st_task *t, char *buf, size_t len)
+{
+	size_t used = 0;
+	snprintf(buf, len, "-");
+	for (int i = 0; i < t->n_libraries && used < len; i++) {
+		int k = snprintf(buf + used, len - used, "%s%s", i ? "," : "", t->libraries[i]);
+		if (k > 0)
+			used += (size_t)k;
+	}
+}
+
+static const char *policy_name(st_policy_mode m)
+{
+	return m == ST_POLICY_EXPERT ? "expert" : "engineering";
+}
+
+static int max_int(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+static void print_table(const listing *l)
+{
+	char sizes[512], libs[256];
+	int w_id = 2, w_sizes = 10;
+	for (int i = 0; i < l->n; i++) {
+		format_sizes(&l->tasks[i].eval, sizes, sizeof sizes);
+		w_id = max_int(w_id, (int)strlen(l->tasks[i].id));
+		w_sizes = max_int(w_sizes, (int)strlen(sizes));
+	}
+	printf("%-*s  %4s  %-*s  %6s  %-11s  %s\n", w_id, "ID", "TIER", w_sizes, "EVAL SIZES",
+	       "HIDDEN", "POLICY", "LIBRARIES");
+	for (int i = 0; i < l->n; i++) {
+		const st_task *t = &l->tasks[i];
+		format_sizes(&t->eval, sizes, sizeof sizes);
+		format_libraries(t, libs, sizeof libs);
+		printf("%-*s  %4d  %-*s  %6d  %-11s  %s\n", w_id, t->id, t->tier, w_sizes, sizes,
+		       t->n_hidden, policy_name(t->policy), libs);
+	}
+}
+
+static json_t *sizes_json(const st_size_set *s)
+{
+	json_t *o = json_object();
+	for (int i = 0; o && i < s->n; i++)
+		json_object_set_new(o, s->names[i], json_integer(s->values[i]));
+	return o;
+}
+
+static json_t *strings_json(char **v, int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+static json_t *nullable_string(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+static json_t *task_json(const st_task *t)
+{
+	return json_pack("{s:s, s:s, s:i, s:o, s:o, s:i, s:s, s:o, s:o, s:{s:o, s:o, s:o}}",
+	                 "id", t->id, "name", t->name, "tier", t->tier,
+	                 "eval", sizes_json(&t->eval), "small", sizes_json(&t->small),
+	                 "n_hidden", t->n_hidden, "policy", policy_name(t->policy),
+	                 "libraries", strings_json(t->libraries, t->n_libraries),
+	                 "archs", strings_json(t->archs, t->n_archs),
+	                 "cost", "flops", nullable_string(t->cost_flops),
+	                 "bytes", nullable_string(t->cost_bytes),
+	                 "unit", nullable_string(t->cost_unit));
+}
+
+static int print_json(const listing *l)
+{
+	json_t *arr = json_array();
+	for (int i = 0; arr && i < l->n; i++) {
+		json_t *o = task_json(&l->tasks[i]);
+		if (!o || json_array_append_new(arr, o)) {
+			json_decref(arr);
+			arr = NULL;
+		}
+	}
+	char *text = arr ? json_dumps(arr, JSON_INDENT(2)) : NULL;
+	json_decref(arr);
+	if (!text) {
+		st_cli_error("tasks: out of memory");
+		return -1;
+	}
+	puts(text);
+	free(text);
+	return 0;
+}
+
+int cmd_tasks(int argc, char **argv)
+{
+	const char *root = st_cli_tasks_root();
+	int json = 0;
+	if (st_cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return ST_EXIT_OK;
+	}
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (!strcmp(argv[i], "--root") && i + 1 < argc) {
+			root = argv[++i];
+		} else if (!strncmp(argv[i], "--root=", 7)) {
+			root = argv[i] + 7;
+		} else {
+			st_cli_error("tasks: %s '%s'; see 'stitch tasks --help'",
+			             !strcmp(argv[i], "--root") ? "missing folder after" : "unknown option",
+			             argv[i]);
+			return ST_EXIT_USAGE;
+		}
+	}
+	listing l = {0};
+	if (listing_load(root, &l))
+		return ST_EXIT_USAGE;
+	int rc = 0;
+	if (json)
+		rc = print_json(&l);
+	else
+		print_table(&l);
+	int failed = l.failed;
+	listing_free(&l);
+	if (rc)
+		return ST_EXIT_ENV;
+	return failed ? ST_EXIT_USAGE : ST_EXIT_OK;
+}

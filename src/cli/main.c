@@ -1,0 +1,75 @@
+/* stitch: the command table and dispatch, git-style (`stitch <verb> [options]`). */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct st_cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct st_cmd commands[] = {
+	{"tasks", cmd_tasks, "list the benchmark suite (tier, name, sizes, policy)"},
+	{"verify", cmd_verify, "compile, check and time one solution against a task; print a verdict"},
+	{"bench", cmd_bench, "run every task's expert against its reference; print a table"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stitch <command> [options]\n\n"
+	           "stitch turns GPU workloads into fast standalone CUDA programs and judges CUDA\n"
+	           "solutions against reference and expert baselines.\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n'stitch <command> --help' describes one command.\n"
+	           "Exit codes: 0 ok, 1 the answer is no (e.g. incorrect), 2 bad input, "
+	           "3 environment (no GPU, no compiler).\n");
+}
+
+void st_cli_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("stitch: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+const char *st_cli_tasks_root(void)
+{
+	const char *env = getenv("STITCH_TASKS");
+	return env && *env ? env : STITCH_SOURCE_DIR "/tasks";
+}
+
+int st_cli_wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return ST_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return ST_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("stitch %s\n", STITCH_VERSION);
+		return ST_EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].fn(argc - 1, argv + 1);
+	st_cli_error("'%s' is not a stitch command; see 'stitch --help'", argv[1]);
+	return ST_EXIT_USAGE;
+}

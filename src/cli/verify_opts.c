@@ -1,0 +1,93 @@
+/* The shared option parser of `verify` and `bench`. */
+#include "verify_opts.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static int number(const char *opt, const char *v, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (errno || end == v || *end || x < lo || x > hi) {
+		st_cli_error("%s: '%s' is not a number between %g and %g", opt, v, lo, hi);
+		return -1;
+	}
+	*out = x;
+	return 0;
+}
+
+int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *quiet)
+{
+	const char *a = argv[*i];
+	static const char *const valued[] = {"--backend", "--arch", "--sets", "--time-set", "--seeds",
+	                                     "--seed", "--min-time", "--max-rse", "--max-samples",
+	                                     "--timeout", NULL};
+	if (!strcmp(a, "--no-timing")) {
+		o->timing = 0;
+		return 1;
+	}
+	if (!strcmp(a, "--no-cache")) {
+		o->no_cache = 1;
+		return 1;
+	}
+	if (!strcmp(a, "--quiet")) {
+		*quiet = 1;
+		return 1;
+	}
+	int k = 0;
+	while (valued[k] && strcmp(a, valued[k]))
+		k++;
+	if (!valued[k])
+		return 0;
+	if (*i + 1 >= argc) {
+		st_cli_error("%s needs a value", a);
+		return -1;
+	}
+	const char *v = argv[++*i];
+	double x;
+	if (!strcmp(a, "--backend"))
+		o->backend = v;
+	else if (!strcmp(a, "--arch"))
+		o->arch = v;
+	else if (!strcmp(a, "--sets"))
+		o->sets = v;
+	else if (!strcmp(a, "--time-set"))
+		o->time_set = v;
+	else if (!strcmp(a, "--seeds")) {
+		if (number(a, v, 1, 100, &x))
+			return -1;
+		o->seeds = (int)x;
+	} else if (!strcmp(a, "--seed")) {
+		char *end;
+		errno = 0;
+		unsigned long long s = strtoull(v, &end, 0);
+		if (errno || end == v || *end || s == 0) {
+			st_cli_error("--seed: '%s' is not a positive integer", v);
+			return -1;
+		}
+		o->seed = s;
+	} else if (!strcmp(a, "--min-time")) {
+		if (number(a, v, 0, 1e6, &o->stop.min_time_ms))
+			return -1;
+	} else if (!strcmp(a, "--max-rse")) {
+		if (number(a, v, 1e-6, 1, &o->stop.max_rse))
+			return -1;
+	} else if (!strcmp(a, "--max-samples")) {
+		if (number(a, v, 1, 1e7, &x))
+			return -1;
+		o->stop.max_samples = (int)x;
+	} else if (!strcmp(a, "--timeout")) {
+		if (number(a, v, 0.1, 86400, &o->timeout_s))
+			return -1;
+	}
+	return 1;
+}
+
+void st_verify_progress_stderr(void *arg, const char *line)
+{
+	fprintf(stderr, "%s%s\n", arg ? (const char *)arg : "", line);
+}

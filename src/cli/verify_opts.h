@@ -1,0 +1,30 @@
+/* Options shared by `stitch verify` and `stitch bench`: backend, arch, size sets, seeds, timing
+ * and the stop rule. One parser, so both commands accept and document the same flags. */
+#ifndef ST_CLI_VERIFY_OPTS_H
+#define ST_CLI_VERIFY_OPTS_H
+
+#include <stdio.h>
+#include "stitch/stitch.h"
+
+#define ST_VERIFY_OPTS_HELP                                                                    \
+	"  --backend B      cuda (default) or host (C solutions on the CPU; no GPU needed)\n"         \
+	"  --arch A         target architecture, e.g. sm_90a (default: the GPU's own)\n"              \
+	"  --sets LIST      size sets checked: small,eval,hidden (default: all; host: small)\n"      \
+	"  --time-set S     size set that is timed (default: eval; host: small)\n"                   \
+	"  --seeds N        correctness seeds per size set (default 3)\n"                            \
+	"  --seed N         reproducible seeds instead of fresh secret ones\n"                        \
+	"  --no-timing      check correctness only\n"                                                 \
+	"  --min-time MS    GPU time to gather per solution before stopping (default 300)\n"         \
+	"  --max-rse X      stop when the relative standard error is below X (default 0.005)\n"     \
+	"  --max-samples N  cap on timed samples per solution (default 20000)\n"                    \
+	"  --timeout S      limit for one runner request: st_init, a call, a batch (default 120)\n" \
+	"  --no-cache       compile even when the cache has the result\n"                             \
+	"  --quiet          no progress lines on stderr\n"
+
+/* Parse argv[*i] (and maybe its value). 1: consumed; 0: not one of ours; -1: bad value
+ * (message printed). */
+int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *quiet);
+
+void st_verify_progress_stderr(void *arg, const char *line);
+
+#endif

@@ -1,0 +1,23 @@
+/* File helpers: read a whole file, write one atomically (temp + rename, so no partial file is
+ * ever seen), make folders, the cache folder, and SHA-256 in hex (OpenSSL EVP). */
+#ifndef ST_FS_H
+#define ST_FS_H
+
+#include <stddef.h>
+#include "st_error.h"
+
+st_status st_read_file(const char *path, char **data, size_t *len, st_err *err);
+st_status st_write_file_atomic(const char *path, const void *data, size_t len, st_err *err);
+st_status st_mkdirs(const char *path, st_err *err);
+/* $STITCH_CACHE_DIR, else $XDG_CACHE_HOME/stitch, else $HOME/.cache/stitch; created if missing. */
+st_status st_cache_dir(char *out, size_t len, st_err *err);
+int st_file_exists(const char *path);
+int st_dir_exists(const char *path);
+
+typedef struct st_sha256 { void *evp; } st_sha256;
+st_status st_sha256_init(st_sha256 *h);
+void st_sha256_update(st_sha256 *h, const void *data, size_t len);
+void st_sha256_final(st_sha256 *h, char hex[65]);  /* also frees h */
+void st_sha256_hex(const void *data, size_t len, char hex[65]);
+
+#endif

@@ -1,0 +1,20 @@
+/* The parent <-> runner protocol: length-prefixed JSON messages over a Unix stream socket, with
+ * an optional file descriptor (the shared-memory block for tensors) passed beside a message.
+ * Bulk data never travels in messages: it sits in a memfd both processes map. */
+#ifndef ST_PROTO_H
+#define ST_PROTO_H
+
+#include <jansson.h>
+#include "st_error.h"
+
+#define ST_PROTO_MAX_MSG (64u << 20)
+
+/* Send msg (not consumed); pass_fd >= 0 sends that descriptor along. */
+st_status st_proto_send(int sock, const json_t *msg, int pass_fd, st_err *err);
+
+/* Receive one message; *fd_out (if not NULL) gets a passed descriptor or -1.
+ * timeout_ms < 0 waits forever. ST_E_TIMEOUT when nothing came in time; ST_E_IO on a closed
+ * connection ("connection closed") or a broken frame. */
+st_status st_proto_recv(int sock, json_t **msg, int *fd_out, int timeout_ms, st_err *err);
+
+#endif

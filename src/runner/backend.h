@@ -1,0 +1,49 @@
+/* What a runner needs from the machine it runs solutions on. Each runner binary links exactly one
+ * implementation: backend_host.c (host memory, C solutions) or backend_cuda.c (one GPU). */
+#ifndef ST_RUNNER_BACKEND_H
+#define ST_RUNNER_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "stitch/solution.h"
+#include "task/task.h"
+#include "verify/stats.h"
+
+/* An elementwise init, resolved to numbers (randint bounds already evaluated). */
+typedef struct rb_init {
+	st_dist dist;
+	double a, b;
+	int64_t lo, hi;
+} rb_init;
+
+/* Open the device; fill `info` with backend, device, arch, sms, l2_bytes, mem_bytes, uuid. */
+int rb_open(json_t *info, char *err, size_t len);
+void rb_close(void);
+cudaStream_t rb_stream(void);
+
+int rb_alloc(void **p, size_t bytes, char *err, size_t len);
+void rb_free(void *p);
+/* Elementwise generation of n elements on the device (or host), from seed. */
+int rb_fill(void *dst, st_dtype dt, int64_t n, const rb_init *init, uint64_t seed, char *err,
+            size_t len);
+int rb_upload(void *dst, const void *src, size_t bytes, char *err, size_t len);
+int rb_download(void *dst, const void *src, size_t bytes, char *err, size_t len);
+/* Fill with 0xFF bytes: NaN for every float type, -1 for signed integers. */
+int rb_poison(void *dst, size_t bytes, char *err, size_t len);
+/* Wait for all device work and report any fault (sticky errors included). 0 when clean;
+ * otherwise *fatal says whether the device context is lost and the runner must exit. */
+int rb_check(const char *after, int *fatal, char *err, size_t len);
+/* Make host memory fast to copy to and from (pinning); failure is harmless. */
+void rb_host_register(void *p, size_t bytes);
+void rb_host_unregister(void *p);
+
+typedef int (*rb_run_fn)(void *arg);
+/* One timed sample: flush the last-level cache, time fn on the stream, sync the whole device,
+ * record wall time and clocks. Returns fn's non-zero result, or -1 with err on a device fault. */
+int rb_time_sample(rb_run_fn fn, void *arg, st_sample *s, char *err, size_t len);
+
+/* Measure the machine's peaks into out: bw_gbs, fp32/tf32/fp16/bf16/fp64 in TFLOP/s. */
+int rb_peaks(json_t *out, char *err, size_t len);
+
+#endif

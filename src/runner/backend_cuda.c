@@ -1,0 +1,343 @@
+/* CUDA backend: one GPU, one non-blocking stream handed to the solution, device buffers from
+ * cudaMalloc, cold-L2 samples timed with events on the solution's stream beside host wall time
+ * to a whole-device sync, and SM clocks / throttle reasons read through NVML (loaded at run
+ * time, so the runner works where NVML is missing). */
+#include "backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_kernels.h"
+#include "verify/compile.h"
+
+static cudaStream_t g_stream;
+static cudaEvent_t g_ev0, g_ev1;
+static void *g_flush;
+static size_t g_flush_len;
+static unsigned g_flush_val;
+
+/* NVML, resolved by hand: the toolkit ships no nvml.h here and the library lives with the driver. */
+typedef void *nvml_dev;
+static struct {
+	void *dl;
+	nvml_dev dev;
+	int (*clock)(nvml_dev, int, unsigned *);
+	int (*reasons)(nvml_dev, unsigned long long *);
+} g_nvml;
+
+#define NVML_CLOCK_SM 1
+/* HW slowdown, SW thermal, HW thermal, HW power brake: the clock was forced down mid-sample. */
+#define NVML_THROTTLE_MASK (0x8ull | 0x20ull | 0x40ull | 0x80ull)
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cuda_fail(cudaError_t e, const char *what, char *err, size_t len)
+{
+	snprintf(err, len, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+	return -1;
+}
+
+#define CK(call, what)                                                                          \
+	do {                                                                                        \
+		cudaError_t e_ = (call);                                                                \
+		if (e_ != cudaSuccess)                                                                  \
+			return cuda_fail(e_, what, err, len);                                               \
+	} while (0)
+
+static void nvml_open(int device)
+{
+	g_nvml.dl = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!g_nvml.dl)
+		return;
+	int (*init)(void) = (int (*)(void))(uintptr_t)dlsym(g_nvml.dl, "nvmlInit_v2");
+	int (*by_bus)(const char *, nvml_dev *) =
+		(int (*)(const char *, nvml_dev *))(uintptr_t)dlsym(g_nvml.dl,
+		                                                     "nvmlDeviceGetHandleByPciBusId_v2");
+	g_nvml.clock = (int (*)(nvml_dev, int, unsigned *))(uintptr_t)dlsym(g_nvml.dl,
+	                                                                     "nvmlDeviceGetClockInfo");
+	void *r = dlsym(g_nvml.dl, "nvmlDeviceGetCurrentClocksEventReasons");
+	if (!r)
+		r = dlsym(g_nvml.dl, "nvmlDeviceGetCurrentClocksThrottleReasons");
+	g_nvml.reasons = (int (*)(nvml_dev, unsigned long long *))(uintptr_t)r;
+	char bus[64];
+	if (!init || !by_bus || !g_nvml.clock || init() != 0 ||
+	    cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess ||
+	    by_bus(bus, &g_nvml.dev) != 0) {
+		g_nvml.clock = NULL;
+		g_nvml.reasons = NULL;
+	}
+}
+
+int rb_open(json_t *info, char *err, size_t len)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess || n == 0) {
+		snprintf(err, len, "no CUDA GPU found (%s)",
+		         e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
+		return -1;
+	}
+	CK(cudaSetDevice(0), "cudaSetDevice");
+	struct cudaDeviceProp p;
+	CK(cudaGetDeviceProperties(&p, 0), "cudaGetDeviceProperties");
+	CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+	CK(cudaEventCreate(&g_ev0), "cudaEventCreate");
+	CK(cudaEventCreate(&g_ev1), "cudaEventCreate");
+	/* Twice the L2, so that every line a sample could reuse is evicted before it starts. */
+	g_flush_len = 2 * (size_t)(p.l2CacheSize > 0 ? p.l2CacheSize : (64 << 20));
+	CK(cudaMalloc(&g_flush, g_flush_len), "cudaMalloc (L2 flush buffer)");
+	nvml_open(0);
+
+	char arch[32], uuid[64];
+	st_arch_from_cc(p.major, p.minor, arch, sizeof arch);
+	const unsigned char *u = (const unsigned char *)p.uuid.bytes;
+	snprintf(uuid, sizeof uuid,
+	         "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+	         u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+	int driver = 0, runtime = 0;
+	cudaDriverGetVersion(&driver);
+	cudaRuntimeGetVersion(&runtime);
+	json_object_set_new(info, "backend", json_string("cuda"));
+	json_object_set_new(info, "device", json_string(p.name));
+	json_object_set_new(info, "arch", json_string(arch));
+	json_object_set_new(info, "cc", json_integer(p.major * 10 + p.minor));
+	json_object_set_new(info, "uuid", json_string(uuid));
+	json_object_set_new(info, "sms", json_integer(p.multiProcessorCount));
+	json_object_set_new(info, "l2_bytes", json_integer(p.l2CacheSize));
+	json_object_set_new(info, "mem_bytes", json_integer((json_int_t)p.totalGlobalMem));
+	json_object_set_new(info, "driver", json_integer(driver));
+	json_object_set_new(info, "runtime", json_integer(runtime));
+	json_object_set_new(info, "nvml", json_boolean(g_nvml.clock != NULL));
+	return 0;
+}
+
+void rb_close(void)
+{
+	cudaFree(g_flush);
+	cudaEventDestroy(g_ev0);
+	cudaEventDestroy(g_ev1);
+	cudaStreamDestroy(g_stream);
+}
+
+cudaStream_t rb_stream(void)
+{
+	return g_stream;
+}
+
+int rb_alloc(void **p, size_t bytes, char *err, size_t len)
+{
+	CK(cudaMalloc(p, bytes), "cudaMalloc");
+	return 0;
+}
+
+void rb_free(void *p)
+{
+	cudaFree(p);
+}
+
+int rb_fill(void *dst, st_dtype dt, int64_t n, const rb_init *init, uint64_t seed, char *err,
+            size_t len)
+{
+	CK((cudaError_t)st_cuda_fill(dst, (int)dt, n, (int)init->dist, init->a, init->b, init->lo,
+	                             init->hi, seed, g_stream),
+	   "generating inputs");
+	return 0;
+}
+
+int rb_upload(void *dst, const void *src, size_t bytes, char *err, size_t len)
+{
+	CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream), "cudaMemcpy to device");
+	CK(cudaStreamSynchronize(g_stream), "cudaMemcpy to device");
+	return 0;
+}
+
+int rb_download(void *dst, const void *src, size_t bytes, char *err, size_t len)
+{
+	CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_stream), "cudaMemcpy to host");
+	CK(cudaStreamSynchronize(g_stream), "cudaMemcpy to host");
+	return 0;
+}
+
+int rb_poison(void *dst, size_t bytes, char *err, size_t len)
+{
+	CK(cudaMemsetAsync(dst, 0xff, bytes, g_stream), "poisoning outputs");
+	return 0;
+}
+
+int rb_check(const char *after, int *fatal, char *err, size_t len)
+{
+	*fatal = 0;
+	cudaError_t e = cudaDeviceSynchronize();
+	if (e == cudaSuccess)
+		e = cudaGetLastError();
+	if (e == cudaSuccess)
+		return 0;
+	/* Errors from a kernel (illegal address, trap, ...) poison the context for good. */
+	*fatal = e != cudaErrorMemoryAllocation && e != cudaErrorInvalidValue &&
+	         e != cudaErrorInvalidConfiguration;
+	snprintf(err, len, "CUDA error after %s: %s (%s)", after, cudaGetErrorString(e),
+	         cudaGetErrorName(e));
+	return -1;
+}
+
+void rb_host_register(void *p, size_t bytes)
+{
+	if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) != cudaSuccess)
+		cudaGetLastError(); /* pageable copies still work, only slower */
+}
+
+void rb_host_unregister(void *p)
+{
+	if (cudaHostUnregister(p) != cudaSuccess)
+		cudaGetLastError();
+}
+
+int rb_time_sample(rb_run_fn fn, void *arg, st_sample *s, char *err, size_t len)
+{
+	CK(cudaMemsetAsync(g_flush, (int)(++g_flush_val & 0xff), g_flush_len, g_stream), "L2 flush");
+	CK(cudaStreamSynchronize(g_stream), "L2 flush");
+	double t0 = now_ms();
+	CK(cudaEventRecord(g_ev0, g_stream), "cudaEventRecord");
+	int rc = fn(arg);
+	cudaError_t rec = cudaEventRecord(g_ev1, g_stream);
+	cudaError_t e = cudaDeviceSynchronize();
+	double t1 = now_ms();
+	if (e != cudaSuccess)
+		return cuda_fail(e, "CUDA error during a timed st_run", err, len);
+	if (rc)
+		return rc;
+	CK(rec, "cudaEventRecord");
+	float ms = 0;
+	CK(cudaEventElapsedTime(&ms, g_ev0, g_ev1), "cudaEventElapsedTime");
+	s->ms = ms;
+	s->wall_ms = t1 - t0;
+	s->sm_mhz = 0;
+	s->throttled = 0;
+	unsigned mhz;
+	unsigned long long reasons;
+	if (g_nvml.clock && g_nvml.clock(g_nvml.dev, NVML_CLOCK_SM, &mhz) == 0)
+		s->sm_mhz = (int)mhz;
+	if (g_nvml.reasons && g_nvml.reasons(g_nvml.dev, &reasons) == 0)
+		s->throttled = (reasons & NVML_THROTTLE_MASK) != 0;
+	return 0;
+}
+
+/* ---- peaks ------------------------------------------------------------------------------------ */
+
+static int time_gemm(cublasHandle_t h, cudaDataType t, cublasComputeType_t ct, int n, void *a,
+                     void *b, void *c, double *tflops, char *err, size_t len)
+{
+	float one = 1, zero = 0;
+	double done = 1, dzero = 0;
+	const void *alpha = ct == CUBLAS_COMPUTE_64F ? (const void *)&done : (const void *)&one;
+	const void *beta = ct == CUBLAS_COMPUTE_64F ? (const void *)&dzero : (const void *)&zero;
+	cudaDataType ctype = t == CUDA_R_64F ? CUDA_R_64F : t == CUDA_R_32F ? CUDA_R_32F : t;
+	int reps = 5;
+	for (int i = 0; i < reps + 2; i++) {
+		if (i == 2)
+			CK(cudaEventRecord(g_ev0, g_stream), "cudaEventRecord");
+		cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, alpha, a, t, n, b,
+		                                 t, n, beta, c, ctype, n, ct, CUBLAS_GEMM_DEFAULT);
+		if (st != CUBLAS_STATUS_SUCCESS) {
+			snprintf(err, len, "cublasGemmEx for the peak probe failed: %s",
+			         cublasGetStatusString(st));
+			return -1;
+		}
+	}
+	CK(cudaEventRecord(g_ev1, g_stream), "cudaEventRecord");
+	CK(cudaEventSynchronize(g_ev1), "peak probe");
+	float ms;
+	CK(cudaEventElapsedTime(&ms, g_ev0, g_ev1), "cudaEventElapsedTime");
+	*tflops = 2.0 * n * (double)n * n * reps / (ms * 1e-3) / 1e12;
+	return 0;
+}
+
+int rb_peaks(json_t *out, char *err, size_t len)
+{
+	size_t bytes = 1u << 30;
+	void *a = NULL, *b = NULL, *c = NULL;
+	int rc = -1;
+	cublasHandle_t h = NULL;
+	if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess ||
+	    cudaMalloc(&c, bytes) != cudaSuccess) {
+		snprintf(err, len, "cudaMalloc for the peak probe failed");
+		goto done;
+	}
+	rb_init init = {.dist = ST_DIST_NORMAL, .a = 0, .b = 1};
+	if (rb_fill(a, ST_F32, (int64_t)(bytes / 4), &init, 1, err, len) ||
+	    rb_fill(b, ST_F32, (int64_t)(bytes / 4), &init, 2, err, len))
+		goto done;
+	float best = 1e30f;
+	for (int i = 0; i < 8; i++) {
+		if (cudaEventRecord(g_ev0, g_stream) ||
+		    cudaMemcpyAsync(c, a, bytes, cudaMemcpyDeviceToDevice, g_stream) ||
+		    cudaEventRecord(g_ev1, g_stream) || cudaEventSynchronize(g_ev1)) {
+			snprintf(err, len, "bandwidth probe failed");
+			goto done;
+		}
+		float ms;
+		cudaEventElapsedTime(&ms, g_ev0, g_ev1);
+		if (i > 0 && ms < best)
+			best = ms;
+	}
+	json_object_set_new(out, "bw_gbs", json_real(2.0 * bytes / (best * 1e-3) / 1e9));
+	if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cublasSetStream(h, g_stream)) {
+		snprintf(err, len, "cublasCreate failed");
+		goto done;
+	}
+	/* Random operands: zeros run measurably faster on tensor cores. The bf16/fp16 probes reuse
+	 * the fp32 random bits reinterpreted, which are finite values of normal magnitude. */
+	static const struct {
+		const char *name;
+		cudaDataType t;
+		cublasComputeType_t ct;
+		int n;
+	} probes[] = {
+		{"bf16", CUDA_R_16BF, CUBLAS_COMPUTE_32F, 8192},
+		{"fp16", CUDA_R_16F, CUBLAS_COMPUTE_32F, 8192},
+		{"tf32", CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 8192},
+		{"fp32", CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC, 8192},
+		{"fp64", CUDA_R_64F, CUBLAS_COMPUTE_64F, 4096},
+	};
+	if (rb_fill(a, ST_BF16, (int64_t)(bytes / 2), &init, 3, err, len) ||
+	    rb_fill(b, ST_BF16, (int64_t)(bytes / 2), &init, 4, err, len))
+		goto done;
+	for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+		if (probes[i].t == CUDA_R_16F &&
+		    (rb_fill(a, ST_F16, (int64_t)(bytes / 2), &init, 5, err, len) ||
+		     rb_fill(b, ST_F16, (int64_t)(bytes / 2), &init, 6, err, len)))
+			goto done;
+		if (probes[i].t == CUDA_R_32F &&
+		    (rb_fill(a, ST_F32, (int64_t)(bytes / 4), &init, 7, err, len) ||
+		     rb_fill(b, ST_F32, (int64_t)(bytes / 4), &init, 8, err, len)))
+			goto done;
+		if (probes[i].t == CUDA_R_64F &&
+		    (rb_fill(a, ST_F64, (int64_t)(bytes / 8), &init, 9, err, len) ||
+		     rb_fill(b, ST_F64, (int64_t)(bytes / 8), &init, 10, err, len)))
+			goto done;
+		double tf;
+		if (time_gemm(h, probes[i].t, probes[i].ct, probes[i].n, a, b, c, &tf, err, len))
+			goto done;
+		json_object_set_new(out, probes[i].name, json_real(tf));
+	}
+	json_object_set_new(out, "int", json_real(json_real_value(json_object_get(out, "fp32"))));
+	rc = 0;
+done:
+	if (h)
+		cublasDestroy(h);
+	cudaFree(a);
+	cudaFree(b);
+	cudaFree(c);
+	if (rc)
+		cudaGetLastError();
+	return rc;
+}

@@ -1,0 +1,204 @@
+/* Host backend: solutions are C shared objects working on host memory; "device" buffers are
+ * malloc'd, the stream is NULL, and a sample is CPU wall time. It lets CI drive the whole
+ * parent/runner/compare/timing pipeline on a machine without a GPU. */
+#include "backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runner_gen.h"
+
+static unsigned char *flush_buf;
+static size_t flush_len;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void cpu_model(char *out, size_t len)
+{
+	snprintf(out, len, "host CPU");
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof line, f)) {
+		char *colon = strchr(line, ':');
+		if (!strncmp(line, "model name", 10) && colon) {
+			colon += 2;
+			colon[strcspn(colon, "\n")] = 0;
+			snprintf(out, len, "host CPU (%s)", colon);
+			break;
+		}
+	}
+	fclose(f);
+}
+
+int rb_open(json_t *info, char *err, size_t len)
+{
+	long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+	long llc = l3 > 0 ? l3 : l2 > 0 ? l2 : 8L << 20;
+	flush_len = (size_t)llc * 2;
+	if (flush_len > (64u << 20))
+		flush_len = 64u << 20;
+	flush_buf = malloc(flush_len);
+	if (!flush_buf) {
+		snprintf(err, len, "out of host memory for the cache-flush buffer");
+		return -1;
+	}
+	char model[300];
+	cpu_model(model, sizeof model);
+	json_object_set_new(info, "backend", json_string("host"));
+	json_object_set_new(info, "device", json_string(model));
+	json_object_set_new(info, "arch", json_string("host"));
+	json_object_set_new(info, "uuid", json_string("host"));
+	json_object_set_new(info, "sms", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+	json_object_set_new(info, "l2_bytes", json_integer(llc));
+	json_object_set_new(info, "mem_bytes",
+	                    json_integer((json_int_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE)));
+	return 0;
+}
+
+void rb_close(void)
+{
+	free(flush_buf);
+	flush_buf = NULL;
+}
+
+cudaStream_t rb_stream(void)
+{
+	return NULL;
+}
+
+int rb_alloc(void **p, size_t bytes, char *err, size_t len)
+{
+	*p = malloc(bytes);
+	if (!*p) {
+		snprintf(err, len, "out of memory: cannot allocate %zu bytes", bytes);
+		return -1;
+	}
+	return 0;
+}
+
+void rb_free(void *p)
+{
+	free(p);
+}
+
+int rb_fill(void *dst, st_dtype dt, int64_t n, const rb_init *init, uint64_t seed, char *err,
+            size_t len)
+{
+	(void)err;
+	(void)len;
+	st_gen_host(dst, dt, n, init, seed);
+	return 0;
+}
+
+int rb_upload(void *dst, const void *src, size_t bytes, char *err, size_t len)
+{
+	(void)err;
+	(void)len;
+	memcpy(dst, src, bytes);
+	return 0;
+}
+
+int rb_download(void *dst, const void *src, size_t bytes, char *err, size_t len)
+{
+	(void)err;
+	(void)len;
+	memcpy(dst, src, bytes);
+	return 0;
+}
+
+int rb_poison(void *dst, size_t bytes, char *err, size_t len)
+{
+	(void)err;
+	(void)len;
+	memset(dst, 0xff, bytes);
+	return 0;
+}
+
+int rb_check(const char *after, int *fatal, char *err, size_t len)
+{
+	(void)after;
+	(void)err;
+	(void)len;
+	*fatal = 0;
+	return 0;
+}
+
+void rb_host_register(void *p, size_t bytes)
+{
+	(void)p;
+	(void)bytes;
+}
+
+void rb_host_unregister(void *p)
+{
+	(void)p;
+}
+
+int rb_time_sample(rb_run_fn fn, void *arg, st_sample *s, char *err, size_t len)
+{
+	(void)err;
+	(void)len;
+	static unsigned char v;
+	memset(flush_buf, ++v, flush_len);
+	double t0 = now_ms();
+	int rc = fn(arg);
+	double t1 = now_ms();
+	s->ms = s->wall_ms = t1 - t0;
+	s->sm_mhz = 0;
+	s->throttled = 0;
+	return rc;
+}
+
+int rb_peaks(json_t *out, char *err, size_t len)
+{
+	size_t bytes = 64u << 20;
+	unsigned char *a = malloc(bytes), *b = malloc(bytes);
+	if (!a || !b) {
+		free(a);
+		free(b);
+		snprintf(err, len, "out of memory for the bandwidth probe");
+		return -1;
+	}
+	memset(a, 1, bytes);
+	memset(b, 2, bytes);
+	double best = 1e30;
+	for (int i = 0; i < 5; i++) {
+		double t0 = now_ms();
+		memcpy(b, a, bytes);
+		double t = now_ms() - t0;
+		if (t < best)
+			best = t;
+	}
+	/* A dependent-free multiply-add loop the compiler cannot fold: the scalar fp32 rate. */
+	volatile float sink;
+	float x[8] = {1, 1.1f, 1.2f, 1.3f, 1.4f, 1.5f, 1.6f, 1.7f};
+	long iters = 20000000;
+	double t0 = now_ms();
+	for (long i = 0; i < iters; i++)
+		for (int k = 0; k < 8; k++)
+			x[k] = x[k] * 0.9999f + 0.0001f;
+	double tf = now_ms() - t0;
+	sink = x[0] + x[7];
+	(void)sink;
+	double fp32 = 2.0 * 8 * iters / (tf * 1e-3) / 1e12;
+	json_object_set_new(out, "bw_gbs", json_real(2.0 * bytes / (best * 1e-3) / 1e9));
+	json_object_set_new(out, "fp32", json_real(fp32));
+	json_object_set_new(out, "fp64", json_real(fp32 / 2));
+	json_object_set_new(out, "tf32", json_real(fp32));
+	json_object_set_new(out, "fp16", json_real(fp32));
+	json_object_set_new(out, "bf16", json_real(fp32));
+	json_object_set_new(out, "int", json_real(fp32));
+	free(a);
+	free(b);
+	return 0;
+}

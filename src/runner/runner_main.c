@@ -1,0 +1,548 @@
+/* The runner: a child process that loads ONE solution and runs it on request from the parent.
+ * It owns the device buffers, generates params and inputs from seeds the parent sends, poisons
+ * outputs before every call, and copies outputs into the shared-memory block the parent reads.
+ * The parent never loads solution code; this process never sees another solution's outputs.
+ * Usage (by the parent only): stitch-runner-<backend> --fd N */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "common/proto.h"
+#include "rng.h"
+#include "runner_gen.h"
+#include "stitch/task_hooks.h"
+#include "task/dtype.h"
+
+typedef int (*st_init_fn)(const st_config *, const st_tensor *, int32_t, cudaStream_t, void **);
+typedef int (*st_run_fn)(void *, const st_tensor *, int32_t, st_tensor *, int32_t, cudaStream_t);
+typedef void (*st_free_fn)(void *);
+typedef int (*st_gen_fn)(const st_config *, uint64_t, st_tensor *, int32_t, char *, size_t);
+
+#define N_SETS 2  /* two buffer sets, so input and output pointers change between calls */
+
+static struct runner {
+	void *dl;
+	st_init_fn sol_init;
+	st_run_fn sol_run;
+	st_free_fn sol_free;
+	void *hooks_dl;
+	st_gen_fn hook_gen;
+
+	int ready;            /* setup done and st_init succeeded */
+	void *ctx;
+	int n_sizes;
+	char **size_names;
+	int64_t *size_values;
+	st_config cfg;
+	st_tensor *params;
+	int n_params;
+	st_tensor *in[N_SETS], *out[N_SETS];
+	int n_in, n_out;
+	rb_init *in_init;
+	void **staging;       /* host copies of inputs when a task hook generates them */
+	size_t *out_off[2];   /* shm offsets of the outputs, per slot */
+	size_t *in_off;       /* shm offsets of the inputs (dump) */
+	unsigned char *shm;
+	size_t shm_len;
+	int cur_set;          /* which set the last run filled */
+} R;
+
+static char g_err[2048];
+
+static void seterr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void seterr(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(g_err, sizeof g_err, fmt, ap);
+	va_end(ap);
+}
+
+static json_t *reply_ok(void)
+{
+	return json_pack("{s:b}", "ok", 1);
+}
+
+static json_t *reply_fail(const char *status, const char *reason)
+{
+	return json_pack("{s:b,s:s,s:s}", "ok", 0, "status", status, "reason", reason);
+}
+
+static size_t tensor_bytes(const st_tensor *t)
+{
+	size_t n = 1;
+	for (int i = 0; i < t->ndim; i++)
+		n *= (size_t)t->shape[i];
+	return n * st_dtype_size(t->dtype);
+}
+
+static int64_t tensor_numel(const st_tensor *t)
+{
+	int64_t n = 1;
+	for (int i = 0; i < t->ndim; i++)
+		n *= t->shape[i];
+	return n;
+}
+
+/* ---- load -------------------------------------------------------------------------------- */
+
+static json_t *op_load(json_t *req)
+{
+	const char *path = json_string_value(json_object_get(req, "solution"));
+	const char *hooks = json_string_value(json_object_get(req, "hooks"));
+	if (!path)
+		return reply_fail("harness", "load: no solution path");
+	if (R.dl)
+		return reply_fail("harness", "load: a solution is already loaded");
+	if (hooks) {
+		R.hooks_dl = dlopen(hooks, RTLD_NOW | RTLD_LOCAL);
+		if (!R.hooks_dl) {
+			seterr("cannot load task hooks %s: %s", hooks, dlerror());
+			return reply_fail("harness", g_err);
+		}
+		R.hook_gen = (st_gen_fn)(uintptr_t)dlsym(R.hooks_dl, "st_task_generate");
+	}
+	R.dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!R.dl) {
+		seterr("cannot load the solution: %s", dlerror());
+		return reply_fail("abi", g_err);
+	}
+	const char *names[3] = {"st_init", "st_run", "st_free"};
+	void *syms[3];
+	for (int i = 0; i < 3; i++) {
+		syms[i] = dlsym(R.dl, names[i]);
+		if (!syms[i]) {
+			seterr("the solution does not export %s (ABI v1 needs st_init, st_run and st_free "
+			       "with C linkage)", names[i]);
+			return reply_fail("abi", g_err);
+		}
+	}
+	R.sol_init = (st_init_fn)(uintptr_t)syms[0];
+	R.sol_run = (st_run_fn)(uintptr_t)syms[1];
+	R.sol_free = (st_free_fn)(uintptr_t)syms[2];
+	return reply_ok();
+}
+
+/* ---- setup / teardown -------------------------------------------------------------------- */
+
+static void free_tensors(st_tensor *t, int n)
+{
+	if (!t)
+		return;
+	for (int i = 0; i < n; i++) {
+		rb_free(t[i].data);
+		free((char *)t[i].name);
+	}
+	free(t);
+}
+
+static void teardown(void)
+{
+	if (R.ready && R.sol_free)
+		R.sol_free(R.ctx);
+	R.ready = 0;
+	R.ctx = NULL;
+	free_tensors(R.params, R.n_params);
+	for (int s = 0; s < N_SETS; s++) {
+		free_tensors(R.in[s], R.n_in);
+		free_tensors(R.out[s], R.n_out);
+		R.in[s] = R.out[s] = NULL;
+	}
+	if (R.staging)
+		for (int i = 0; i < R.n_in; i++)
+			free(R.staging[i]);
+	free(R.staging);
+	free(R.in_init);
+	free(R.out_off[0]);
+	free(R.out_off[1]);
+	free(R.in_off);
+	for (int i = 0; i < R.n_sizes; i++)
+		free(R.size_names[i]);
+	free(R.size_names);
+	free(R.size_values);
+	if (R.shm) {
+		rb_host_unregister(R.shm);
+		munmap(R.shm, R.shm_len);
+	}
+	R.params = NULL;
+	R.staging = NULL;
+	R.in_init = NULL;
+	R.out_off[0] = R.out_off[1] = R.in_off = NULL;
+	R.size_names = NULL;
+	R.size_values = NULL;
+	R.shm = NULL;
+	R.n_params = R.n_in = R.n_out = R.n_sizes = 0;
+}
+
+static int parse_init(json_t *j, rb_init *init)
+{
+	const char *d = json_string_value(json_object_get(j, "dist"));
+	if (!d)
+		return -1;
+	memset(init, 0, sizeof *init);
+	if (!strcmp(d, "normal"))
+		init->dist = ST_DIST_NORMAL;
+	else if (!strcmp(d, "uniform"))
+		init->dist = ST_DIST_UNIFORM;
+	else if (!strcmp(d, "randint"))
+		init->dist = ST_DIST_RANDINT;
+	else if (!strcmp(d, "const"))
+		init->dist = ST_DIST_CONST;
+	else if (!strcmp(d, "task"))
+		init->dist = ST_DIST_TASK;
+	else
+		return -1;
+	init->a = json_number_value(json_object_get(j, "a"));
+	init->b = json_number_value(json_object_get(j, "b"));
+	init->lo = json_integer_value(json_object_get(j, "lo"));
+	init->hi = json_integer_value(json_object_get(j, "hi"));
+	return 0;
+}
+
+/* Allocate n tensors described by a JSON array [{name, dtype, shape}], device memory each. */
+static int make_tensors(json_t *arr, st_tensor **out, int *n_out)
+{
+	size_t n = json_array_size(arr);
+	st_tensor *t = calloc(n ? n : 1, sizeof *t);
+	if (!t) {
+		seterr("out of host memory");
+		return -1;
+	}
+	*out = t;
+	*n_out = (int)n;
+	for (size_t i = 0; i < n; i++) {
+		json_t *j = json_array_get(arr, i);
+		const char *name = json_string_value(json_object_get(j, "name"));
+		const char *dt = json_string_value(json_object_get(j, "dtype"));
+		json_t *shape = json_object_get(j, "shape");
+		if (!name || !dt || st_dtype_parse(dt, &t[i].dtype) || !json_is_array(shape) ||
+		    json_array_size(shape) < 1 || json_array_size(shape) > 8) {
+			seterr("setup: malformed tensor %zu", i);
+			return -1;
+		}
+		t[i].name = strdup(name);
+		t[i].ndim = (int32_t)json_array_size(shape);
+		for (int d = 0; d < t[i].ndim; d++)
+			t[i].shape[d] = json_integer_value(json_array_get(shape, (size_t)d));
+		size_t bytes = tensor_bytes(&t[i]);
+		if (rb_alloc(&t[i].data, bytes ? bytes : 1, g_err, sizeof g_err))
+			return -1;
+	}
+	return 0;
+}
+
+static int read_offsets(json_t *arr, size_t **out, int n)
+{
+	*out = calloc((size_t)(n ? n : 1), sizeof **out);
+	if (!*out)
+		return -1;
+	if ((int)json_array_size(arr) != n)
+		return -1;
+	for (int i = 0; i < n; i++)
+		(*out)[i] = (size_t)json_integer_value(json_array_get(arr, (size_t)i));
+	return 0;
+}
+
+static json_t *op_setup(json_t *req, int fd)
+{
+	if (!R.dl)
+		return reply_fail("harness", "setup before load");
+	teardown();
+	json_t *sizes = json_object_get(req, "sizes");
+	R.n_sizes = (int)json_array_size(sizes);
+	R.size_names = calloc((size_t)R.n_sizes + 1, sizeof *R.size_names);
+	R.size_values = calloc((size_t)R.n_sizes + 1, sizeof *R.size_values);
+	if (!R.size_names || !R.size_values)
+		return reply_fail("harness", "out of host memory");
+	for (int i = 0; i < R.n_sizes; i++) {
+		json_t *kv = json_array_get(sizes, (size_t)i);
+		R.size_names[i] = strdup(json_string_value(json_array_get(kv, 0)));
+		R.size_values[i] = json_integer_value(json_array_get(kv, 1));
+	}
+	R.cfg.n = R.n_sizes;
+	R.cfg.names = (const char *const *)R.size_names;
+	R.cfg.values = R.size_values;
+
+	if (fd < 0)
+		return reply_fail("harness", "setup without a shared-memory block");
+	R.shm_len = (size_t)json_integer_value(json_object_get(req, "shm_bytes"));
+	R.shm = mmap(NULL, R.shm_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (R.shm == MAP_FAILED) {
+		R.shm = NULL;
+		seterr("mmap of %zu shared bytes: %s", R.shm_len, strerror(errno));
+		return reply_fail("harness", g_err);
+	}
+	rb_host_register(R.shm, R.shm_len);
+
+	json_t *params = json_object_get(req, "params");
+	if (make_tensors(params, &R.params, &R.n_params))
+		return reply_fail("runtime_error", g_err);
+	uint64_t pseed = (uint64_t)json_integer_value(json_object_get(req, "param_seed"));
+	for (int i = 0; i < R.n_params; i++) {
+		rb_init init;
+		if (parse_init(json_object_get(json_array_get(params, (size_t)i), "init"), &init) ||
+		    init.dist == ST_DIST_TASK)
+			return reply_fail("harness", "setup: params need an elementwise init");
+		if (rb_fill(R.params[i].data, R.params[i].dtype, tensor_numel(&R.params[i]), &init,
+		            st_tensor_seed(pseed, (uint64_t)i), g_err, sizeof g_err))
+			return reply_fail("runtime_error", g_err);
+	}
+	json_t *inputs = json_object_get(req, "inputs"), *outputs = json_object_get(req, "outputs");
+	for (int s = 0; s < N_SETS; s++)
+		if (make_tensors(inputs, &R.in[s], &R.n_in) || make_tensors(outputs, &R.out[s], &R.n_out))
+			return reply_fail("runtime_error", g_err);
+	R.in_init = calloc((size_t)R.n_in + 1, sizeof *R.in_init);
+	int need_staging = 0;
+	for (int i = 0; i < R.n_in; i++) {
+		if (parse_init(json_object_get(json_array_get(inputs, (size_t)i), "init"), &R.in_init[i]))
+			return reply_fail("harness", "setup: malformed input init");
+		need_staging |= R.in_init[i].dist == ST_DIST_TASK;
+	}
+	if (need_staging) {
+		if (!R.hook_gen)
+			return reply_fail("harness", "an input needs the task generator, but no task hooks "
+			                             "export st_task_generate");
+		R.staging = calloc((size_t)R.n_in, sizeof *R.staging);
+		for (int i = 0; i < R.n_in; i++)
+			if (!(R.staging[i] = malloc(tensor_bytes(&R.in[0][i]) + 1)))
+				return reply_fail("runtime_error", "out of host memory for input staging");
+	}
+	json_t *shm = json_object_get(req, "layout");
+	if (read_offsets(json_object_get(shm, "out0"), &R.out_off[0], R.n_out) ||
+	    read_offsets(json_object_get(shm, "out1"), &R.out_off[1], R.n_out) ||
+	    read_offsets(json_object_get(shm, "in"), &R.in_off, R.n_in))
+		return reply_fail("harness", "setup: malformed shared-memory layout");
+
+	int fatal = 0;
+	if (rb_check("generating params", &fatal, g_err, sizeof g_err))
+		return reply_fail("runtime_error", g_err);
+	int rc = R.sol_init(&R.cfg, R.params, R.n_params, rb_stream(), &R.ctx);
+	if (rc) {
+		seterr("st_init returned %d", rc);
+		return reply_fail("runtime_error", g_err);
+	}
+	if (rb_check("st_init", &fatal, g_err, sizeof g_err)) {
+		if (fatal) {
+			json_t *r = reply_fail("runtime_error", g_err);
+			json_object_set_new(r, "fatal", json_true());
+			return r;
+		}
+		return reply_fail("runtime_error", g_err);
+	}
+	R.ready = 1;
+	return reply_ok();
+}
+
+/* ---- run ----------------------------------------------------------------------------------- */
+
+static int generate_inputs(int set, uint64_t seed)
+{
+	st_tensor *in = R.in[set];
+	if (!R.staging) {
+		for (int i = 0; i < R.n_in; i++)
+			if (rb_fill(in[i].data, in[i].dtype, tensor_numel(&in[i]), &R.in_init[i],
+			            st_tensor_seed(seed, (uint64_t)i), g_err, sizeof g_err))
+				return -1;
+		return 0;
+	}
+	st_tensor host[64];
+	if (R.n_in > 64) {
+		seterr("too many inputs for task hooks");
+		return -1;
+	}
+	for (int i = 0; i < R.n_in; i++) {
+		host[i] = in[i];
+		host[i].data = R.staging[i];
+		st_gen_host(R.staging[i], in[i].dtype, tensor_numel(&in[i]), &R.in_init[i],
+		            st_tensor_seed(seed, (uint64_t)i));
+	}
+	char msg[512] = "";
+	if (R.hook_gen(&R.cfg, seed, host, R.n_in, msg, sizeof msg)) {
+		seterr("task generator failed: %s", msg);
+		return -1;
+	}
+	for (int i = 0; i < R.n_in; i++)
+		if (rb_upload(in[i].data, R.staging[i], tensor_bytes(&in[i]), g_err, sizeof g_err))
+			return -1;
+	return 0;
+}
+
+static json_t *fault_reply(const char *after, int fatal)
+{
+	json_t *r = reply_fail("runtime_error", g_err);
+	(void)after;
+	if (fatal)
+		json_object_set_new(r, "fatal", json_true());
+	return r;
+}
+
+static json_t *op_run(json_t *req)
+{
+	if (!R.ready)
+		return reply_fail("harness", "run before a successful setup");
+	uint64_t seed = (uint64_t)json_integer_value(json_object_get(req, "seed"));
+	int set = (int)json_integer_value(json_object_get(req, "set")) % N_SETS;
+	int slot = (int)json_integer_value(json_object_get(req, "slot")) % 2;
+	int dump = json_is_true(json_object_get(req, "dump_inputs"));
+	int fatal = 0;
+	if (generate_inputs(set, seed))
+		return reply_fail("harness", g_err);
+	for (int i = 0; i < R.n_out; i++)
+		if (rb_poison(R.out[set][i].data, tensor_bytes(&R.out[set][i]), g_err, sizeof g_err))
+			return reply_fail("harness", g_err);
+	if (rb_check("preparing inputs", &fatal, g_err, sizeof g_err))
+		return fault_reply("inputs", fatal);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int rc = R.sol_run(R.ctx, R.in[set], R.n_in, R.out[set], R.n_out, rb_stream());
+	if (rc) {
+		seterr("st_run returned %d", rc);
+		rb_check("st_run", &fatal, g_err + strlen(g_err), sizeof g_err - strlen(g_err));
+		return fault_reply("st_run", fatal);
+	}
+	if (rb_check("st_run", &fatal, g_err, sizeof g_err))
+		return fault_reply("st_run", fatal);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	R.cur_set = set;
+	for (int i = 0; i < R.n_out; i++)
+		if (rb_download(R.shm + R.out_off[slot][i], R.out[set][i].data,
+		                tensor_bytes(&R.out[set][i]), g_err, sizeof g_err))
+			return fault_reply("copy out", 1);
+	if (dump)
+		for (int i = 0; i < R.n_in; i++)
+			if (rb_download(R.shm + R.in_off[i], R.in[set][i].data, tensor_bytes(&R.in[set][i]),
+			                g_err, sizeof g_err))
+				return fault_reply("copy in", 1);
+	json_t *r = reply_ok();
+	json_object_set_new(r, "wall_ms",
+	                    json_real((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6));
+	return r;
+}
+
+/* ---- time ---------------------------------------------------------------------------------- */
+
+static int timed_set;
+
+static int run_timed(void *arg)
+{
+	(void)arg;
+	return R.sol_run(R.ctx, R.in[timed_set], R.n_in, R.out[timed_set], R.n_out, rb_stream());
+}
+
+static json_t *op_time(json_t *req)
+{
+	if (!R.ready)
+		return reply_fail("harness", "time before a successful setup");
+	int n = (int)json_integer_value(json_object_get(req, "n"));
+	if (n < 1 || n > 100000)
+		return reply_fail("harness", "time: n out of range");
+	json_t *samples = json_array();
+	for (int i = 0; i < n; i++) {
+		timed_set = i % N_SETS;
+		st_sample s;
+		int rc = rb_time_sample(run_timed, NULL, &s, g_err, sizeof g_err);
+		if (rc) {
+			json_decref(samples);
+			if (rc > 0) {
+				seterr("st_run returned %d during timing", rc);
+				return fault_reply("st_run", 0);
+			}
+			return fault_reply("st_run", 1);
+		}
+		json_array_append_new(samples, json_pack("[f,f,i,i]", s.ms, s.wall_ms, s.sm_mhz,
+		                                         s.throttled));
+	}
+	json_t *r = reply_ok();
+	json_object_set_new(r, "samples", samples);
+	return r;
+}
+
+/* ---- main loop ------------------------------------------------------------------------------ */
+
+static json_t *dispatch(json_t *req, int fd, int *quit)
+{
+	const char *op = json_string_value(json_object_get(req, "op"));
+	if (!op)
+		return reply_fail("harness", "message without op");
+	if (strcmp(op, "setup") && fd >= 0)
+		close(fd);
+	if (!strcmp(op, "load"))
+		return op_load(req);
+	if (!strcmp(op, "setup"))
+		return op_setup(req, fd);
+	if (!strcmp(op, "run"))
+		return op_run(req);
+	if (!strcmp(op, "time"))
+		return op_time(req);
+	if (!strcmp(op, "teardown")) {
+		teardown();
+		return reply_ok();
+	}
+	if (!strcmp(op, "peaks")) {
+		json_t *r = reply_ok();
+		if (rb_peaks(r, g_err, sizeof g_err)) {
+			json_decref(r);
+			return reply_fail("harness", g_err);
+		}
+		return r;
+	}
+	if (!strcmp(op, "quit")) {
+		*quit = 1;
+		return reply_ok();
+	}
+	seterr("unknown op '%s'", op);
+	return reply_fail("harness", g_err);
+}
+
+int main(int argc, char **argv)
+{
+	int sock = -1;
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--fd"))
+			sock = atoi(argv[i + 1]);
+	if (sock < 0) {
+		fprintf(stderr, "stitch-runner: started by the stitch parent only (--fd N)\n");
+		return 2;
+	}
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1)
+		return 2;
+
+	json_t *info = json_object();
+	int ok = rb_open(info, g_err, sizeof g_err) == 0;
+	json_t *hello = ok ? reply_ok() : reply_fail("no_device", g_err);
+	json_object_set_new(hello, "info", info);
+	st_err err;
+	if (st_proto_send(sock, hello, -1, &err))
+		return 3;
+	json_decref(hello);
+	if (!ok)
+		return 3;
+
+	for (int quit = 0; !quit;) {
+		json_t *req;
+		int fd = -1;
+		if (st_proto_recv(sock, &req, &fd, -1, &err))
+			break;
+		json_t *rep = dispatch(req, fd, &quit);
+		json_decref(req);
+		int fatal = json_is_true(json_object_get(rep, "fatal"));
+		int sent = st_proto_send(sock, rep, -1, &err) == ST_OK;
+		json_decref(rep);
+		if (!sent || fatal)
+			_exit(fatal ? 4 : 3); /* a lost device context cannot be torn down cleanly */
+	}
+	teardown();
+	rb_close();
+	return 0;
+}

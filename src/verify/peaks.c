@@ -1,0 +1,60 @@
+/* Peaks are a property of the device, not of a run: measuring them costs a couple of seconds,
+ * so they are cached as <cache>/peaks/<uuid>.json and reused by every later verify. */
+#include "peaks.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fs.h"
+
+st_status st_peaks_get(st_runner *r, double timeout_s, json_t **peaks, st_err *err)
+{
+	char dir[4096], path[4400];
+	st_status s = st_cache_dir(dir, sizeof dir, err);
+	if (s)
+		return s;
+	const char *uuid = json_string_value(json_object_get(r->info, "uuid"));
+	snprintf(path, sizeof path, "%s/peaks/%s.json", dir, uuid ? uuid : "unknown");
+	json_error_t je;
+	*peaks = json_load_file(path, 0, &je);
+	if (*peaks && json_object_get(*peaks, "bw_gbs"))
+		return ST_OK;
+	json_decref(*peaks);
+	*peaks = NULL;
+
+	json_t *req = json_pack("{s:s}", "op", "peaks"), *rep = NULL;
+	s = st_runner_call(r, req, -1, &rep, timeout_s, err);
+	json_decref(req);
+	if (s)
+		return st_err_wrap(err, s, "measuring device peaks");
+	if (!json_is_true(json_object_get(rep, "ok"))) {
+		s = st_err_set(err, ST_E_SYSTEM, "measuring device peaks: %s",
+		               json_string_value(json_object_get(rep, "reason")));
+		json_decref(rep);
+		return s;
+	}
+	json_object_del(rep, "ok");
+	json_object_set(rep, "device", json_object_get(r->info, "device"));
+	char sub[4200];
+	snprintf(sub, sizeof sub, "%s/peaks", dir);
+	char *text = json_dumps(rep, JSON_INDENT(2));
+	st_err ignore;
+	/* A cache that cannot be written only costs a re-measurement next time. */
+	if (text && st_mkdirs(sub, &ignore) == ST_OK)
+		st_write_file_atomic(path, text, strlen(text), &ignore);
+	free(text);
+	*peaks = rep;
+	return ST_OK;
+}
+
+double st_peaks_floor_ms(const json_t *peaks, double flops, double bytes, const char *unit)
+{
+	double bw = json_number_value(json_object_get(peaks, "bw_gbs"));
+	double rate = unit ? json_number_value(json_object_get(peaks, unit)) : 0;
+	if (bw <= 0)
+		return -1;
+	double t_mem = bytes / (bw * 1e9);
+	double t_math = flops > 0 && rate > 0 ? flops / (rate * 1e12) : 0;
+	return 1e3 * (t_mem > t_math ? t_mem : t_math);
+}

@@ -1,0 +1,15 @@
+/* Device peaks (copy bandwidth, matrix rates per precision), measured once per device by a
+ * runner and cached in the cache folder under the device's UUID. */
+#ifndef ST_PEAKS_H
+#define ST_PEAKS_H
+
+#include <jansson.h>
+#include "runner.h"
+
+/* Return the cached peaks for the runner's device or measure them with that runner. */
+st_status st_peaks_get(st_runner *r, double timeout_s, json_t **peaks, st_err *err);
+
+/* Floor time in ms of a job of `flops` in `unit` and `bytes`, against the peaks; -1 if unknown. */
+double st_peaks_floor_ms(const json_t *peaks, double flops, double bytes, const char *unit);
+
+#endif

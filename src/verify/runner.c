@@ -1,0 +1,245 @@
+/* Starting and supervising runner processes. A runner is untrusted once it has loaded a solution:
+ * everything it says is checked, its silence is bounded by timeouts, and its whole process group
+ * is killed when it overstays. */
+#include "runner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/proto.h"
+
+const char *st_runner_dir(void)
+{
+	static char dir[PATH_MAX];
+	const char *env = getenv("STITCH_RUNNER_DIR");
+	if (env && *env)
+		return env;
+	if (!dir[0]) {
+		char exe[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+		if (n <= 0)
+			return ".";
+		exe[n] = 0;
+		snprintf(dir, sizeof dir, "%s", dirname(exe));
+	}
+	return dir;
+}
+
+/* Variables a runner may see: what the dynamic loader and the CUDA driver need, nothing else. */
+static const char *const env_keep[] = {
+	"PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+	"NVIDIA_DRIVER_CAPABILITIES", "CUDA_MODULE_LOADING", "NCCL_NVLS_ENABLE",
+	"TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", NULL,
+};
+
+static void child_exec(int fd, const char *path, const char *workdir)
+{
+	char *envp[16];
+	int n = 0;
+	static char bufs[16][4096];
+	for (int i = 0; env_keep[i] && n < 14; i++) {
+		const char *v = getenv(env_keep[i]);
+		if (v) {
+			snprintf(bufs[n], sizeof bufs[n], "%s=%s", env_keep[i], v);
+			envp[n] = bufs[n];
+			n++;
+		}
+	}
+	snprintf(bufs[n], sizeof bufs[n], "HOME=%s", workdir);
+	envp[n] = bufs[n];
+	n++;
+	envp[n] = NULL;
+	if (setpgid(0, 0) || chdir(workdir) || dup2(fd, 3) < 0)
+		_exit(126);
+	int devnull = open("/dev/null", O_RDONLY);
+	if (devnull >= 0)
+		dup2(devnull, 0);
+	/* Close everything but stdio and the socket: no parent descriptor leaks into a runner. */
+	for (int i = 4; i < 1024; i++)
+		close(i);
+	char *argv[] = {(char *)path, "--fd", "3", NULL};
+	execve(path, argv, envp);
+	_exit(127);
+}
+
+st_status st_runner_start(st_runner *r, const char *backend, const char *label, st_err *err)
+{
+	memset(r, 0, sizeof *r);
+	r->sock = -1;
+	r->pid = -1;
+	snprintf(r->label, sizeof r->label, "%s", label);
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/stitch-runner-%s", st_runner_dir(), backend);
+	if (access(path, X_OK))
+		return st_err_set(err, ST_E_SYSTEM, "runner %s: %s (backend '%s' not built?)", path,
+		                  strerror(errno), backend);
+	const char *tmp = getenv("TMPDIR");
+	snprintf(r->workdir, sizeof r->workdir, "%s/stitch-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(r->workdir))
+		return st_err_set(err, ST_E_SYSTEM, "mkdtemp %s: %s", r->workdir, strerror(errno));
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		rmdir(r->workdir);
+		return st_err_set(err, ST_E_SYSTEM, "socketpair: %s", strerror(errno));
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		rmdir(r->workdir);
+		return st_err_set(err, ST_E_SYSTEM, "fork: %s", strerror(errno));
+	}
+	if (pid == 0)
+		child_exec(sv[1], path, r->workdir);
+	setpgid(pid, pid); /* also in the parent, so the group exists before any kill */
+	close(sv[1]);
+	r->sock = sv[0];
+	r->pid = pid;
+	r->alive = 1;
+	return ST_OK;
+}
+
+static void describe_exit(st_runner *r, int status)
+{
+	if (WIFSIGNALED(status)) {
+		int sig = WTERMSIG(status);
+		snprintf(r->death, sizeof r->death, "the %s process was killed by signal %d (%s)",
+		         r->label, sig, strsignal(sig));
+	} else if (WIFEXITED(status)) {
+		snprintf(r->death, sizeof r->death, "the %s process exited with status %d", r->label,
+		         WEXITSTATUS(status));
+	}
+}
+
+/* Reap the child, waiting at most a moment before killing its group. */
+static void reap(st_runner *r, int kill_first)
+{
+	if (r->pid <= 0)
+		return;
+	if (kill_first)
+		kill(-r->pid, SIGKILL);
+	int status = 0;
+	for (int i = 0; i < 200; i++) {
+		pid_t w = waitpid(r->pid, &status, WNOHANG);
+		if (w == r->pid) {
+			if (!kill_first)
+				describe_exit(r, status);
+			kill(-r->pid, SIGKILL); /* anything it left behind in its group */
+			r->pid = -1;
+			return;
+		}
+		if (w < 0 && errno != EINTR)
+			break;
+		if (i == 100)
+			kill(-r->pid, SIGKILL);
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	kill(-r->pid, SIGKILL);
+	waitpid(r->pid, &status, 0);
+	r->pid = -1;
+}
+
+st_status st_runner_send(st_runner *r, const json_t *req, int pass_fd, st_err *err)
+{
+	if (!r->alive)
+		return st_err_set(err, ST_E_IO, "%s", r->death);
+	st_status s = st_proto_send(r->sock, req, pass_fd, err);
+	if (s) {
+		r->alive = 0;
+		reap(r, 0);
+		if (!r->death[0])
+			snprintf(r->death, sizeof r->death, "the %s process went away", r->label);
+		return st_err_set(err, ST_E_IO, "%s", r->death);
+	}
+	return ST_OK;
+}
+
+st_status st_runner_recv(st_runner *r, json_t **reply, double timeout_s, st_err *err)
+{
+	*reply = NULL;
+	if (!r->alive)
+		return st_err_set(err, ST_E_IO, "%s", r->death);
+	st_err e;
+	st_status s = st_proto_recv(r->sock, reply, NULL, (int)(timeout_s * 1000), &e);
+	if (s == ST_OK)
+		return ST_OK;
+	r->alive = 0;
+	if (s == ST_E_TIMEOUT) {
+		reap(r, 1);
+		snprintf(r->death, sizeof r->death, "the %s did not answer within %.0f s and was killed",
+		         r->label, timeout_s);
+		return st_err_set(err, ST_E_TIMEOUT, "%s", r->death);
+	}
+	reap(r, 0);
+	if (!r->death[0])
+		snprintf(r->death, sizeof r->death, "the %s process broke the protocol: %.400s", r->label,
+		         e.msg);
+	return st_err_set(err, ST_E_IO, "%s", r->death);
+}
+
+st_status st_runner_call(st_runner *r, const json_t *req, int pass_fd, json_t **reply,
+                         double timeout_s, st_err *err)
+{
+	st_status s = st_runner_send(r, req, pass_fd, err);
+	if (s)
+		return s;
+	return st_runner_recv(r, reply, timeout_s, err);
+}
+
+st_status st_runner_hello(st_runner *r, double timeout_s, st_err *err)
+{
+	json_t *hello;
+	st_status s = st_runner_recv(r, &hello, timeout_s, err);
+	if (s)
+		return s;
+	r->info = json_incref(json_object_get(hello, "info"));
+	if (!json_is_true(json_object_get(hello, "ok"))) {
+		const char *why = json_string_value(json_object_get(hello, "reason"));
+		s = st_err_set(err, ST_E_NODEVICE, "%s", why ? why : "runner could not open the device");
+	}
+	json_decref(hello);
+	return s;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+void st_runner_stop(st_runner *r)
+{
+	if (r->alive) {
+		json_t *q = json_pack("{s:s}", "op", "quit"), *rep = NULL;
+		st_err e;
+		if (st_runner_call(r, q, -1, &rep, 10, &e) == ST_OK)
+			json_decref(rep);
+		json_decref(q);
+		r->alive = 0;
+	}
+	reap(r, 0);
+	if (r->sock >= 0)
+		close(r->sock);
+	r->sock = -1;
+	if (r->workdir[0])
+		nftw(r->workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	r->workdir[0] = 0;
+	json_decref(r->info);
+	r->info = NULL;
+}

@@ -1,0 +1,36 @@
+/* The parent's handle on one runner child process: start it (own process group, scrubbed
+ * environment, private working folder), talk to it, and turn its death or silence into a reason. */
+#ifndef ST_RUNNER_H
+#define ST_RUNNER_H
+
+#include <jansson.h>
+#include <sys/types.h>
+#include "common/st_error.h"
+
+typedef struct st_runner {
+	pid_t pid;
+	int sock;
+	char label[32];     /* "reference", "expert", "candidate" */
+	char workdir[256];  /* private, empty working folder, removed on stop */
+	json_t *info;       /* the hello message's info (device, arch, ...) */
+	int alive;
+	char death[512];    /* why it is gone, when !alive */
+} st_runner;
+
+/* Fork and exec stitch-runner-<backend>. Does not wait for its hello (see st_runner_hello). */
+st_status st_runner_start(st_runner *r, const char *backend, const char *label, st_err *err);
+/* Wait for the hello; ST_E_NODEVICE when the runner found no device. */
+st_status st_runner_hello(st_runner *r, double timeout_s, st_err *err);
+st_status st_runner_send(st_runner *r, const json_t *req, int pass_fd, st_err *err);
+/* Receive one reply. On a timeout the runner's process group is killed (ST_E_TIMEOUT); on a
+ * closed connection the child is reaped and r->death says how it ended (ST_E_IO). */
+st_status st_runner_recv(st_runner *r, json_t **reply, double timeout_s, st_err *err);
+st_status st_runner_call(st_runner *r, const json_t *req, int pass_fd, json_t **reply,
+                         double timeout_s, st_err *err);
+/* Ask it to quit, then make sure it is gone; frees everything. Safe to call twice. */
+void st_runner_stop(st_runner *r);
+
+/* Folder that holds the runner binaries: $STITCH_RUNNER_DIR, else the folder of this program. */
+const char *st_runner_dir(void);
+
+#endif

@@ -1,0 +1,43 @@
+/* Timing statistics over samples: medians and quartiles, relative standard error, discarding of
+ * throttled samples, the stop rule, and a robust A/B comparison. */
+#ifndef ST_STATS_H
+#define ST_STATS_H
+
+typedef struct st_sample {
+	double ms;      /* CUDA event time on the solution's stream (host backend: CPU time) */
+	double wall_ms; /* host wall time from launch to whole-device sync */
+	int sm_mhz;     /* SM clock read right after the sample; 0 when unknown */
+	int throttled;  /* the driver reported a throttle reason other than idle during the sample */
+} st_sample;
+
+typedef struct st_stats {
+	int n;                 /* samples kept */
+	int discarded;         /* throttled or clock-dropped samples */
+	double median, q1, q3, min, max, mean, stddev;
+	double rse;            /* relative standard error of the mean: stddev / sqrt(n) / mean */
+	double total_ms;       /* sum of kept sample times */
+	double wall_median;    /* median wall time of the kept samples */
+	int sm_mhz_median;
+} st_stats;
+
+/* A sample is discarded when throttled, or when its SM clock is below 90 % of the highest clock
+ * seen in the set (clock unknown: kept). Quartiles by linear interpolation (type 7). */
+void st_stats_compute(const st_sample *s, int n, st_stats *out);
+
+typedef struct st_stop_rule {
+	int min_samples;      /* default 10 */
+	int max_samples;      /* cap, default 20000 */
+	double min_time_ms;   /* GPU time that must be gathered, default 300 */
+	double max_rse;       /* default 0.005 */
+	double max_wall_ms;   /* cap on wall time spent timing one solution, default 4000 */
+} st_stop_rule;
+
+void st_stop_rule_default(st_stop_rule *r);
+
+/* 1 when enough: n >= min_samples && total >= min_time && rse < max_rse, or a cap was reached. */
+int st_stop_reached(const st_stats *s, const st_stop_rule *r, double wall_spent_ms);
+
+/* Quantile q in [0,1] of a sorted array (type 7). */
+double st_quantile_sorted(const double *v, int n, double q);
+
+#endif

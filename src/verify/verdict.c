@@ -1,0 +1,133 @@
+/* Human-readable rendering of a verdict (the JSON object of DESIGN.md §5): a few aligned lines a
+ * person reads in a terminal; everything else stays in --json. */
+#include <stdio.h>
+#include <string.h>
+
+#include "stitch/stitch.h"
+
+static double num(const json_t *o, const char *key)
+{
+	return json_number_value(json_object_get(o, key));
+}
+
+static void print_stats(FILE *f, const char *name, const json_t *s)
+{
+	if (!s)
+		return;
+	fprintf(f, "  %-10s %10.4f ms  [q1 %.4f  q3 %.4f  min %.4f]  n=%d  rse %.2f%%", name,
+	        num(s, "median_ms"), num(s, "q1_ms"), num(s, "q3_ms"), num(s, "min_ms"),
+	        (int)json_integer_value(json_object_get(s, "samples")), 100 * num(s, "rse"));
+	int disc = (int)json_integer_value(json_object_get(s, "discarded"));
+	int mhz = (int)json_integer_value(json_object_get(s, "sm_mhz_median"));
+	if (mhz)
+		fprintf(f, "  %d MHz", mhz);
+	if (disc)
+		fprintf(f, "  (%d throttled discarded)", disc);
+	fputc('\n', f);
+}
+
+static void print_correctness(FILE *f, const json_t *corr)
+{
+	/* One entry per set: how many seeds passed, and the largest errors seen. */
+	char last[64] = "";
+	int seeds = 0, ok = 0;
+	double max_abs = 0, max_rel = 0;
+	size_t i;
+	json_t *c;
+	fprintf(f, "%-10s", "correct");
+	json_array_foreach(corr, i, c) {
+		const char *set = json_string_value(json_object_get(c, "set"));
+		if (strcmp(set, last)) {
+			if (last[0])
+				fprintf(f, " %s %d/%d,", last, ok, seeds);
+			snprintf(last, sizeof last, "%s", set);
+			seeds = ok = 0;
+		}
+		seeds++;
+		ok += json_is_true(json_object_get(c, "ok"));
+		size_t j;
+		json_t *o;
+		json_array_foreach(json_object_get(c, "outputs"), j, o) {
+			if (num(o, "max_abs") > max_abs)
+				max_abs = num(o, "max_abs");
+			if (num(o, "max_rel") > max_rel)
+				max_rel = num(o, "max_rel");
+		}
+	}
+	if (last[0])
+		fprintf(f, " %s %d/%d", last, ok, seeds);
+	else
+		fprintf(f, " not run");
+	if (max_abs > 0 || max_rel > 0)
+		fprintf(f, "  (max abs err %.3g, max rel err %.3g)", max_abs, max_rel);
+	fputc('\n', f);
+}
+
+void st_verdict_print(const json_t *v, FILE *f)
+{
+	const json_t *dev = json_object_get(v, "device");
+	fprintf(f, "%s  %s\n", json_string_value(json_object_get(v, "task")),
+	        json_string_value(json_object_get(v, "solution")));
+	if (dev)
+		fprintf(f, "%-10s %s (%s), %s backend\n", "device",
+		        json_string_value(json_object_get(dev, "device")),
+		        json_string_value(json_object_get(v, "arch")),
+		        json_string_value(json_object_get(v, "backend")));
+	const char *status = json_string_value(json_object_get(v, "status"));
+	const char *reason = json_string_value(json_object_get(v, "reason"));
+	fprintf(f, "%-10s %s%s%s\n", "status", status, reason && *reason ? ": " : "",
+	        reason ? reason : "");
+	const json_t *comp = json_object_get(v, "compile");
+	if (comp) {
+		fprintf(f, "%-10s %s (%.2f s)\n", "compile",
+		        !json_is_true(json_object_get(comp, "ok")) ? "failed"
+		        : json_is_true(json_object_get(comp, "cached")) ? "cached" : "ok",
+		        num(comp, "seconds"));
+		size_t i;
+		json_t *d;
+		json_array_foreach(json_object_get(comp, "diagnostics"), i, d) {
+			if (i >= 10) {
+				fprintf(f, "  ... (%zu more)\n", json_array_size(json_object_get(comp, "diagnostics")) - 10);
+				break;
+			}
+			fprintf(f, "  %s:%d: %s: %s\n", json_string_value(json_object_get(d, "file")),
+			        (int)json_integer_value(json_object_get(d, "line")),
+			        json_string_value(json_object_get(d, "severity")),
+			        json_string_value(json_object_get(d, "message")));
+		}
+	}
+	print_correctness(f, json_object_get(v, "correctness"));
+	const json_t *t = json_object_get(v, "timing");
+	if (t) {
+		fprintf(f, "%-10s set %s\n", "timing", json_string_value(json_object_get(t, "set")));
+		print_stats(f, "candidate", json_object_get(t, "candidate"));
+		print_stats(f, "reference", json_object_get(t, "reference"));
+		print_stats(f, "expert", json_object_get(t, "expert"));
+	}
+	const json_t *sp = json_object_get(v, "speedup");
+	if (sp && json_object_size(sp)) {
+		fprintf(f, "%-10s", "speedup");
+		if (json_object_get(sp, "vs_reference"))
+			fprintf(f, " %.2fx vs reference", num(sp, "vs_reference"));
+		if (json_object_get(sp, "vs_expert"))
+			fprintf(f, ", %.2fx vs expert", num(sp, "vs_expert"));
+		fputc('\n', f);
+	}
+	const json_t *sol = json_object_get(v, "sol");
+	if (sol && json_object_get(sol, "fraction"))
+		fprintf(f, "%-10s %.1f%% of the %.4f ms floor (%.3g FLOP %s, %.3g bytes)\n", "SOL",
+		        100 * num(sol, "fraction"), num(sol, "floor_ms"), num(sol, "flops"),
+		        json_string_value(json_object_get(sol, "unit")), num(sol, "bytes"));
+	const char *ef = json_string_value(json_object_get(v, "expert_failure"));
+	if (ef)
+		fprintf(f, "%-10s %s\n", "expert", ef);
+	const json_t *flags = json_object_get(v, "flags");
+	if (json_array_size(flags)) {
+		fprintf(f, "%-10s", "flags");
+		size_t i;
+		json_t *x;
+		json_array_foreach(flags, i, x) fprintf(f, " %s", json_string_value(x));
+		fputc('\n', f);
+	}
+	fprintf(f, "%-10s %.2f s\n", "wall", num(v, "wall_s"));
+}

@@ -1,0 +1,1050 @@
+/* st_verify: the Verifier's pipeline for one candidate. Compile (cached) the candidate, the
+ * reference and the expert; start one runner process per distinct solution; for every size set
+ * and several secret seeds have each runner generate the same inputs, run, and hand back its
+ * outputs through shared memory; compare the candidate's and the expert's outputs with the
+ * reference's (or run the task's semantic validator); re-run one seed on other buffers to catch
+ * races and stale reads; then time all of them interleaved on the timed set and build the verdict.
+ * Nothing of a solution ever runs in this process. */
+#include "stitch/stitch.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+#include "stitch/task_hooks.h"
+#include "task/compare.h"
+#include "task/dtype.h"
+#include "task/expr.h"
+#include "task/task.h"
+#include "verify/compile.h"
+#include "verify/peaks.h"
+#include "verify/runner.h"
+
+#define MAX_SOLS 3
+#define MAX_TENSORS 64
+
+typedef int (*validate_fn)(const st_config *, const st_tensor *, int32_t, const st_tensor *,
+                           const st_tensor *, int32_t, char *, size_t);
+
+typedef struct sol {
+	const char *role;     /* the first role that named this file */
+	char *path;
+	char sha[65];
+	int trusted;
+	st_compile_result cr;
+	st_runner runner;
+	int started;
+	int failed;           /* a trusted solution that broke: no longer compared or timed */
+	/* the current size set */
+	int shm_fd;
+	unsigned char *shm;
+	size_t shm_len;
+	/* timing */
+	st_sample *samples;
+	int n_samples, cap_samples;
+	double timing_wall_ms;
+	int timing_done;
+} sol;
+
+typedef struct layout {
+	int64_t dims_in[MAX_TENSORS][ST_MAX_DIMS], dims_out[MAX_TENSORS][ST_MAX_DIMS];
+	size_t in_bytes[MAX_TENSORS], out_bytes[MAX_TENSORS];
+	size_t out_off[2][MAX_TENSORS], in_off[MAX_TENSORS];
+	size_t total;
+} layout;
+
+typedef struct vctx {
+	const st_task *task;
+	const st_verify_opts *o;
+	sol sols[MAX_SOLS];
+	int n_sols;
+	int ref, cand, expert; /* indexes into sols; expert -1 when there is none */
+	json_t *verdict;
+	json_t *correctness;
+	json_t *flags;
+	void *hooks_dl;
+	validate_fn validate;
+	char hooks_so[4096];
+	int threads;
+	uint64_t seed_state;
+	int verdict_final;     /* the candidate's status is decided (a failure) */
+	double t_start;
+} vctx;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void progress(vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(vctx *v, const char *fmt, ...)
+{
+	if (!v->o->progress)
+		return;
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	v->o->progress(v->o->progress_arg, line);
+}
+
+void st_verify_opts_default(st_verify_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->backend = "cuda";
+	o->seeds = 3;
+	o->timing = 1;
+	o->timeout_s = 120;
+	o->compile_timeout_s = 300;
+	st_stop_rule_default(&o->stop);
+}
+
+/* Secret seeds: from the kernel unless the user asked for a reproducible run. */
+static uint64_t next_seed(vctx *v)
+{
+	if (v->o->seed) {
+		v->seed_state += 0x9e3779b97f4a7c15ull;
+		uint64_t z = v->seed_state;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		return z ^ (z >> 31);
+	}
+	uint64_t s = 0;
+	while (getrandom(&s, sizeof s, 0) != sizeof s)
+		;
+	return s;
+}
+
+/* ---- verdict helpers ------------------------------------------------------------------------ */
+
+static void flag(vctx *v, const char *name)
+{
+	size_t i;
+	json_t *f;
+	json_array_foreach(v->flags, i, f) if (!strcmp(json_string_value(f), name)) return;
+	json_array_append_new(v->flags, json_string(name));
+}
+
+/* Decide the candidate's verdict as a failure; the first failure wins. */
+static void fail(vctx *v, const char *status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void fail(vctx *v, const char *status, const char *fmt, ...)
+{
+	if (v->verdict_final)
+		return;
+	char reason[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof reason, fmt, ap);
+	va_end(ap);
+	json_object_set_new(v->verdict, "status", json_string(status));
+	json_object_set_new(v->verdict, "reason", json_string(reason));
+	v->verdict_final = 1;
+}
+
+static json_t *sizes_json(const st_size_set *s)
+{
+	json_t *o = json_object();
+	for (int i = 0; i < s->n; i++)
+		json_object_set_new(o, s->names[i], json_integer(s->values[i]));
+	return o;
+}
+
+/* ---- solutions ------------------------------------------------------------------------------ */
+
+static st_status add_sol(vctx *v, const char *role, const char *path, int trusted, int *index,
+                         st_err *err)
+{
+	char *data;
+	size_t len;
+	st_status s = st_read_file(path, &data, &len, err);
+	if (s)
+		return st_err_wrap(err, ST_E_INVALID, "%s", role);
+	char sha[65];
+	st_sha256_hex(data, len, sha);
+	free(data);
+	for (int i = 0; i < v->n_sols; i++)
+		if (!strcmp(v->sols[i].sha, sha)) {
+			*index = i;
+			return ST_OK;
+		}
+	sol *so = &v->sols[v->n_sols];
+	memset(so, 0, sizeof *so);
+	so->role = role;
+	so->path = strdup(path);
+	so->trusted = trusted;
+	so->shm_fd = -1;
+	memcpy(so->sha, sha, sizeof sha);
+	*index = v->n_sols++;
+	return ST_OK;
+}
+
+static const char *role_of(vctx *v, int i)
+{
+	return i == v->cand ? "candidate" : v->sols[i].role;
+}
+
+/* A runner request failed or was refused: what that means depends on whose runner it was. */
+static st_status runner_failed(vctx *v, int i, const char *phase, st_status s, json_t *rep,
+                               st_err *err)
+{
+	char reason[2048];
+	const char *status = "runtime_error";
+	if (s == ST_E_TIMEOUT) {
+		status = "timeout";
+		snprintf(reason, sizeof reason, "%s: %s", phase, err->msg);
+	} else if (s) {
+		snprintf(reason, sizeof reason, "%s: %s", phase, err->msg);
+	} else {
+		const char *why = json_string_value(json_object_get(rep, "reason"));
+		snprintf(reason, sizeof reason, "%s: %s", phase, why ? why : "failed");
+	}
+	if (i == v->cand) {
+		fail(v, status, "%s", reason);
+		return ST_OK;
+	}
+	if (i == v->ref)
+		return st_err_set(err, ST_E_SYSTEM, "the reference failed (%s); cannot judge", reason);
+	v->sols[i].failed = 1;
+	flag(v, "expert_failed");
+	json_object_set_new(v->verdict, "expert_failure", json_string(reason));
+	return ST_OK;
+}
+
+static int usable(vctx *v, int i)
+{
+	if (i < 0 || v->sols[i].failed)
+		return 0;
+	if (i == v->cand && v->verdict_final)
+		return 0;
+	return v->sols[i].runner.alive;
+}
+
+/* Send the same request to every usable runner, then collect the replies: runners work in
+ * parallel (their own processes), and a failure is attributed to the solution that caused it. */
+static st_status broadcast(vctx *v, json_t *const *reqs, const int *fds, const char *phase,
+                           double timeout_s, json_t **reps, st_err *err)
+{
+	int sent[MAX_SOLS] = {0};
+	for (int i = 0; i < v->n_sols; i++) {
+		reps[i] = NULL;
+		if (!usable(v, i) || !reqs[i])
+			continue;
+		st_err e;
+		st_status s = st_runner_send(&v->sols[i].runner, reqs[i], fds ? fds[i] : -1, &e);
+		if (s) {
+			st_status r = runner_failed(v, i, phase, s, NULL, &e);
+			if (r) {
+				*err = e;
+				return r;
+			}
+			continue;
+		}
+		sent[i] = 1;
+	}
+	for (int i = 0; i < v->n_sols; i++) {
+		if (!sent[i])
+			continue;
+		st_err e;
+		st_status s = st_runner_recv(&v->sols[i].runner, &reps[i], timeout_s, &e);
+		if (s || !json_is_true(json_object_get(reps[i], "ok"))) {
+			st_status r = runner_failed(v, i, phase, s, reps[i], &e);
+			json_decref(reps[i]);
+			reps[i] = NULL;
+			if (r) {
+				*err = e;
+				return r;
+			}
+		}
+	}
+	return ST_OK;
+}
+
+static void free_reps(json_t **reps, int n)
+{
+	for (int i = 0; i < n; i++) {
+		json_decref(reps[i]);
+		reps[i] = NULL;
+	}
+}
+
+/* ---- compile -------------------------------------------------------------------------------- */
+
+static json_t *compile_json(const st_compile_result *cr)
+{
+	json_t *d = json_array();
+	for (int i = 0; i < cr->n_diags; i++)
+		json_array_append_new(d, json_pack("{s:s,s:i,s:i,s:s,s:s}", "file", cr->diags[i].file,
+		                                   "line", cr->diags[i].line, "col", cr->diags[i].col,
+		                                   "severity", cr->diags[i].severity, "message",
+		                                   cr->diags[i].message));
+	return json_pack("{s:b,s:b,s:f,s:s,s:o,s:s}", "ok", cr->ok, "cached", cr->cached, "seconds",
+	                 cr->seconds, "key", cr->key, "diagnostics", d, "log",
+	                 cr->log ? cr->log : "");
+}
+
+static st_status compile_all(vctx *v, const char *arch, st_err *err)
+{
+	const st_task *t = v->task;
+	char include_dir[4096];
+	snprintf(include_dir, sizeof include_dir, "%s/include", STITCH_SOURCE_DIR);
+	st_compile_opts co = {.arch = arch, .include_dir = include_dir,
+	                      .timeout_s = v->o->compile_timeout_s, .no_cache = v->o->no_cache};
+	if (t->hooks) {
+		st_compile_result hr;
+		st_status s = st_compile(t->hooks, &co, &hr, err);
+		if (s)
+			return st_err_wrap(err, s, "task hooks");
+		if (!hr.ok) {
+			s = st_err_set(err, ST_E_SYSTEM, "task hooks %s do not compile: %s", t->hooks,
+			               hr.log ? hr.log : "");
+			st_compile_result_free(&hr);
+			return s;
+		}
+		snprintf(v->hooks_so, sizeof v->hooks_so, "%s", hr.so_path);
+		st_compile_result_free(&hr);
+		v->hooks_dl = dlopen(v->hooks_so, RTLD_NOW | RTLD_LOCAL);
+		if (!v->hooks_dl)
+			return st_err_set(err, ST_E_SYSTEM, "cannot load task hooks: %s", dlerror());
+		v->validate = (validate_fn)(uintptr_t)dlsym(v->hooks_dl, "st_task_validate");
+		if (t->validator && !v->validate)
+			return st_err_set(err, ST_E_INVALID, "%s: validator is \"task\" but task.c does "
+			                  "not export st_task_validate", t->hooks);
+	}
+	for (int i = 0; i < v->n_sols; i++) {
+		sol *so = &v->sols[i];
+		if (so->trusted) {
+			co.libraries = (const char *const *)t->solution_libraries;
+			co.n_libraries = t->n_solution_libraries;
+		} else {
+			co.libraries = (const char *const *)t->libraries;
+			co.n_libraries = t->n_libraries;
+		}
+		st_status s = st_compile(so->path, &co, &so->cr, err);
+		if (s)
+			return st_err_wrap(err, s, "%s", role_of(v, i));
+		progress(v, "compile %-9s %s (%.2f s)", role_of(v, i),
+		         so->cr.ok ? (so->cr.cached ? "cached" : "ok") : "FAILED", so->cr.seconds);
+		if (i == v->cand)
+			json_object_set_new(v->verdict, "compile", compile_json(&so->cr));
+		if (!so->cr.ok) {
+			if (i == v->cand) {
+				const char *first = so->cr.n_diags ? so->cr.diags[0].message
+				                  : so->cr.timed_out ? "the compiler timed out" : "see log";
+				fail(v, "compile_error", "%s", first);
+				continue;
+			}
+			return st_err_set(err, ST_E_SYSTEM, "the %s %s does not compile: %.400s",
+			                  so->role, so->path, so->cr.log ? so->cr.log : "");
+		}
+	}
+	return ST_OK;
+}
+
+/* ---- size sets ------------------------------------------------------------------------------ */
+
+static json_t *tensor_specs(const st_tensor_spec *specs, int n, const st_size_set *sizes,
+                            int with_init, int64_t dims[][ST_MAX_DIMS], size_t *bytes,
+                            st_err *err)
+{
+	json_t *arr = json_array();
+	for (int i = 0; i < n; i++) {
+		const st_tensor_spec *t = &specs[i];
+		if (st_task_shape(t, sizes, dims[i], err)) {
+			json_decref(arr);
+			return NULL;
+		}
+		json_t *shape = json_array();
+		size_t count = 1;
+		for (int d = 0; d < t->ndim; d++) {
+			json_array_append_new(shape, json_integer(dims[i][d]));
+			count *= (size_t)dims[i][d];
+		}
+		bytes[i] = count * st_dtype_size(t->dtype);
+		json_t *o = json_pack("{s:s,s:s,s:o}", "name", t->name, "dtype",
+		                      st_dtype_name(t->dtype), "shape", shape);
+		if (with_init) {
+			static const char *dists[] = {"normal", "uniform", "randint", "const", "task"};
+			json_t *init = json_pack("{s:s,s:f,s:f}", "dist", dists[t->init.dist], "a",
+			                         t->init.a, "b", t->init.b);
+			if (t->init.dist == ST_DIST_RANDINT) {
+				int64_t lo = 0, hi = 0;
+				if (st_expr_eval(t->init.lo_expr, sizes, &lo, err) ||
+				    st_expr_eval(t->init.hi_expr, sizes, &hi, err)) {
+					json_decref(init);
+					json_decref(o);
+					json_decref(arr);
+					return NULL;
+				}
+				json_object_set_new(init, "lo", json_integer(lo));
+				json_object_set_new(init, "hi", json_integer(hi));
+			}
+			json_object_set_new(o, "init", init);
+		}
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}
+
+static size_t align_up(size_t x)
+{
+	return (x + 4095) & ~(size_t)4095;
+}
+
+static void make_layout(layout *L, int n_in, int n_out)
+{
+	size_t off = 0;
+	for (int slot = 0; slot < 2; slot++)
+		for (int i = 0; i < n_out; i++) {
+			L->out_off[slot][i] = off;
+			off += align_up(L->out_bytes[i] ? L->out_bytes[i] : 1);
+		}
+	for (int i = 0; i < n_in; i++) {
+		L->in_off[i] = off;
+		off += align_up(L->in_bytes[i] ? L->in_bytes[i] : 1);
+	}
+	L->total = off ? off : 4096;
+}
+
+static json_t *offsets_json(const size_t *off, int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_integer((json_int_t)off[i]));
+	return a;
+}
+
+static void unmap_shm(sol *so)
+{
+	if (so->shm)
+		munmap(so->shm, so->shm_len);
+	if (so->shm_fd >= 0)
+		close(so->shm_fd);
+	so->shm = NULL;
+	so->shm_fd = -1;
+}
+
+static st_status map_shm(sol *so, size_t len, st_err *err)
+{
+	unmap_shm(so);
+	so->shm_fd = memfd_create("stitch-tensors", MFD_CLOEXEC);
+	if (so->shm_fd < 0)
+		return st_err_set(err, ST_E_SYSTEM, "memfd_create: %s", strerror(errno));
+	if (ftruncate(so->shm_fd, (off_t)len))
+		return st_err_set(err, ST_E_SYSTEM, "ftruncate shared memory to %zu bytes: %s", len,
+		                  strerror(errno));
+	so->shm = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, so->shm_fd, 0);
+	if (so->shm == MAP_FAILED) {
+		so->shm = NULL;
+		return st_err_set(err, ST_E_SYSTEM, "mmap %zu shared bytes: %s", len, strerror(errno));
+	}
+	so->shm_len = len;
+	return ST_OK;
+}
+
+static void views(const st_task *t, const layout *L, unsigned char *base, int slot, int inputs,
+                  st_tensor *out)
+{
+	int n = inputs ? t->n_inputs : t->n_outputs;
+	for (int i = 0; i < n; i++) {
+		const st_tensor_spec *sp = inputs ? &t->inputs[i] : &t->outputs[i];
+		out[i].name = sp->name;
+		out[i].dtype = sp->dtype;
+		out[i].ndim = sp->ndim;
+		for (int d = 0; d < sp->ndim; d++)
+			out[i].shape[d] = inputs ? L->dims_in[i][d] : L->dims_out[i][d];
+		out[i].data = base + (inputs ? L->in_off[i] : L->out_off[slot][i]);
+	}
+}
+
+/* Judge the outputs in `so`'s slot against the reference's slot 0; append to `outs`. 1 = pass. */
+static int judge(vctx *v, const layout *L, const st_size_set *set, int i, int slot, json_t *outs,
+                 char *why, size_t whylen)
+{
+	const st_task *t = v->task;
+	st_tensor got[MAX_TENSORS], want[MAX_TENSORS], in[MAX_TENSORS];
+	views(t, L, v->sols[i].shm, slot, 0, got);
+	views(t, L, v->sols[v->ref].shm, 0, 0, want);
+	if (t->validator && v->validate) {
+		views(t, L, v->sols[v->ref].shm, 0, 1, in);
+		st_config cfg = {set->n, (const char *const *)set->names, set->values};
+		char msg[1024] = "";
+		int rc = v->validate(&cfg, in, t->n_inputs, got, want, t->n_outputs, msg, sizeof msg);
+		json_array_append_new(outs, json_pack("{s:s,s:b,s:s}", "validator", "task", "ok", rc == 0,
+		                                      "message", msg));
+		if (rc)
+			snprintf(why, whylen, "task validator: %s", msg);
+		return rc == 0;
+	}
+	int ok = 1;
+	for (int j = 0; j < t->n_outputs; j++) {
+		st_compare_result r;
+		st_compare(&got[j], &want[j], &t->outputs[j].tol, v->threads, &r);
+		char line[1024];
+		st_compare_describe(&r, t->outputs[j].name, &t->outputs[j].tol, line, sizeof line);
+		json_t *coord = json_array();
+		for (int d = 0; d < got[j].ndim; d++)
+			json_array_append_new(coord, json_integer(r.worst_coord[d]));
+		json_t *o = json_pack("{s:s,s:b,s:I,s:I,s:I,s:f,s:f,s:f,s:{s:o,s:I,s:f,s:f},s:s}", "name",
+		                      t->outputs[j].name, "ok", r.ok, "elements", (json_int_t)r.n,
+		                      "mismatches", (json_int_t)r.mismatches, "nonfinite",
+		                      (json_int_t)r.nonfinite, "max_abs", isfinite(r.max_abs) ? r.max_abs : -1,
+		                      "max_rel", isfinite(r.max_rel) ? r.max_rel : -1, "nmse",
+		                      isfinite(r.nmse) ? r.nmse : -1, "worst", "index", coord, "flat",
+		                      (json_int_t)r.worst_index, "got",
+		                      isfinite(r.worst_got) ? r.worst_got : 0.0, "want",
+		                      isfinite(r.worst_want) ? r.worst_want : 0.0, "summary", line);
+		json_array_append_new(outs, o);
+		if (!r.ok && ok) {
+			snprintf(why, whylen, "%s", line);
+			ok = 0;
+		}
+	}
+	return ok;
+}
+
+static st_status run_seed(vctx *v, const layout *L, const st_size_set *set, int k, st_err *err)
+{
+	uint64_t seed = next_seed(v);
+	int need_inputs = v->task->validator != NULL;
+	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
+	for (int i = 0; i < v->n_sols; i++)
+		reqs[i] = json_pack("{s:s,s:I,s:i,s:i,s:b}", "op", "run", "seed", (json_int_t)seed, "set",
+		                    k % 2, "slot", 0, "dump_inputs", need_inputs && i == v->ref);
+	char phase[128];
+	snprintf(phase, sizeof phase, "set %s, seed %d", set->label, k + 1);
+	st_status s = broadcast(v, reqs, NULL, phase, v->o->timeout_s, reps, err);
+	free_reps(reps, v->n_sols);
+	for (int i = 0; i < v->n_sols; i++)
+		json_decref(reqs[i]);
+	if (s)
+		return s;
+
+	/* The reference must satisfy a semantic validator too: otherwise the task is broken. */
+	if (v->validate && v->task->validator) {
+		json_t *outs = json_array();
+		char why[1024] = "";
+		int ok = judge(v, L, set, v->ref, 0, outs, why, sizeof why);
+		json_decref(outs);
+		if (!ok)
+			return st_err_set(err, ST_E_SYSTEM, "the reference fails the task's validator (%s)",
+			                  why);
+	}
+	for (int i = 0; i < v->n_sols; i++) {
+		if (i == v->ref || !usable(v, i))
+			continue;
+		json_t *outs = json_array();
+		char why[1024] = "";
+		int ok = judge(v, L, set, i, 0, outs, why, sizeof why);
+		if (i == v->cand)
+			json_array_append_new(v->correctness,
+			                      json_pack("{s:s,s:o,s:i,s:b,s:o}", "set", set->label, "sizes",
+			                                sizes_json(set), "seed_index", k, "ok", ok,
+			                                "outputs", outs));
+		else
+			json_decref(outs);
+		if (ok)
+			continue;
+		if (i == v->cand) {
+			fail(v, "incorrect", "set %s, seed %d: %s", set->label, k + 1, why);
+		} else {
+			v->sols[i].failed = 1;
+			flag(v, "expert_incorrect");
+			char buf[1200];
+			snprintf(buf, sizeof buf, "set %s, seed %d: %s", set->label, k + 1, why);
+			json_object_set_new(v->verdict, "expert_failure", json_string(buf));
+		}
+	}
+	if (k != 0 || !usable(v, v->cand) || v->cand == v->ref)
+		return ST_OK;
+
+	/* Determinism: the same seed again, on the other buffer set (other pointers). */
+	json_t *req = json_pack("{s:s,s:I,s:i,s:i}", "op", "run", "seed", (json_int_t)seed, "set",
+	                        (k + 1) % 2, "slot", 1);
+	json_t *rep = NULL;
+	st_err e;
+	sol *c = &v->sols[v->cand];
+	s = st_runner_call(&c->runner, req, -1, &rep, v->o->timeout_s, &e);
+	json_decref(req);
+	if (s || !json_is_true(json_object_get(rep, "ok"))) {
+		snprintf(phase, sizeof phase, "set %s, seed 1 again", set->label);
+		s = runner_failed(v, v->cand, phase, s, rep, &e);
+		json_decref(rep);
+		if (s)
+			*err = e;
+		return s;
+	}
+	json_decref(rep);
+	json_t *outs = json_array();
+	char why[1024] = "";
+	if (!judge(v, L, set, v->cand, 1, outs, why, sizeof why))
+		fail(v, "incorrect", "set %s: a second run of seed 1 on other buffers gave a different "
+		     "answer (race, stale or uninitialised reads?): %s", set->label, why);
+	json_decref(outs);
+	st_tensor a[MAX_TENSORS], b[MAX_TENSORS];
+	views(v->task, L, c->shm, 0, 0, a);
+	views(v->task, L, c->shm, 1, 0, b);
+	for (int j = 0; j < v->task->n_outputs; j++) {
+		int64_t first;
+		if (!st_compare_bitwise(&a[j], &b[j], &first)) {
+			flag(v, "nondeterministic");
+			break;
+		}
+	}
+	return ST_OK;
+}
+
+/* ---- timing ---------------------------------------------------------------------------------- */
+
+static void add_samples(sol *so, json_t *arr)
+{
+	size_t n = json_array_size(arr);
+	if (so->n_samples + (int)n > so->cap_samples) {
+		int cap = so->cap_samples ? so->cap_samples : 256;
+		while (cap < so->n_samples + (int)n)
+			cap *= 2;
+		st_sample *p = realloc(so->samples, (size_t)cap * sizeof *p);
+		if (!p)
+			return;
+		so->samples = p;
+		so->cap_samples = cap;
+	}
+	for (size_t k = 0; k < n; k++) {
+		json_t *s = json_array_get(arr, k);
+		st_sample *d = &so->samples[so->n_samples++];
+		d->ms = json_number_value(json_array_get(s, 0));
+		d->wall_ms = json_number_value(json_array_get(s, 1));
+		d->sm_mhz = (int)json_integer_value(json_array_get(s, 2));
+		d->throttled = (int)json_integer_value(json_array_get(s, 3));
+	}
+}
+
+static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
+{
+	sol *so = &v->sols[i];
+	double est = 1.0;
+	if (so->n_samples) {
+		st_stats st;
+		st_stats_compute(so->samples, so->n_samples, &st);
+		est = st.median > 0 ? st.median : 1.0;
+	}
+	json_t *req = json_pack("{s:s,s:i}", "op", "time", "n", n), *rep = NULL;
+	double t0 = now_s();
+	st_status s = st_runner_call(&so->runner, req, -1, &rep, v->o->timeout_s + n * est * 4e-3,
+	                             err);
+	json_decref(req);
+	if (s || !json_is_true(json_object_get(rep, "ok"))) {
+		s = runner_failed(v, i, "timing", s, rep, err);
+		json_decref(rep);
+		return s;
+	}
+	if (keep) {
+		add_samples(so, json_object_get(rep, "samples"));
+		so->timing_wall_ms += (now_s() - t0) * 1e3;
+	}
+	json_decref(rep);
+	return ST_OK;
+}
+
+static json_t *stats_json(const st_stats *s)
+{
+	return json_pack("{s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:i}", "samples", s->n,
+	                 "discarded", s->discarded, "median_ms", s->median, "q1_ms", s->q1, "q3_ms",
+	                 s->q3, "min_ms", s->min, "max_ms", s->max, "mean_ms", s->mean, "rse", s->rse,
+	                 "total_ms", s->total_ms, "wall_median_ms", s->wall_median, "sm_mhz_median",
+	                 s->sm_mhz_median);
+}
+
+/* Interleave batches of samples of every usable solution until each meets the stop rule, so that
+ * slow drift (clocks, temperature, neighbours) affects all of them alike. */
+static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
+{
+	int order[MAX_SOLS], n = 0;
+	int cand_first[MAX_SOLS] = {v->cand, v->ref, v->expert};
+	for (int k = 0; k < MAX_SOLS; k++) {
+		int i = cand_first[k], dup = 0;
+		for (int m = 0; m < n; m++)
+			dup |= order[m] == i;
+		if (i >= 0 && !dup && usable(v, i))
+			order[n++] = i;
+	}
+	progress(v, "timing on set %s (%d solution%s, interleaved)", set->label, n, n > 1 ? "s" : "");
+	for (int m = 0; m < n; m++) /* warm-up: caches, clocks, lazy module loading */
+		if (usable(v, order[m])) {
+			st_status s = time_batch(v, order[m], 3, 1, err);
+			if (s)
+				return s;
+			v->sols[order[m]].n_samples = 0;
+			v->sols[order[m]].timing_wall_ms = 0;
+			s = time_batch(v, order[m], 2, 1, err);
+			if (s)
+				return s;
+		}
+	for (int left = n; left > 0;) {
+		left = 0;
+		for (int m = 0; m < n; m++) {
+			sol *so = &v->sols[order[m]];
+			if (so->timing_done || !usable(v, order[m]))
+				continue;
+			st_stats st;
+			st_stats_compute(so->samples, so->n_samples, &st);
+			if (st_stop_reached(&st, &v->o->stop, so->timing_wall_ms)) {
+				so->timing_done = 1;
+				continue;
+			}
+			left++;
+			/* Batches of about 25 ms keep the interleaving fine and the round trips cheap. */
+			double est = st.median > 0 ? st.median : 1;
+			int batch = (int)(25.0 / est);
+			batch = batch < 1 ? 1 : batch > 2000 ? 2000 : batch;
+			st_status s = time_batch(v, order[m], batch, 1, err);
+			if (s)
+				return s;
+		}
+	}
+	return ST_OK;
+}
+
+static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
+{
+	const st_task *t = v->task;
+	json_t *timing = json_object();
+	json_object_set_new(timing, "set", json_string(set->label));
+	json_object_set_new(timing, "sizes", sizes_json(set));
+	double med[MAX_SOLS] = {0};
+	for (int i = 0; i < v->n_sols; i++) {
+		if (!v->sols[i].n_samples)
+			continue;
+		st_stats st;
+		st_stats_compute(v->sols[i].samples, v->sols[i].n_samples, &st);
+		med[i] = st.median;
+		json_object_set_new(timing, role_of(v, i), stats_json(&st));
+		if (i == v->cand && st.wall_median > 1.5 * st.median + 0.1)
+			flag(v, "wall_time_exceeds_event_time");
+	}
+	/* A solution that is both (e.g. the expert verified as a candidate) reports under each name. */
+	if (v->expert >= 0 && med[v->expert] > 0 && !json_object_get(timing, "expert"))
+		json_object_set(timing, "expert", json_object_get(timing, role_of(v, v->expert)));
+	if (med[v->ref] > 0 && !json_object_get(timing, "reference"))
+		json_object_set(timing, "reference", json_object_get(timing, role_of(v, v->ref)));
+	json_object_set_new(v->verdict, "timing", timing);
+
+	json_t *base = json_object(), *speed = json_object();
+	double c = med[v->cand];
+	if (med[v->ref] > 0)
+		json_object_set_new(base, "reference_ms", json_real(med[v->ref]));
+	if (v->expert >= 0 && med[v->expert] > 0)
+		json_object_set_new(base, "expert_ms", json_real(med[v->expert]));
+	if (c > 0 && med[v->ref] > 0)
+		json_object_set_new(speed, "vs_reference", json_real(med[v->ref] / c));
+	if (c > 0 && v->expert >= 0 && med[v->expert] > 0)
+		json_object_set_new(speed, "vs_expert", json_real(med[v->expert] / c));
+	json_object_set_new(v->verdict, "baselines", base);
+	json_object_set_new(v->verdict, "speedup", speed);
+
+	int64_t flops = 0, bytes = 0;
+	st_err e;
+	if (peaks && c > 0 && t->cost_bytes && !st_expr_eval(t->cost_bytes, set, &bytes, &e) &&
+	    (!t->cost_flops || !st_expr_eval(t->cost_flops, set, &flops, &e))) {
+		double floor_ms = st_peaks_floor_ms(peaks, (double)flops, (double)bytes, t->cost_unit);
+		json_t *sol_j = json_pack("{s:f,s:f,s:s,s:f}", "flops", (double)flops, "bytes",
+		                          (double)bytes, "unit", t->cost_unit ? t->cost_unit : "",
+		                          "floor_ms", floor_ms);
+		if (floor_ms > 0) {
+			json_object_set_new(sol_j, "fraction", json_real(floor_ms / c));
+			if (med[v->ref] > 0)
+				json_object_set_new(sol_j, "reference_fraction", json_real(floor_ms / med[v->ref]));
+			if (v->expert >= 0 && med[v->expert] > 0)
+				json_object_set_new(sol_j, "expert_fraction",
+				                    json_real(floor_ms / med[v->expert]));
+		}
+		json_object_set_new(sol_j, "attained_tflops", json_real(flops / (c * 1e-3) / 1e12));
+		json_object_set_new(sol_j, "attained_gbs", json_real(bytes / (c * 1e-3) / 1e9));
+		json_object_set_new(sol_j, "peaks", json_incref(peaks));
+		json_object_set_new(v->verdict, "sol", sol_j);
+	}
+}
+
+/* ---- one size set ------------------------------------------------------------------------------ */
+
+static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *peaks, st_err *err)
+{
+	const st_task *t = v->task;
+	layout L;
+	memset(&L, 0, sizeof L);
+	if (t->n_inputs > MAX_TENSORS || t->n_outputs > MAX_TENSORS || t->n_params > MAX_TENSORS)
+		return st_err_set(err, ST_E_INVALID, "%s: more than %d tensors", t->id, MAX_TENSORS);
+	int64_t pdims[MAX_TENSORS][ST_MAX_DIMS];
+	size_t pbytes[MAX_TENSORS];
+	json_t *params = tensor_specs(t->params, t->n_params, set, 1, pdims, pbytes, err);
+	json_t *inputs = params ? tensor_specs(t->inputs, t->n_inputs, set, 1, L.dims_in, L.in_bytes, err) : NULL;
+	json_t *outputs = inputs ? tensor_specs(t->outputs, t->n_outputs, set, 0, L.dims_out, L.out_bytes, err) : NULL;
+	if (!outputs) {
+		json_decref(params);
+		json_decref(inputs);
+		return st_err_wrap(err, ST_E_INVALID, "%s: size set %s", t->id, set->label);
+	}
+	make_layout(&L, t->n_inputs, t->n_outputs);
+	json_t *sizes = json_array();
+	for (int i = 0; i < set->n; i++)
+		json_array_append_new(sizes, json_pack("[s,I]", set->names[i], (json_int_t)set->values[i]));
+	json_t *req = json_pack("{s:s,s:o,s:o,s:o,s:o,s:I,s:I,s:{s:o,s:o,s:o}}", "op", "setup",
+	                        "sizes", sizes, "params", params, "inputs", inputs, "outputs", outputs,
+	                        "param_seed", (json_int_t)next_seed(v), "shm_bytes",
+	                        (json_int_t)L.total, "layout", "out0",
+	                        offsets_json(L.out_off[0], t->n_outputs), "out1",
+	                        offsets_json(L.out_off[1], t->n_outputs), "in",
+	                        offsets_json(L.in_off, t->n_inputs));
+	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
+	int fds[MAX_SOLS];
+	st_status s = ST_OK;
+	for (int i = 0; i < v->n_sols && !s; i++) {
+		fds[i] = -1;
+		if (!usable(v, i))
+			continue;
+		s = map_shm(&v->sols[i], L.total, err);
+		fds[i] = v->sols[i].shm_fd;
+		reqs[i] = req;
+	}
+	char phase[128];
+	snprintf(phase, sizeof phase, "st_init on set %s", set->label);
+	if (!s)
+		s = broadcast(v, reqs, fds, phase, v->o->timeout_s, reps, err);
+	free_reps(reps, v->n_sols);
+	json_decref(req);
+	for (int k = 0; k < v->o->seeds && !s && usable(v, v->cand); k++) {
+		s = run_seed(v, &L, set, k, err);
+		if (!s)
+			progress(v, "set %-8s seed %d/%d %s", set->label, k + 1, v->o->seeds,
+			         v->verdict_final ? "FAILED" : "ok");
+	}
+	if (!s && timed && v->o->timing && usable(v, v->cand))
+		s = time_all(v, set, err);
+	if (!s && timed && v->o->timing && usable(v, v->cand))
+		timing_verdict(v, set, peaks);
+	json_t *td = json_pack("{s:s}", "op", "teardown");
+	for (int i = 0; i < v->n_sols; i++)
+		reqs[i] = usable(v, i) ? td : NULL;
+	if (!s)
+		s = broadcast(v, reqs, NULL, "st_free", v->o->timeout_s, reps, err);
+	free_reps(reps, v->n_sols);
+	json_decref(td);
+	for (int i = 0; i < v->n_sols; i++)
+		unmap_shm(&v->sols[i]);
+	return s;
+}
+
+/* ---- the pipeline ------------------------------------------------------------------------------ */
+
+static int set_selected(const char *list, const char *label)
+{
+	if (!list)
+		return 1;
+	size_t n = strlen(label);
+	const char *want = strncmp(label, "hidden", 6) ? label : "hidden";
+	n = strlen(want);
+	for (const char *p = list; *p;) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if ((len == n && !strncmp(p, want, n)) || (len == strlen(label) && !strncmp(p, label, len)))
+			return 1;
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return 0;
+}
+
+static st_status check_sets_option(const char *list, st_err *err)
+{
+	if (!list)
+		return ST_OK;
+	char buf[256];
+	snprintf(buf, sizeof buf, "%s", list);
+	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
+		if (strcmp(tok, "small") && strcmp(tok, "eval") && strncmp(tok, "hidden", 6))
+			return st_err_set(err, ST_E_INVALID, "unknown size set '%s' (known: small, eval, "
+			                  "hidden, hidden<N>)", tok);
+	return ST_OK;
+}
+
+static st_status pipeline(vctx *v, const char *solution, st_err *err)
+{
+	const st_task *t = v->task;
+	const st_verify_opts *o = v->o;
+	int host = !strcmp(o->backend, "host");
+	const char *ref_path = host ? t->host_reference : t->reference;
+	const char *exp_path = host ? t->host_expert : (t->n_experts ? t->experts[0] : NULL);
+	if (!ref_path)
+		return st_err_set(err, ST_E_INVALID, "task %s has no %sreference", t->id,
+		                  host ? "host " : "");
+	st_status s = add_sol(v, "reference", ref_path, 1, &v->ref, err);
+	if (!s && exp_path)
+		s = add_sol(v, "expert", exp_path, 1, &v->expert, err);
+	if (!s)
+		s = add_sol(v, "candidate", solution, 0, &v->cand, err);
+	if (s)
+		return s;
+	/* A candidate is untrusted even when it is byte-identical to a shipped solution: it links only
+	 * what the task's policy allows. The benchmark, which runs the shipped experts, says otherwise. */
+	v->sols[v->cand].trusted = o->candidate_trusted;
+
+	for (int i = 0; i < v->n_sols; i++) {
+		s = st_runner_start(&v->sols[i].runner, o->backend, role_of(v, i), err);
+		if (s)
+			return s;
+		v->sols[i].started = 1;
+	}
+	for (int i = 0; i < v->n_sols; i++) {
+		s = st_runner_hello(&v->sols[i].runner, 120, err);
+		if (s)
+			return s;
+	}
+	const json_t *info = v->sols[v->ref].runner.info;
+	json_object_set(v->verdict, "device", (json_t *)info);
+	const char *arch = o->arch ? o->arch : json_string_value(json_object_get(info, "arch"));
+	json_object_set_new(v->verdict, "arch", json_string(arch ? arch : "?"));
+	progress(v, "device: %s (%s)", json_string_value(json_object_get(info, "device")), arch);
+
+	s = compile_all(v, arch, err);
+	if (s || v->verdict_final)
+		return s;
+
+	for (int i = 0; i < v->n_sols; i++) {
+		json_t *req = json_pack("{s:s,s:s}", "op", "load", "solution", v->sols[i].cr.so_path),
+		       *rep = NULL;
+		if (v->hooks_so[0])
+			json_object_set_new(req, "hooks", json_string(v->hooks_so));
+		st_err e;
+		s = st_runner_call(&v->sols[i].runner, req, -1, &rep, o->timeout_s, &e);
+		json_decref(req);
+		const char *st = json_string_value(json_object_get(rep, "status"));
+		if (!s && i == v->cand && st && !strcmp(st, "abi")) {
+			const char *why = json_string_value(json_object_get(rep, "reason"));
+			fail(v, "compile_error", "%s", why ? why : "not a solution");
+			s = st_err_set(err, ST_E_INVALID, "%s: %s", solution, why ? why : "not a solution");
+			json_decref(rep);
+			return s;
+		}
+		if (s || !json_is_true(json_object_get(rep, "ok"))) {
+			s = runner_failed(v, i, "loading the solution", s, rep, &e);
+			json_decref(rep);
+			if (s) {
+				*err = e;
+				return s;
+			}
+			if (v->verdict_final)
+				return ST_OK;
+			continue;
+		}
+		json_decref(rep);
+	}
+
+	json_t *peaks = NULL;
+	if (o->timing) {
+		st_err pe;
+		if (st_peaks_get(&v->sols[v->ref].runner, 600, &peaks, &pe)) {
+			flag(v, "peaks_unavailable");
+			progress(v, "device peaks unavailable: %s", pe.msg);
+			if (!v->sols[v->ref].runner.alive)
+				return st_err_set(err, ST_E_SYSTEM, "%s", pe.msg);
+		}
+	}
+	const st_size_set *sets[64];
+	int n_sets = st_task_size_sets(t, sets, 64);
+	const char *sel = o->sets ? o->sets : host ? "small" : NULL;
+	const char *tset = o->time_set ? o->time_set : host ? "small" : "eval";
+	int timed_any = 0;
+	for (int k = 0; k < n_sets && !s && usable(v, v->cand); k++) {
+		int timed = !strcmp(sets[k]->label, tset);
+		if (!timed && !set_selected(sel, sets[k]->label))
+			continue;
+		timed_any |= timed;
+		s = run_set(v, sets[k], timed, peaks, err);
+	}
+	if (!s && o->timing && !timed_any && !v->verdict_final)
+		s = st_err_set(err, ST_E_INVALID, "no size set named '%s' to time", tset);
+	json_decref(peaks);
+	return s;
+}
+
+st_status st_verify(const char *task_dir, const char *solution, const st_verify_opts *o,
+                    json_t **verdict, st_err *err)
+{
+	*verdict = NULL;
+	if (strcmp(o->backend, "cuda") && strcmp(o->backend, "host"))
+		return st_err_set(err, ST_E_INVALID, "unknown backend '%s' (known: cuda, host)",
+		                  o->backend);
+	if (o->arch && st_arch_valid(o->arch) != 0)
+		return st_err_set(err, ST_E_INVALID, "unknown arch '%s' (expected sm_<NN>[a|f], e.g. "
+		                  "sm_90a)", o->arch);
+	if (o->seeds < 1 || o->seeds > 100)
+		return st_err_set(err, ST_E_INVALID, "seeds must be between 1 and 100");
+	st_status s = check_sets_option(o->sets, err);
+	if (s)
+		return s;
+	if (!st_file_exists(solution))
+		return st_err_set(err, ST_E_INVALID, "%s: no such file", solution);
+	const char *ext = strrchr(solution, '.');
+	int host = !strcmp(o->backend, "host");
+	if (!ext || (strcmp(ext, ".cu") && strcmp(ext, ".c")))
+		return st_err_set(err, ST_E_INVALID, "%s: not a C or CUDA source (expected .cu or .c)",
+		                  solution);
+	if (host != !strcmp(ext, ".c"))
+		return st_err_set(err, ST_E_INVALID, "%s: the %s backend runs %s solutions", solution,
+		                  o->backend, host ? ".c" : ".cu");
+
+	st_task task;
+	s = st_task_load(task_dir, &task, err);
+	if (s)
+		return s;
+	vctx v;
+	memset(&v, 0, sizeof v);
+	v.task = &task;
+	v.o = o;
+	v.expert = -1;
+	v.seed_state = o->seed;
+	v.t_start = now_s();
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	v.threads = o->threads > 0 ? o->threads : cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+	v.verdict = json_pack("{s:s,s:s,s:s,s:s}", "status", "ok", "reason", "", "task", task.id,
+	                      "solution", solution);
+	json_object_set_new(v.verdict, "backend", json_string(o->backend));
+	v.correctness = json_array();
+	v.flags = json_array();
+
+	s = pipeline(&v, solution, err);
+
+	for (int i = 0; i < v.n_sols; i++) {
+		if (v.sols[i].started)
+			st_runner_stop(&v.sols[i].runner);
+		unmap_shm(&v.sols[i]);
+		st_compile_result_free(&v.sols[i].cr);
+		free(v.sols[i].samples);
+		free(v.sols[i].path);
+	}
+	if (v.hooks_dl)
+		dlclose(v.hooks_dl);
+	json_object_set_new(v.verdict, "correctness", v.correctness);
+	json_object_set_new(v.verdict, "flags", v.flags);
+	json_object_set_new(v.verdict, "wall_s", json_real(now_s() - v.t_start));
+	st_task_free(&task);
+	if (s && s != ST_E_INVALID) {
+		json_decref(v.verdict);
+		return s;
+	}
+	*verdict = v.verdict;
+	return s;
+}

@@ -1,0 +1,42 @@
+# Helpers for the host-backend integration tests: run stitch against the test task with a private
+# cache, read the verdict's top-level status and reason, and count failures.
+set -u
+: "${STITCH:?set by CTest: path of the stitch binary}"
+: "${STITCH_SRC:?set by CTest: the source tree}"
+FIX="$STITCH_SRC/tests/fixtures/host"
+TASK="$STITCH_SRC/tests/data/tasks/t1/scale"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/stitch-test.XXXXXX")
+export STITCH_CACHE_DIR="$WORK/cache"
+trap 'rm -rf "$WORK"' EXIT
+FAILED=0
+PASSED=0
+# Short timing: the host backend measures CPU time; these tests check behaviour, not speed.
+FAST=(--backend host --seed 7 --min-time 5 --max-rse 0.5 --max-samples 200 --quiet)
+
+# verify OUT_JSON ARGS...: runs stitch verify --json, stores the verdict, sets RC.
+verify() {
+	local out=$1
+	shift
+	"$STITCH" verify --json "${FAST[@]}" "$@" >"$out" 2>"$out.err"
+	RC=$?
+}
+
+field() { # field FILE KEY: first "KEY": "value" in the file (top-level keys come first)
+	sed -n "s/^  \"$2\": \"\(.*\)\",\{0,1\}$/\1/p" "$1" | head -n 1
+}
+
+check() { # check DESCRIPTION CONDITION...
+	local what=$1
+	shift
+	if "$@"; then
+		PASSED=$((PASSED + 1))
+	else
+		FAILED=$((FAILED + 1))
+		echo "FAIL: $what" >&2
+	fi
+}
+
+finish() {
+	echo "$PASSED passed, $FAILED failed"
+	[ "$FAILED" -eq 0 ]
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Every fault of a candidate is a verdict with the right status and a reason that says what
+# happened, and the parent carries on (each verify below is a fresh parent, and the good
+# solution after the faults still passes with the same cache).
+. "$(dirname "$0")/lib.sh"
+
+expect() { # expect FIXTURE STATUS REASON-SUBSTRING [extra args]
+	local fx=$1 status=$2 reason=$3
+	shift 3
+	verify "$WORK/$fx.json" "$TASK" "$FIX/$fx" "$@"
+	local got
+	got=$(field "$WORK/$fx.json" status)
+	check "$fx: status '$got', want '$status'" [ "$got" = "$status" ]
+	check "$fx: exit code $RC, want 1" [ "$RC" -eq 1 ]
+	check "$fx: reason has '$reason': $(field "$WORK/$fx.json" reason)" \
+		grep -q -- "$reason" "$WORK/$fx.json"
+}
+
+expect wrong.c incorrect 'worst y\[500\]'
+expect unwritten.c incorrect 'y\[999\]'
+expect segv.c runtime_error 'signal 11'
+expect abort_run.c runtime_error 'signal 6'
+expect rc.c runtime_error 'st_run returned 7'
+expect init_fail.c runtime_error 'st_init returned 3'
+expect exit_run.c runtime_error 'exited with status 0'
+expect stale.c incorrect 'seed'
+expect syntax.c compile_error 'undeclared'
+
+start=$(date +%s)
+expect hang.c timeout 'did not answer within 2 s' --timeout 2
+took=$(($(date +%s) - start))
+check "hang: verdict within 20 s (took $took s)" [ "$took" -lt 20 ]
+check "hang: no runner left behind" bash -c '! pgrep -f "[s]titch-runner-host --fd" >/dev/null'
+
+# The compile error names the file and the line.
+check "syntax: diagnostic with file and line" grep -q '"line": 7' "$WORK/syntax.c.json"
+
+verify "$WORK/good.json" "$TASK" "$FIX/good.c"
+check "good after faults: ok (rc $RC)" [ "$(field "$WORK/good.json" status)" = ok ]
+finish

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole pipeline on the host backend: a correct solution passes over every size set with the
+# figures the verdict promises; the compile cache makes the second verify skip the compiler; the
+# bundled suite's host experts pass `stitch bench --backend host`.
+. "$(dirname "$0")/lib.sh"
+
+verify "$WORK/v1.json" "$TASK" "$FIX/good.c" --sets small,eval,hidden --time-set eval
+check "good: exit 0 (got $RC)" [ "$RC" -eq 0 ]
+check "good: status ok" [ "$(field "$WORK/v1.json" status)" = ok ]
+for set in small eval hidden0; do
+	check "good: set $set checked 3 times" [ "$(grep -c "\"set\": \"$set\"" "$WORK/v1.json")" -ge 3 ]
+done
+check "good: timing of the candidate" grep -q '"median_ms"' "$WORK/v1.json"
+check "good: speedup vs reference" grep -q '"vs_reference"' "$WORK/v1.json"
+check "good: SOL fraction" grep -q '"fraction"' "$WORK/v1.json"
+check "good: first compile not cached" grep -q '"cached": false' "$WORK/v1.json"
+
+verify "$WORK/v2.json" "$TASK" "$FIX/good.c" --no-timing
+check "second verify: compile cached" grep -q '"cached": true' "$WORK/v2.json"
+
+"$STITCH" verify "${FAST[@]}" "$TASK" "$FIX/good.c" >"$WORK/text.out" 2>&1
+check "text verdict: status line" grep -q '^status     ok' "$WORK/text.out"
+
+"$STITCH" bench "${FAST[@]}" >"$WORK/bench.out" 2>"$WORK/bench.err"
+rc=$?
+cat "$WORK/bench.out"
+check "bench --backend host: exit 0 (got $rc; $(tail -n 3 "$WORK/bench.err"))" [ "$rc" -eq 0 ]
+for t in t1/softmax t1/gemm_bf16 t2/mlp_gelu t3/bfs; do
+	check "bench: $t ok" grep -q "^$t *ok " "$WORK/bench.out"
+done
+finish

@@ -1,0 +1,444 @@
+/* Unit tests for the compile step with a private cache folder: a C solution compiles to a loadable
+ * shared object, the cache answers repeat calls (failures too) without running the compiler,
+ * any byte of the source changes the key, bad inputs are refused, a hanging compiler times out,
+ * and, where nvcc is installed, a CUDA solution compiles for sm_90a. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+#include "verify/compile.h"
+
+typedef struct fixture {
+	char dir[256];   /* sources */
+	char cache[300]; /* opts.cache_dir */
+	st_compile_opts opts;
+} fixture;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+static int setup(void **state)
+{
+	fixture *f = calloc(1, sizeof *f);
+	if (!f)
+		return -1;
+	snprintf(f->dir, sizeof f->dir, "/tmp/st_test_compile.XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->cache, sizeof f->cache, "%s/cache", f->dir);
+	f->opts.include_dir = STITCH_SOURCE_DIR "/include";
+	f->opts.cache_dir = f->cache;
+	f->opts.timeout_s = 60;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture *f = *state;
+	nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	unsetenv("STITCH_CC");
+	return 0;
+}
+
+static void write_src(const fixture *f, const char *name, const char *text, char *path,
+                      size_t len)
+{
+	snprintf(path, len, "%s/%s", f->dir, name);
+	st_err err;
+	assert_int_equal(st_write_file_atomic(path, text, strlen(text), &err), ST_OK);
+}
+
+static const char *GOOD_C =
+	"#include \"stitch/solution.h\"\n"
+	"#include <math.h>\n"
+	"int st_answer(void) { return 42; }\n"
+	"double st_root(double x) { return sqrt(x); }\n";
+
+static int mode_of(const char *path)
+{
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	return (int)(st.st_mode & 07777);
+}
+
+/* Every entry of the compile folder must be <key>.so or <key>.json: no temp files. */
+static void assert_no_temp_files(const char *cache)
+{
+	char dir[512];
+	snprintf(dir, sizeof dir, "%s/compile", cache);
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		size_t n = strlen(e->d_name);
+		int ok = (n == 67 && strcmp(e->d_name + 64, ".so") == 0) ||
+		         (n == 69 && strcmp(e->d_name + 64, ".json") == 0);
+		if (!ok)
+			fail_msg("unexpected file in the compile cache: %s", e->d_name);
+	}
+	closedir(d);
+}
+
+static void test_good_c_and_cache(void **state)
+{
+	fixture *f = *state;
+	char src[512];
+	write_src(f, "good.c", GOOD_C, src, sizeof src);
+
+	st_compile_result r;
+	st_err err = { "" };
+	double t0 = now_s();
+	assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
+	double t_fresh = now_s() - t0;
+	if (!r.ok)
+		fail_msg("compile failed: %s", r.log);
+	assert_int_equal(r.cached, 0);
+	assert_int_equal(r.timed_out, 0);
+	assert_true(r.seconds > 0);
+	assert_int_equal(strlen(r.key), 64);
+	assert_non_null(r.log);
+	assert_true(st_file_exists(r.so_path));
+	assert_non_null(strstr(r.so_path, r.key));
+	assert_int_equal(mode_of(r.so_path), 0644);
+	char compile_dir[512];
+	snprintf(compile_dir, sizeof compile_dir, "%s/compile", f->cache);
+	assert_int_equal(mode_of(compile_dir), 0755);
+	char json[600];
+	snprintf(json, sizeof json, "%s/%s.json", compile_dir, r.key);
+	assert_true(st_file_exists(json));
+	assert_int_equal(mode_of(json), 0644);
+	assert_no_temp_files(f->cache);
+
+	void *h = dlopen(r.so_path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		fail_msg("dlopen: %s", dlerror());
+	int (*answer)(void) = (int (*)(void))dlsym(h, "st_answer");
+	double (*root)(double) = (double (*)(double))dlsym(h, "st_root");
+	assert_non_null(answer);
+	assert_non_null(root);
+	assert_int_equal(answer(), 42);
+	assert_true(root(9.0) == 3.0);
+	dlclose(h);
+
+	char key1[65], so1[4096];
+	strcpy(key1, r.key);
+	strcpy(so1, r.so_path);
+	st_compile_result_free(&r);
+
+	/* Same source: served from the cache, no compiler run. */
+	t0 = now_s();
+	assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
+	double t_cached = now_s() - t0;
+	assert_int_equal(r.ok, 1);
+	assert_int_equal(r.cached, 1);
+	assert_true(r.seconds == 0);
+	assert_string_equal(r.key, key1);
+	assert_string_equal(r.so_path, so1);
+	assert_non_null(r.log);
+	assert_true(t_cached < t_fresh / 4);
+	st_compile_result_free(&r);
+
+	/* no_cache: the compiler runs again, same key, result stored again. */
+	f->opts.no_cache = 1;
+	assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
+	f->opts.no_cache = 0;
+	assert_int_equal(r.ok, 1);
+	assert_int_equal(r.cached, 0);
+	assert_string_equal(r.key, key1);
+	st_compile_result_free(&r);
+
+	/* One byte more: a new key and a fresh compile. */
+	char src2[512];
+	char *text = malloc(strlen(GOOD_C) + 2);
+	assert_non_null(text);
+	strcpy(text, GOOD_C);
+	strcat(text, " ");
+	write_src(f, "good.c", text, src2, sizeof src2);
+	free(text);
+	assert_int_equal(st_compile(src2, &f->opts, &r, &err), ST_OK);
+	assert_int_equal(r.ok, 1);
+	assert_int_equal(r.cached, 0);
+	assert_string_not_equal(r.key, key1);
+	st_compile_result_free(&r);
+
+	/* A different library list is a different command line, so a different key. */
+	const char *libs[] = { "m" };
+	f->opts.libraries = libs;
+	f->opts.n_libraries = 1;
+	assert_int_equal(st_compile(src2, &f->opts, &r, &err), ST_OK);
+	f->opts.libraries = NULL;
+	f->opts.n_libraries = 0;
+	assert_int_equal(r.ok, 1);
+	assert_int_equal(r.cached, 0);
+	st_compile_result_free(&r);
+	assert_no_temp_files(f->cache);
+}
+
+static void test_compile_error_cached(void **state)
+{
+	fixture *f = *state;
+	char src[512];
+	write_src(f, "bad.c",
+	          "int f(void)\n"
+	          "{\n"
+	          "\treturn undefined_var + 1;\n"
+	          "}\n",
+	          src, sizeof src);
+	st_compile_result r;
+	st_err err = { "" };
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
+		assert_int_equal(r.ok, 0);
+		assert_int_equal(r.cached, round); /* the failure is cached too */
+		assert_int_equal(r.timed_out, 0);
+		assert_string_equal(r.so_path, "");
+		assert_non_null(strstr(r.log, "undefined_var"));
+		assert_true(r.n_diags >= 1);
+		const st_diag *d = &r.diags[0];
+		assert_non_null(strstr(d->file, "bad.c"));
+		assert_int_equal(d->line, 3);
+		assert_true(d->col > 0);
+		assert_string_equal(d->severity, "error");
+		assert_non_null(strstr(d->message, "undefined_var"));
+		st_compile_result_free(&r);
+	}
+	assert_no_temp_files(f->cache);
+}
+
+static void test_invalid_inputs(void **state)
+{
+	fixture *f = *state;
+	char path[512];
+	st_compile_result r;
+	st_err err = { "" };
+
+	write_src(f, "notes.txt", "int x;\n", path, sizeof path);
+	assert_int_equal(st_compile(path, &f->opts, &r, &err), ST_E_INVALID);
+	assert_non_null(strstr(err.msg, "notes.txt: not a C or CUDA source (expected .cu or .c)"));
+	assert_null(r.log);
+	assert_null(r.diags);
+
+	snprintf(path, sizeof path, "%s/missing.c", f->dir);
+	assert_int_equal(st_compile(path, &f->opts, &r, &err), ST_E_INVALID);
+	assert_non_null(strstr(err.msg, "missing.c"));
+	assert_non_null(strstr(err.msg, "No such file or directory"));
+
+	snprintf(path, sizeof path, "%s/bin.c", f->dir);
+	st_err e2;
+	assert_int_equal(st_write_file_atomic(path, "int x;\0\x7f" "ELF", 10, &e2), ST_OK);
+	assert_int_equal(st_compile(path, &f->opts, &r, &err), ST_E_INVALID);
+	assert_non_null(strstr(err.msg, "bin.c"));
+	assert_non_null(strstr(err.msg, "binary"));
+
+	/* a CUDA file needs a valid architecture */
+	write_src(f, "k.cu", "__global__ void k() {}\n", path, sizeof path);
+	f->opts.arch = "sm_90 -o /etc/x";
+	assert_int_equal(st_compile(path, &f->opts, &r, &err), ST_E_INVALID);
+	f->opts.arch = NULL;
+	assert_int_equal(st_compile(path, &f->opts, &r, &err), ST_E_INVALID);
+
+	/* a library name that would be an option */
+	const char *libs[] = { "-fplugin=x" };
+	f->opts.libraries = libs;
+	f->opts.n_libraries = 1;
+	write_src(f, "ok.c", GOOD_C, path, sizeof path);
+	assert_int_equal(st_compile(path, &f->opts, &r, &err), ST_E_INVALID);
+	f->opts.libraries = NULL;
+	f->opts.n_libraries = 0;
+}
+
+static void test_missing_compiler(void **state)
+{
+	fixture *f = *state;
+	char path[512];
+	write_src(f, "ok.c", GOOD_C, path, sizeof path);
+	setenv("STITCH_CC", "/no/such/compiler-cc", 1);
+	st_compile_result r;
+	st_err err = { "" };
+	assert_int_equal(st_compile(path, &f->opts, &r, &err), ST_E_SYSTEM);
+	assert_non_null(strstr(err.msg, "STITCH_CC"));
+	assert_non_null(strstr(err.msg, "/no/such/compiler-cc"));
+	unsetenv("STITCH_CC");
+}
+
+static void test_timeout(void **state)
+{
+	fixture *f = *state;
+	char script[512], src[512];
+	/* Answers --version (the identity probe) at once and hangs on a real compile. */
+	write_src(f, "slowcc",
+	          "#!/bin/sh\n"
+	          "if [ \"$1\" = --version ]; then echo slowcc 1.0; exit 0; fi\n"
+	          "sleep 30\n",
+	          script, sizeof script);
+	assert_int_equal(chmod(script, 0755), 0);
+	setenv("STITCH_CC", script, 1);
+	write_src(f, "ok.c", GOOD_C, src, sizeof src);
+	f->opts.timeout_s = 1;
+
+	st_compile_result r;
+	st_err err = { "" };
+	double t0 = now_s();
+	assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
+	double dt = now_s() - t0;
+	assert_true(dt < 4);
+	assert_int_equal(r.ok, 0);
+	assert_int_equal(r.timed_out, 1);
+	assert_int_equal(r.cached, 0);
+	int found = 0;
+	for (int i = 0; i < r.n_diags; i++)
+		if (strcmp(r.diags[i].message, "compile timed out after 1 s") == 0 &&
+		    strcmp(r.diags[i].severity, "error") == 0)
+			found = 1;
+	assert_true(found);
+	char json[600];
+	snprintf(json, sizeof json, "%s/compile/%s.json", f->cache, r.key);
+	assert_false(st_file_exists(json)); /* a timeout is not cached */
+	st_compile_result_free(&r);
+	assert_no_temp_files(f->cache);
+	unsetenv("STITCH_CC");
+}
+
+static void test_default_cache_dir(void **state)
+{
+	fixture *f = *state;
+	char src[512], env_cache[512], compile_dir[600];
+	write_src(f, "ok.c", GOOD_C, src, sizeof src);
+	snprintf(env_cache, sizeof env_cache, "%s/envcache", f->dir);
+	char *saved = getenv("STITCH_CACHE_DIR") ? strdup(getenv("STITCH_CACHE_DIR")) : NULL;
+	setenv("STITCH_CACHE_DIR", env_cache, 1);
+	f->opts.cache_dir = NULL;
+	st_compile_result r;
+	st_err err = { "" };
+	assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
+	assert_int_equal(r.ok, 1);
+	snprintf(compile_dir, sizeof compile_dir, "%s/compile/", env_cache);
+	assert_true(strncmp(r.so_path, compile_dir, strlen(compile_dir)) == 0);
+	st_compile_result_free(&r);
+	if (saved)
+		setenv("STITCH_CACHE_DIR", saved, 1);
+	else
+		unsetenv("STITCH_CACHE_DIR");
+	free(saved);
+}
+
+static int find_nvcc(void)
+{
+	char *argv0 = getenv("STITCH_NVCC");
+	if (argv0 && *argv0)
+		return 1;
+	if (system("command -v nvcc >/dev/null 2>&1") == 0)
+		return 1;
+	const char *home = getenv("CUDA_HOME");
+	char p[512];
+	if (home) {
+		snprintf(p, sizeof p, "%s/bin/nvcc", home);
+		if (access(p, X_OK) == 0)
+			return 1;
+	}
+	return access("/usr/local/cuda/bin/nvcc", X_OK) == 0;
+}
+
+static void test_cuda(void **state)
+{
+	fixture *f = *state;
+	if (!find_nvcc()) {
+		print_message("[  SKIP    ] nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)\n");
+		skip();
+	}
+	char src[512];
+	write_src(f, "k.cu",
+	          "#include \"stitch/solution.h\"\n"
+	          "__global__ void add1(float *x, int n)\n"
+	          "{\n"
+	          "\tint i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+	          "\tif (i < n) x[i] += 1.0f;\n"
+	          "}\n"
+	          "extern \"C\" int st_init(const st_config *c, const st_tensor *p, int32_t np,\n"
+	          "                        cudaStream_t s, void **ctx) { *ctx = 0; return 0; }\n"
+	          "extern \"C\" int st_run(void *ctx, const st_tensor *in, int32_t ni, st_tensor *out,\n"
+	          "                       int32_t no, cudaStream_t s)\n"
+	          "{\n"
+	          "\tint n = (int)out[0].shape[0];\n"
+	          "\tadd1<<<(n + 255) / 256, 256, 0, s>>>((float *)out[0].data, n);\n"
+	          "\treturn 0;\n"
+	          "}\n"
+	          "extern \"C\" void st_free(void *ctx) {}\n",
+	          src, sizeof src);
+	f->opts.arch = "sm_90a";
+	f->opts.timeout_s = 300;
+	st_compile_result r;
+	st_err err = { "" };
+	assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
+	if (!r.ok)
+		fail_msg("nvcc failed: %s", r.log);
+	assert_int_equal(r.cached, 0);
+	/* An ELF shared object (not loaded: the parent never loads solution code). */
+	char *data;
+	size_t len;
+	assert_int_equal(st_read_file(r.so_path, &data, &len, &err), ST_OK);
+	assert_true(len > 4 && memcmp(data, "\x7f" "ELF", 4) == 0);
+	free(data);
+	st_compile_result_free(&r);
+	assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
+	assert_int_equal(r.cached, 1);
+	st_compile_result_free(&r);
+
+	/* nvcc's own diagnostic format comes back as records. */
+	write_src(f, "bad.cu",
+	          "#include \"stitch/solution.h\"\n"
+	          "__global__ void k(float *x) { x[0] = not_declared; }\n",
+	          src, sizeof src);
+	assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
+	assert_int_equal(r.ok, 0);
+	assert_true(r.n_diags >= 1);
+	assert_non_null(strstr(r.diags[0].file, "bad.cu"));
+	assert_int_equal(r.diags[0].line, 2);
+	assert_string_equal(r.diags[0].severity, "error");
+	assert_non_null(strstr(r.diags[0].message, "not_declared"));
+	st_compile_result_free(&r);
+	assert_no_temp_files(f->cache);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_good_c_and_cache, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_compile_error_cached, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_invalid_inputs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_missing_compiler, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_default_cache_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cuda, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
