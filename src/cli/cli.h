@@ -18,7 +18,7 @@ int cmd_bench(int argc, char **argv);
 /* One line to stderr: "stitch: <message>". */
 void st_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The suite root: $STITCH_TASKS, else the tasks/ folder of the source tree. */
+/* The suite root: $STITCH_TASKS, else tasks/ under st_home(). */
 const char *st_cli_tasks_root(void);
 
 /* 1 when argv[i] is -h or --help. */

@@ -1,5 +1,6 @@
 /* stitch: the command table and dispatch, git-style (`stitch <verb> [options]`). */
 #include "cli.h"
+#include "common/paths.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -41,8 +42,12 @@ void st_cli_error(const char *fmt, ...)
 
 const char *st_cli_tasks_root(void)
 {
+	static char root[4200];
 	const char *env = getenv("STITCH_TASKS");
-	return env && *env ? env : STITCH_SOURCE_DIR "/tasks";
+	if (env && *env)
+		return env;
+	snprintf(root, sizeof root, "%s/tasks", st_home());
+	return root;
 }
 
 int st_cli_wants_help(int argc, char **argv)

@@ -4,6 +4,7 @@
  * output (source, full command line, compiler identity, the ABI header) and failures are cached
  * as well. The parent only compiles; it never loads what it built (DESIGN.md §5), so all that is
  * trusted here is that the compiler runs in its own process group under a timeout. */
+#include "common/paths.h"
 #include "verify/compile.h"
 
 #include "common/fs.h"
@@ -419,6 +420,8 @@ typedef struct st_job {
 	int cuda;
 	st_args args;
 	int out_idx; /* argv index of the output path, left out of the key */
+	int src_idx; /* argv index of the source: the key has its bytes, not where it lives */
+	char src_copy[PATH_MAX];
 } st_job;
 
 static st_status st_job_prepare(st_job *j, const char *src_path, const st_compile_opts *o,
@@ -457,7 +460,9 @@ static st_status st_job_prepare(st_job *j, const char *src_path, const st_compil
 			return st_err_set(err, ST_E_INVALID, "'%s' is not a library name",
 			                  o->libraries[i] ? o->libraries[i] : "(null)");
 
-	const char *inc = o && o->include_dir ? o->include_dir : STITCH_SOURCE_DIR "/include";
+	char home_inc[PATH_MAX];
+	snprintf(home_inc, sizeof home_inc, "%.4000s/include", st_home());
+	const char *inc = o && o->include_dir ? o->include_dir : home_inc;
 	if (!realpath(inc, j->include_dir))
 		return st_err_set(err, ST_E_INVALID, "include folder '%s': %s", inc, strerror(errno));
 
@@ -503,6 +508,7 @@ static st_status st_job_prepare(st_job *j, const char *src_path, const st_compil
 	st_args_add(a, "%s", "-o");
 	j->out_idx = a->n;
 	st_args_add(a, "%s", "(output)");
+	j->src_idx = a->n;
 	st_args_add(a, "%s", j->src);
 	if (!j->cuda)
 		st_args_add(a, "%s", "-lm");
@@ -522,7 +528,7 @@ static st_status st_job_prepare(st_job *j, const char *src_path, const st_compil
 	st_key_field(&h, "format", ST_COMPILE_FORMAT, strlen(ST_COMPILE_FORMAT));
 	st_key_field(&h, "source", j->source, j->source_len);
 	for (int i = 0; i < a->n; i++)
-		if (i != j->out_idx)
+		if (i != j->out_idx && i != j->src_idx)
 			st_key_field(&h, "arg", a->v[i], strlen(a->v[i]));
 	st_key_field(&h, "compiler", ident, strlen(ident));
 	char hdr[PATH_MAX + 32];
@@ -561,6 +567,17 @@ static st_status st_job_prepare(st_job *j, const char *src_path, const st_compil
 	if ((size_t)snprintf(j->tmp_so, sizeof j->tmp_so, "%s/%s.tmp.%ld.%llx.so", j->dir, r->key,
 	                     (long)getpid(), rnd) >= sizeof j->tmp_so)
 		return st_err_set(err, ST_E_INVALID, "cache folder path too long");
+	/* The compiler reads a copy named by the key: the same bytes from any folder share one cache
+	 * entry, and a solution cannot pull in files beside it with a relative #include. */
+	if ((size_t)snprintf(j->src_copy, sizeof j->src_copy, "%s/%s.src%s", j->dir, r->key,
+	                     j->cuda ? ".cu" : ".c") >= sizeof j->src_copy)
+		return st_err_set(err, ST_E_INVALID, "cache folder path too long");
+	free(a->v[j->src_idx]);
+	a->v[j->src_idx] = strdup(j->src_copy);
+	if (!a->v[j->src_idx]) {
+		a->v[j->src_idx] = strdup("");
+		return st_err_set(err, ST_E_NOMEM, "compile: out of memory");
+	}
 	free(a->v[j->out_idx]);
 	a->v[j->out_idx] = strdup(j->tmp_so);
 	if (!a->v[j->out_idx]) {
@@ -573,6 +590,31 @@ static st_status st_job_prepare(st_job *j, const char *src_path, const st_compil
 	return ST_OK;
 }
 
+/* A new string with every `from` in `text` replaced by `to`; NULL when out of memory. */
+static char *st_replace_all(const char *text, const char *from, const char *to)
+{
+	size_t nf = strlen(from), nt = strlen(to), count = 0;
+	for (const char *p = text; nf && (p = strstr(p, from)); p += nf)
+		count++;
+	char *out = malloc(strlen(text) + count * (nt > nf ? nt - nf : 0) + 1);
+	if (!out)
+		return NULL;
+	char *w = out;
+	for (const char *p = text;;) {
+		const char *hit = nf ? strstr(p, from) : NULL;
+		if (!hit) {
+			strcpy(w, p);
+			break;
+		}
+		memcpy(w, p, (size_t)(hit - p));
+		w += hit - p;
+		memcpy(w, to, nt);
+		w += nt;
+		p = hit + nf;
+	}
+	return out;
+}
+
 /* Runs the compiler and fills r; the exit status goes to *exit_code for the cache. *cacheable
  * is 0 for a timeout or a killed compiler (those say more about the machine than about the
  * source), and then `why` says what happened. */
@@ -580,11 +622,18 @@ static st_status st_job_run(st_job *j, double timeout_s, st_compile_result *r, i
                             int *cacheable, char *why, size_t why_len, st_err *err)
 {
 	st_proc_result pr;
-	st_status s = st_proc_run(j->args.v, j->dir, timeout_s, ST_COMPILE_LOG_MAX, &pr, err);
+	st_status s = st_write_file_atomic(j->src_copy, j->source, j->source_len, err);
+	if (s != ST_OK)
+		return st_err_wrap(err, s, "compile cache");
+	s = st_proc_run(j->args.v, j->dir, timeout_s, ST_COMPILE_LOG_MAX, &pr, err);
+	unlink(j->src_copy);
 	if (s != ST_OK)
 		return st_err_wrap(err, ST_E_SYSTEM, "compile");
 	r->seconds = pr.wall_s;
-	r->log = st_utf8_clean(pr.out, pr.out_len);
+	char *clean = st_utf8_clean(pr.out, pr.out_len);
+	/* Diagnostics name the file the user gave, not the cache's copy. */
+	r->log = clean ? st_replace_all(clean, j->src_copy, j->src) : NULL;
+	free(clean);
 	*exit_code = pr.exit_code;
 	int timed_out = pr.timed_out, sig = pr.signal;
 	st_proc_result_free(&pr);

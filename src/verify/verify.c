@@ -5,6 +5,7 @@
  * reference's (or run the task's semantic validator); re-run one seed on other buffers to catch
  * races and stale reads; then time all of them interleaved on the timed set and build the verdict.
  * Nothing of a solution ever runs in this process. */
+#include "common/paths.h"
 #include "stitch/stitch.h"
 
 #include <dlfcn.h>
@@ -299,7 +300,7 @@ static st_status compile_all(vctx *v, const char *arch, st_err *err)
 {
 	const st_task *t = v->task;
 	char include_dir[4096];
-	snprintf(include_dir, sizeof include_dir, "%s/include", STITCH_SOURCE_DIR);
+	snprintf(include_dir, sizeof include_dir, "%s/include", st_home());
 	st_compile_opts co = {.arch = arch, .include_dir = include_dir,
 	                      .timeout_s = v->o->compile_timeout_s, .no_cache = v->o->no_cache};
 	if (t->hooks) {

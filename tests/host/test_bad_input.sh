@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bad input gets one line on stderr that says what and where, exit code 2, no core dump and no
 # partial files (the cache holds only complete entries).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 cd "$WORK" || exit 1
 ulimit -c unlimited 2>/dev/null
 

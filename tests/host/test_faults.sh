@@ -2,7 +2,7 @@
 # Every fault of a candidate is a verdict with the right status and a reason that says what
 # happened, and the parent carries on (each verify below is a fresh parent, and the good
 # solution after the faults still passes with the same cache).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
 expect() { # expect FIXTURE STATUS REASON-SUBSTRING [extra args]
 	local fx=$1 status=$2 reason=$3

@@ -2,7 +2,7 @@
 # The whole pipeline on the host backend: a correct solution passes over every size set with the
 # figures the verdict promises; the compile cache makes the second verify skip the compiler; the
 # bundled suite's host experts pass `stitch bench --backend host`.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
 verify "$WORK/v1.json" "$TASK" "$FIX/good.c" --sets small,eval,hidden --time-set eval
 check "good: exit 0 (got $RC)" [ "$RC" -eq 0 ]

@@ -1,9 +1,19 @@
-# Helpers for the host-backend integration tests: run stitch against the test task with a private
-# cache, read the verdict's top-level status and reason, and count failures.
+# Helpers for the integration tests (tests/host, tests/gpu): run stitch against the test task with
+# a private cache, read the verdict's top-level status and reason, and count failures.
+# Set BACKEND=cuda before sourcing for the GPU tests (they skip, exit 77, where no GPU is found).
 set -u
 : "${STITCH:?set by CTest: path of the stitch binary}"
 : "${STITCH_SRC:?set by CTest: the source tree}"
-FIX="$STITCH_SRC/tests/fixtures/host"
+BACKEND=${BACKEND:-host}
+if [ "$BACKEND" = cuda ]; then
+	if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+		echo "SKIP: no CUDA GPU on this machine (nvidia-smi lists none); run scripts/gpu-test on one"
+		exit 77
+	fi
+	FIX="$STITCH_SRC/tests/fixtures/cuda"
+else
+	FIX="$STITCH_SRC/tests/fixtures/host"
+fi
 TASK="$STITCH_SRC/tests/data/tasks/t1/scale"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/stitch-test.XXXXXX")
 export STITCH_CACHE_DIR="$WORK/cache"
@@ -11,7 +21,7 @@ trap 'rm -rf "$WORK"' EXIT
 FAILED=0
 PASSED=0
 # Short timing: the host backend measures CPU time; these tests check behaviour, not speed.
-FAST=(--backend host --seed 7 --min-time 5 --max-rse 0.5 --max-samples 200 --quiet)
+FAST=(--backend "$BACKEND" --seed 7 --min-time 5 --max-rse 0.5 --max-samples 200 --quiet)
 
 # verify OUT_JSON ARGS...: runs stitch verify --json, stores the verdict, sets RC.
 verify() {

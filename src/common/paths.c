@@ -1,0 +1,35 @@
+/* Locating the source tree at run time, so a build folder that travels with its tree works. */
+#include "paths.h"
+
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *st_home(void)
+{
+	static char home[PATH_MAX];
+	if (home[0])
+		return home;
+	const char *env = getenv("STITCH_HOME");
+	if (env && *env) {
+		snprintf(home, sizeof home, "%s", env);
+		return home;
+	}
+	char exe[PATH_MAX], probe[PATH_MAX + 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		char *dir = dirname(exe);
+		char *parent = dirname(dir);
+		snprintf(probe, sizeof probe, "%s/include/stitch/solution.h", parent);
+		if (access(probe, R_OK) == 0) {
+			snprintf(home, sizeof home, "%s", parent);
+			return home;
+		}
+	}
+	snprintf(home, sizeof home, "%s", STITCH_SOURCE_DIR);
+	return home;
+}
