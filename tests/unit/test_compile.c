@@ -234,6 +234,35 @@ static void test_compile_error_cached(void **state)
 	assert_no_temp_files(f->cache);
 }
 
+/* The cache is keyed by the bytes, not the path: a candidate written to a fresh temp file for every
+ * request (the RL service's case) is compiled once; and the diagnostics name the user's file. */
+static void test_same_bytes_other_path(void **state)
+{
+	fixture *f = *state;
+	char a[512], b[512];
+	write_src(f, "first.c", GOOD_C, a, sizeof a);
+	write_src(f, "second.c", GOOD_C, b, sizeof b);
+	st_compile_result r1, r2;
+	st_err err = { "" };
+	assert_int_equal(st_compile(a, &f->opts, &r1, &err), ST_OK);
+	assert_int_equal(st_compile(b, &f->opts, &r2, &err), ST_OK);
+	assert_int_equal(r1.cached, 0);
+	assert_int_equal(r2.cached, 1);
+	assert_string_equal(r1.key, r2.key);
+	st_compile_result_free(&r1);
+	st_compile_result_free(&r2);
+
+	char bad[512];
+	write_src(f, "wrong.c", "int f(void) { return nope; }\n", bad, sizeof bad);
+	assert_int_equal(st_compile(bad, &f->opts, &r1, &err), ST_OK);
+	assert_int_equal(r1.ok, 0);
+	assert_true(r1.n_diags >= 1);
+	assert_non_null(strstr(r1.diags[0].file, "wrong.c"));
+	assert_null(strstr(r1.log, ".src.c"));
+	st_compile_result_free(&r1);
+	assert_no_temp_files(f->cache);
+}
+
 static void test_invalid_inputs(void **state)
 {
 	fixture *f = *state;
@@ -434,6 +463,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_good_c_and_cache, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compile_error_cached, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_same_bytes_other_path, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_inputs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_compiler, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
