@@ -48,9 +48,14 @@ static int pick_algo(gemm_ctx *c, uint32_t alignment, cublasLtMatmulAlgo_t *algo
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
     uint64_t workspace = WORKSPACE_BYTES;
+    /* Split-K may only reduce its partial sums in float: the INPLACE and OUTPUT_TYPE schemes
+     * keep them in bf16, which on the H200 put errors of ~1.0 into C at eval size. */
+    uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     int ok = cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &workspace, sizeof(workspace)) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                             &reductions, sizeof(reductions)) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                                              &alignment, sizeof(alignment)) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,

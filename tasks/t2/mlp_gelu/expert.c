@@ -117,18 +117,18 @@ fail:
     return 1;
 }
 
-/* out = bias + in[MR rows, K] · W[K, NR cols]; in has row stride K, W row stride ldw. The sums
+/* out = bias + in[MR rows, K] · W[K, NR cols]; in has row stride ldi, W row stride ldw. The sums
  * live in a local array so the compiler can keep them in registers (out may alias nothing, but it
  * cannot know that). */
-static void tile_4x8(const float *in, int64_t K, const float *W, int64_t ldw, const float *bias,
-                     float out[MR][NR]) {
+static void tile_4x8(const float *in, int64_t ldi, int64_t K, const float *W, int64_t ldw,
+                     const float *bias, float out[MR][NR]) {
     float c[MR][NR];
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) c[r][j] = bias[j];
     for (int64_t k = 0; k < K; k++) {
         const float *w = W + k * ldw;
         for (int r = 0; r < MR; r++) {
-            float a = in[r * K + k];
+            float a = in[r * ldi + k];
             for (int j = 0; j < NR; j++) c[r][j] += a * w[j];
         }
     }
@@ -140,7 +140,7 @@ static void mlp_up(const mlp_ctx *ctx, int rows) {
     float c[MR][NR];
     for (int64_t j0 = 0; j0 < ctx->Hp; j0 += NR)
         for (int r0 = 0; r0 < rows; r0 += MR) {
-            tile_4x8(ctx->x + r0 * ctx->D, ctx->D, ctx->W1 + j0, ctx->Hp, ctx->b1 + j0, c);
+            tile_4x8(ctx->x + r0 * ctx->D, ctx->D, ctx->D, ctx->W1 + j0, ctx->Hp, ctx->b1 + j0, c);
             for (int r = 0; r < MR; r++)
                 for (int j = 0; j < NR; j++) ctx->hid[(r0 + r) * ctx->Hp + j0 + j] = gelu_tanh(c[r][j]);
         }
@@ -151,7 +151,7 @@ static void mlp_down(const mlp_ctx *ctx, int rows, uint16_t *Y) {
     float c[MR][NR];
     for (int64_t j0 = 0; j0 < ctx->Dp; j0 += NR)
         for (int r0 = 0; r0 < rows; r0 += MR) {
-            tile_4x8(ctx->hid + r0 * ctx->Hp, ctx->Hp, ctx->W2 + j0, ctx->Dp, ctx->b2 + j0, c);
+            tile_4x8(ctx->hid + r0 * ctx->Hp, ctx->Hp, ctx->H, ctx->W2 + j0, ctx->Dp, ctx->b2 + j0, c);
             for (int r = 0; r < MR && r0 + r < rows; r++)
                 for (int j = 0; j < NR && j0 + j < ctx->D; j++)
                     Y[(r0 + r) * ctx->D + j0 + j] = f32_to_bf16(c[r][j]);

@@ -55,10 +55,11 @@ static int check_tensor(const st_tensor *t, const char *what, int ndim, int64_t 
              (ndim == 1 || t->shape[1] == d1) && t->data != NULL &&
              (uintptr_t)t->data % MIN_ALIGN == 0;
     if (!ok && ndim == 1)
-        fprintf(stderr, "mlp_gelu expert: %s: expected %u-byte aligned bf16 of shape [%lld]\n", what, MIN_ALIGN, (long long)d0);
+        fprintf(stderr, "mlp_gelu expert: %s: expected %u-byte aligned bf16 of shape [%lld]\n",
+                what, MIN_ALIGN, (long long)d0);
     else if (!ok)
-        fprintf(stderr, "mlp_gelu expert: %s: expected %u-byte aligned bf16 of shape [%lld, %lld]\n", what, MIN_ALIGN,
-                (long long)d0, (long long)d1);
+        fprintf(stderr, "mlp_gelu expert: %s: expected %u-byte aligned bf16 of shape [%lld, %lld]\n",
+                what, MIN_ALIGN, (long long)d0, (long long)d1);
     return !ok;
 }
 
@@ -143,7 +144,10 @@ static int init_ctx(mlp_ctx *ctx, const st_config *cfg, const st_tensor *params,
         fprintf(stderr, "mlp_gelu expert: sizes must be positive\n");
         return 1;
     }
-    if (n_params != 4) { fprintf(stderr, "mlp_gelu expert: expected 4 params, got %d\n", n_params); return 1; }
+    if (n_params != 4) {
+        fprintf(stderr, "mlp_gelu expert: expected 4 params, got %d\n", n_params);
+        return 1;
+    }
     if (check_tensor(&params[0], "W1", 2, ctx->D, ctx->H) || check_tensor(&params[1], "b1", 1, ctx->H, 0) ||
         check_tensor(&params[2], "W2", 2, ctx->H, ctx->D) || check_tensor(&params[3], "b2", 1, ctx->D, 0))
         return 1;

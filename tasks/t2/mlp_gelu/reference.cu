@@ -102,7 +102,10 @@ static int init_ctx(mlp_ctx *ctx, const st_config *cfg, const st_tensor *params,
         fprintf(stderr, "mlp_gelu reference: sizes out of range\n");
         return 1;
     }
-    if (n_params != 4) { fprintf(stderr, "mlp_gelu reference: expected 4 params, got %d\n", n_params); return 1; }
+    if (n_params != 4) {
+        fprintf(stderr, "mlp_gelu reference: expected 4 params, got %d\n", n_params);
+        return 1;
+    }
     if (check_tensor(&params[0], "W1", 2, ctx->D, ctx->H) || check_tensor(&params[1], "b1", 1, ctx->H, 0) ||
         check_tensor(&params[2], "W2", 2, ctx->H, ctx->D) || check_tensor(&params[3], "b2", 1, ctx->D, 0))
         return 1;
@@ -140,18 +143,20 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     const __nv_bfloat16 *X = (const __nv_bfloat16 *)in[0].data;
     __nv_bfloat16 *Y = (__nv_bfloat16 *)out[0].data;
     const int threads = 256;
+    const unsigned int hid_blocks = blocks_for(ctx->T * ctx->H, threads);
+    const unsigned int y_blocks = blocks_for(ctx->T * ctx->D, threads);
 
     /* setting the stream resets cuBLAS to its default workspace, so hand ours over again */
     CUBLAS_CHECK(cublasSetStream(ctx->handle, stream));
     CUBLAS_CHECK(cublasSetWorkspace(ctx->handle, ctx->workspace, WORKSPACE_BYTES));
 
     if (gemm_bf16(ctx->handle, X, ctx->W1, ctx->hid, ctx->T, ctx->H, ctx->D)) return 1;
-    bias_add_kernel<<<blocks_for(ctx->T * ctx->H, threads), threads, 0, stream>>>(ctx->hid, ctx->b1, ctx->T, ctx->H);
+    bias_add_kernel<<<hid_blocks, threads, 0, stream>>>(ctx->hid, ctx->b1, ctx->T, ctx->H);
     CUDA_CHECK(cudaGetLastError());
-    gelu_kernel<<<blocks_for(ctx->T * ctx->H, threads), threads, 0, stream>>>(ctx->hid, ctx->T * ctx->H);
+    gelu_kernel<<<hid_blocks, threads, 0, stream>>>(ctx->hid, ctx->T * ctx->H);
     CUDA_CHECK(cudaGetLastError());
     if (gemm_bf16(ctx->handle, ctx->hid, ctx->W2, Y, ctx->T, ctx->D, ctx->H)) return 1;
-    bias_add_kernel<<<blocks_for(ctx->T * ctx->D, threads), threads, 0, stream>>>(Y, ctx->b2, ctx->T, ctx->D);
+    bias_add_kernel<<<y_blocks, threads, 0, stream>>>(Y, ctx->b2, ctx->T, ctx->D);
     CUDA_CHECK(cudaGetLastError());
     return 0;
 }
