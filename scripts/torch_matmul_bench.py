@@ -19,8 +19,33 @@ def main() -> None:
     runs = [triton.testing.do_bench(lambda: torch.matmul(a, b), return_mode="median")
             for _ in range(3)]
     runs.sort()
+    clock = sm_clock_mhz()
+    # The same product timed the way stitch times a sample: flush, events, whole-device sync.
+    flush = torch.empty(int(256e6 // 4), dtype=torch.int, device="cuda")
+    synced = []
+    for _ in range(200):
+        flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        torch.matmul(a, b)
+        e.record()
+        torch.cuda.synchronize()
+        synced.append(s.elapsed_time(e))
+    synced.sort()
     print(json.dumps({"shape": [m, n, k], "do_bench_median_ms": runs[1], "runs_ms": runs,
+                      "sm_mhz_after_do_bench": clock,
+                      "synced_median_ms": synced[len(synced) // 2],
                       "torch": torch.__version__, "triton": triton.__version__}))
+
+
+def sm_clock_mhz() -> int:
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetClockInfo(pynvml.nvmlDeviceGetHandleByIndex(0),
+                                             pynvml.NVML_CLOCK_SM)
+    except Exception:  # noqa: BLE001 - the clock is a diagnostic, not a result
+        return 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +79,8 @@ typedef struct vctx {
 	int threads;
 	uint64_t seed_state;
 	int verdict_final;     /* the candidate's status is decided (a failure) */
-	double t_start;
+	double t_start, t_mark;
+	json_t *phases;        /* seconds spent per phase, for people who wonder where time goes */
 } vctx;
 
 static double now_s(void)
@@ -129,6 +131,15 @@ static uint64_t next_seed(vctx *v)
 }
 
 /* ---- verdict helpers ------------------------------------------------------------------------ */
+
+/* Add the time since the last mark to phase `name`. */
+static void phase(vctx *v, const char *name)
+{
+	double t = now_s();
+	json_t *cur = json_object_get(v->phases, name);
+	json_object_set_new(v->phases, name, json_real(json_number_value(cur) + t - v->t_mark));
+	v->t_mark = t;
+}
 
 static void flag(vctx *v, const char *name)
 {
@@ -296,6 +307,20 @@ static json_t *compile_json(const st_compile_result *cr)
 	                 cr->log ? cr->log : "");
 }
 
+struct compile_job {
+	sol *so;
+	st_compile_opts opts;
+	st_status status;
+	st_err err;
+};
+
+static void *compile_thread(void *arg)
+{
+	struct compile_job *j = arg;
+	j->status = st_compile(j->so->path, &j->opts, &j->so->cr, &j->err);
+	return NULL;
+}
+
 static st_status compile_all(vctx *v, const char *arch, st_err *err)
 {
 	const st_task *t = v->task;
@@ -324,18 +349,33 @@ static st_status compile_all(vctx *v, const char *arch, st_err *err)
 			return st_err_set(err, ST_E_INVALID, "%s: validator is \"task\" but task.c does "
 			                  "not export st_task_validate", t->hooks);
 	}
+	/* nvcc takes seconds per file: the solutions compile at the same time. */
+	struct compile_job jobs[MAX_SOLS];
+	pthread_t threads[MAX_SOLS];
+	int started[MAX_SOLS] = {0};
+	for (int i = 0; i < v->n_sols; i++) {
+		jobs[i].so = &v->sols[i];
+		jobs[i].opts = co;
+		if (v->sols[i].trusted) {
+			jobs[i].opts.libraries = (const char *const *)t->solution_libraries;
+			jobs[i].opts.n_libraries = t->n_solution_libraries;
+		} else {
+			jobs[i].opts.libraries = (const char *const *)t->libraries;
+			jobs[i].opts.n_libraries = t->n_libraries;
+		}
+		started[i] = pthread_create(&threads[i], NULL, compile_thread, &jobs[i]) == 0;
+		if (!started[i])
+			compile_thread(&jobs[i]);
+	}
+	for (int i = 0; i < v->n_sols; i++)
+		if (started[i])
+			pthread_join(threads[i], NULL);
 	for (int i = 0; i < v->n_sols; i++) {
 		sol *so = &v->sols[i];
-		if (so->trusted) {
-			co.libraries = (const char *const *)t->solution_libraries;
-			co.n_libraries = t->n_solution_libraries;
-		} else {
-			co.libraries = (const char *const *)t->libraries;
-			co.n_libraries = t->n_libraries;
+		if (jobs[i].status) {
+			*err = jobs[i].err;
+			return st_err_wrap(err, jobs[i].status, "%s", role_of(v, i));
 		}
-		st_status s = st_compile(so->path, &co, &so->cr, err);
-		if (s)
-			return st_err_wrap(err, s, "%s", role_of(v, i));
 		progress(v, "compile %-9s %s (%.2f s)", role_of(v, i),
 		         so->cr.ok ? (so->cr.cached ? "cached" : "ok") : "FAILED", so->cr.seconds);
 		if (i == v->cand)
@@ -731,7 +771,9 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 		st_stats st;
 		st_stats_compute(v->sols[i].samples, v->sols[i].n_samples, &st);
 		med[i] = st.median;
-		json_object_set_new(timing, role_of(v, i), stats_json(&st));
+		json_t *sj = stats_json(&st);
+		json_object_set_new(sj, "timing_wall_ms", json_real(v->sols[i].timing_wall_ms));
+		json_object_set_new(timing, role_of(v, i), sj);
 		if (i == v->cand && st.wall_median > 1.5 * st.median + 0.1)
 			flag(v, "wall_time_exceeds_event_time");
 	}
@@ -819,22 +861,26 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		fds[i] = v->sols[i].shm_fd;
 		reqs[i] = req;
 	}
-	char phase[128];
-	snprintf(phase, sizeof phase, "st_init on set %s", set->label);
+	char what[128];
+	snprintf(what, sizeof what, "st_init on set %s", set->label);
 	if (!s)
-		s = broadcast(v, reqs, fds, phase, v->o->timeout_s, reps, err);
+		s = broadcast(v, reqs, fds, what, v->o->timeout_s, reps, err);
 	free_reps(reps, v->n_sols);
 	json_decref(req);
+	phase(v, "setup");
 	for (int k = 0; k < v->o->seeds && !s && usable(v, v->cand); k++) {
 		s = run_seed(v, &L, set, k, err);
 		if (!s)
 			progress(v, "set %-8s seed %d/%d %s", set->label, k + 1, v->o->seeds,
 			         v->verdict_final ? "FAILED" : "ok");
 	}
+	phase(v, "correctness");
 	if (!s && timed && v->o->timing && usable(v, v->cand))
 		s = time_all(v, set, err);
 	if (!s && timed && v->o->timing && usable(v, v->cand))
 		timing_verdict(v, set, peaks);
+	if (timed)
+		phase(v, "timing");
 	json_t *td = json_pack("{s:s}", "op", "teardown");
 	for (int i = 0; i < v->n_sols; i++)
 		reqs[i] = usable(v, i) ? td : NULL;
@@ -844,6 +890,7 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 	json_decref(td);
 	for (int i = 0; i < v->n_sols; i++)
 		unmap_shm(&v->sols[i]);
+	phase(v, "teardown");
 	return s;
 }
 
@@ -913,6 +960,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 		if (s)
 			return s;
 	}
+	phase(v, "start");
 	const json_t *info = v->sols[v->ref].runner.info;
 	json_object_set(v->verdict, "device", (json_t *)info);
 	const char *arch = o->arch ? o->arch : json_string_value(json_object_get(info, "arch"));
@@ -920,6 +968,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	progress(v, "device: %s (%s)", json_string_value(json_object_get(info, "device")), arch);
 
 	s = compile_all(v, arch, err);
+	phase(v, "compile");
 	if (s || v->verdict_final)
 		return s;
 
@@ -953,6 +1002,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 		json_decref(rep);
 	}
 
+	phase(v, "load");
 	json_t *peaks = NULL;
 	if (o->timing) {
 		st_err pe;
@@ -963,6 +1013,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 				return st_err_set(err, ST_E_SYSTEM, "%s", pe.msg);
 		}
 	}
+	phase(v, "peaks");
 	const st_size_set *sets[64];
 	int n_sets = st_task_size_sets(t, sets, 64);
 	const char *sel = o->sets ? o->sets : host ? "small" : NULL;
@@ -1017,7 +1068,8 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	v.o = o;
 	v.expert = -1;
 	v.seed_state = o->seed;
-	v.t_start = now_s();
+	v.t_start = v.t_mark = now_s();
+	v.phases = json_object();
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	v.threads = o->threads > 0 ? o->threads : cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
 	v.verdict = json_pack("{s:s,s:s,s:s,s:s}", "status", "ok", "reason", "", "task", task.id,
@@ -1040,6 +1092,8 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 		dlclose(v.hooks_dl);
 	json_object_set_new(v.verdict, "correctness", v.correctness);
 	json_object_set_new(v.verdict, "flags", v.flags);
+	phase(&v, "stop");
+	json_object_set_new(v.verdict, "phases_s", v.phases);
 	json_object_set_new(v.verdict, "wall_s", json_real(now_s() - v.t_start));
 	st_task_free(&task);
 	if (s && s != ST_E_INVALID) {

@@ -1,12 +1,14 @@
 /* Expert for t3/bfs: direction-optimising BFS (Beamer, Asanovic, Patterson, SC 2012) on the GPU.
- * Small frontiers expand top-down from a queue: each warp takes 32 frontier vertices, walks long
- * rows with the whole warp and packs short rows into 32-wide batches through a warp scan, claims
- * neighbours with atomicCAS and appends them to the next queue with one atomic per warp. Once the
- * frontier's edges outnumber a fraction of the unvisited vertices' edges, levels go bottom-up:
- * every unvisited vertex scans its neighbours for one in the frontier bitmap and stops at the
- * first, so the big middle levels read a fraction of the edges with no atomics at all. Each level
- * costs one kernel and one 8-byte copy back (the next frontier's size and edge count, which pick
- * the next direction and launch size). All buffers are allocated in st_init. */
+ * Small frontiers expand top-down from queues: each warp takes 32 frontier vertices, walks rows
+ * of 32 or more with the whole warp and packs shorter rows into 32-wide batches through a warp
+ * scan; hubs (rows of BIG_DEGREE or more) sit in a queue of their own and are split across
+ * BIG_SPLIT blocks each, so one hub is not one warp's long serial walk. Neighbours are claimed
+ * with atomicCAS and appended with one atomic per warp. Once the frontier's edges outnumber a
+ * fraction of the unvisited vertices' edges, levels go bottom-up: every unvisited vertex scans its
+ * neighbours for one in the frontier bitmap and stops at the first, so the big middle levels read
+ * a fraction of the edges, with no atomics on levels and one per block on the counters. Each level
+ * costs one kernel and one 12-byte copy back (the next frontier's size, hub count and edge count,
+ * which pick the next direction and the launch size). All buffers are allocated in st_init. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,23 +20,30 @@
             cudaGetErrorString(e_)); return 1; } } while (0)
 
 #define THREADS 256
+#define WARPS (THREADS / 32)
 #define FULL_MASK 0xffffffffu
 /* Beamer's switch points: go bottom-up when frontier edges > unvisited edges / ALPHA, back
  * top-down when the frontier has fewer than n / BETA vertices. */
 #define ALPHA 14
 #define BETA 24
+/* Rows this long go to the hub queue; each hub gets BIG_SPLIT blocks (BIG_SPLIT * THREADS
+ * threads), so even a 16 K-edge hub takes four passes instead of a warp's 500. */
+#define BIG_DEGREE 1024
+#define BIG_SPLIT 16
 
-/* What the host learns after each level: the size of the next frontier and its edge count. */
+/* A level's output, read back by the host: the next frontier's ordinary vertices, its hubs, and
+ * the edges of both. */
 typedef struct {
-    unsigned int count, edges;
+    unsigned int count, big, edges;
 } level_stats;
 
 typedef struct {
     int64_t n, nnz;
     int n_words;             /* 32-bit words of a frontier bitmap */
-    int *queue[2];           /* frontier vertex lists, n each; level L reads one, writes the other */
+    int *queue[2];           /* ordinary frontier vertices, n each; a level reads one, writes the other */
+    int *hubs[2];            /* frontier hubs, nnz / BIG_DEGREE + 1 each, same ping-pong */
     unsigned int *bitmap[2]; /* frontier bitmaps for bottom-up levels, same ping-pong */
-    level_stats *d_stats;    /* [2]: level L counts into L & 1 and clears the other for L + 1 */
+    level_stats *d_stats;    /* [4]: three rotating level slots (see st_run) and the switch slot */
     level_stats *h_stats;    /* pinned, so the copy back is a real async copy */
 } bfs_ctx;
 
@@ -52,109 +61,177 @@ static int check_vec(const st_tensor *t, const char *what, int64_t len) {
 }
 
 // ----------------------------------------------------------------------------
-// warp helpers
+// warp and block helpers
 
 __device__ __forceinline__ unsigned int warp_sum(unsigned int x) {
     for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(FULL_MASK, x, off);
     return x;
 }
 
+__device__ __forceinline__ unsigned int lanes_below(unsigned int mask) {
+    return __popc(mask & ((1u << (threadIdx.x & 31)) - 1));
+}
+
 /* Append the lanes' `take` vertices to q with one atomic for the whole warp. All 32 lanes call. */
 __device__ __forceinline__ void warp_append(bool take, int v, int *q, unsigned int *count) {
     const unsigned int mask = __ballot_sync(FULL_MASK, take);
     if (!mask) return;
-    const int lane = threadIdx.x & 31;
     unsigned int base = 0;
-    if (lane == 0) base = atomicAdd(count, (unsigned int)__popc(mask));
+    if ((threadIdx.x & 31) == 0) base = atomicAdd(count, (unsigned int)__popc(mask));
     base = __shfl_sync(FULL_MASK, base, 0);
-    if (take) q[base + __popc(mask & ((1u << lane) - 1))] = v;
+    if (take) q[base + lanes_below(mask)] = v;
 }
 
-/* Top-down step for one neighbour v (-1: none): claim it for the next level, queue it, count its
- * edges. The plain read filters the common already-visited case before the atomic. All 32 lanes
- * call. */
-__device__ __forceinline__ void visit(int v, int next_level, int *level, const int *row_ptr, int *q_out,
-                                      level_stats *stats, unsigned int *edges) {
-    const bool claimed = v >= 0 && level[v] == -1 && atomicCAS(&level[v], -1, next_level) == -1;
-    if (claimed) *edges += row_ptr[v + 1] - row_ptr[v];
-    warp_append(claimed, v, q_out, &stats->count);
+/* The same with one global atomic per block: whole-grid kernels would otherwise send tens of
+ * thousands of atomics to one address. Every thread of the block calls. */
+__device__ void block_append(bool take, int v, int *q, unsigned int *count) {
+    __shared__ unsigned int s_total, s_base;
+    if (threadIdx.x == 0) s_total = 0;
+    __syncthreads();
+    const unsigned int mask = __ballot_sync(FULL_MASK, take);
+    unsigned int offset = 0;
+    if ((threadIdx.x & 31) == 0 && mask) offset = atomicAdd(&s_total, (unsigned int)__popc(mask));
+    offset = __shfl_sync(FULL_MASK, offset, 0);
+    __syncthreads();
+    if (threadIdx.x == 0 && s_total) s_base = atomicAdd(count, s_total);
+    __syncthreads();
+    if (take) q[s_base + offset + lanes_below(mask)] = v;
 }
+
+/* Add every thread's (count, big, edges) to *stats, one global atomic per counter per block.
+ * Every thread of the block calls. */
+__device__ void block_add_stats(unsigned int count, unsigned int big, unsigned int edges,
+                                level_stats *stats) {
+    __shared__ level_stats s;
+    if (threadIdx.x == 0) s.count = s.big = s.edges = 0;
+    __syncthreads();
+    count = warp_sum(count);
+    big = warp_sum(big);
+    edges = warp_sum(edges);
+    if ((threadIdx.x & 31) == 0 && (count | big | edges)) {
+        atomicAdd(&s.count, count);
+        atomicAdd(&s.big, big);
+        atomicAdd(&s.edges, edges);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (s.count) atomicAdd(&stats->count, s.count);
+        if (s.big) atomicAdd(&stats->big, s.big);
+        if (s.edges) atomicAdd(&stats->edges, s.edges);
+    }
+}
+
+/* Top-down step for one neighbour v (-1: none): claim it for the next level and queue it by its
+ * degree. The plain read filters the common already-visited case before the atomic. All 32 lanes
+ * call. */
+__device__ __forceinline__ void visit(int v, int next_level, int *level, const int *row_ptr,
+                                      int *q_out, int *hubs_out, level_stats *out,
+                                      unsigned int *edges) {
+    const bool claimed = v >= 0 && level[v] == -1 && atomicCAS(&level[v], -1, next_level) == -1;
+    const int deg = claimed ? row_ptr[v + 1] - row_ptr[v] : 0;
+    *edges += deg;
+    warp_append(claimed && deg < BIG_DEGREE, v, q_out, &out->count);
+    warp_append(claimed && deg >= BIG_DEGREE, v, hubs_out, &out->big);
+}
+
+__device__ __forceinline__ void clear_stats(level_stats *s) { s->count = s->big = s->edges = 0; }
 
 // ----------------------------------------------------------------------------
 // kernels
 
 /* Outputs arrive poisoned: every level starts unvisited, except the source, which is read from
- * device memory here rather than copied to the host. An out-of-range source queues -1, which the
- * top-down kernel skips, so the result is all -1 instead of a stray write. */
-__global__ void init_kernel(int *level, const int *source, int n, int *queue, level_stats *stats) {
+ * device memory here rather than copied to the host. The source becomes level -1's output (one
+ * queue entry, ordinary or hub); an out-of-range source queues nothing and leaves all -1. */
+__global__ void init_kernel(int *level, const int *row_ptr, const int *source, int n, int *queue,
+                            int *hubs, level_stats *src_stats, level_stats *stats_next) {
     const int v = blockIdx.x * blockDim.x + threadIdx.x;
     const int src = *source;
     if (v < n) level[v] = v == src ? 0 : -1;
     if (v == 0) {
-        queue[0] = src >= 0 && src < n ? src : -1;
-        stats[0].count = stats[0].edges = 0;
+        clear_stats(src_stats);
+        clear_stats(stats_next);
+        if (src >= 0 && src < n) {
+            if (row_ptr[src + 1] - row_ptr[src] >= BIG_DEGREE) { hubs[0] = src; src_stats->big = 1; }
+            else { queue[0] = src; src_stats->count = 1; }
+        }
     }
 }
 
+/* Blocks [0, queue_blocks) take 32 queue entries per warp; the blocks after them take the hubs,
+ * BIG_SPLIT blocks per hub. The input sizes come from `in` on the device; the host's grid is
+ * sized from its copy of them (an upper bound), and blocks beyond them do nothing. */
 __global__ void __launch_bounds__(THREADS)
 top_down_kernel(const int *__restrict__ row_ptr, const int *__restrict__ col, int *level,
-                const int *q_in, int n_in, int *q_out, level_stats *stats, level_stats *stats_next,
-                int next_level, int n) {
+                const int *q_in, const int *hubs_in, const level_stats *in, int *q_out, int *hubs_out,
+                level_stats *out, level_stats *out_next, int next_level, int n, int queue_blocks) {
     const int lane = threadIdx.x & 31;
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i == 0) stats_next->count = stats_next->edges = 0;
-    const int u = i < n_in ? q_in[i] : -1;
-    int beg = 0, end = 0;
-    if (u >= 0 && u < n) { beg = row_ptr[u]; end = row_ptr[u + 1]; }
+    if (blockIdx.x == 0 && threadIdx.x == 0) clear_stats(out_next);
     unsigned int edges = 0;
 
-    /* rows of 32 or more: the whole warp walks them, one at a time, with coalesced reads */
-    unsigned int big;
-    while ((big = __ballot_sync(FULL_MASK, end - beg >= 32))) {
-        const int leader = __ffs(big) - 1;
-        const int b = __shfl_sync(FULL_MASK, beg, leader), e = __shfl_sync(FULL_MASK, end, leader);
-        if (lane == leader) beg = end;
-        for (int j0 = b; j0 < e; j0 += 32) {
-            const int j = j0 + lane;
-            visit(j < e ? col[j] : -1, next_level, level, row_ptr, q_out, stats, &edges);
+    if ((int)blockIdx.x < queue_blocks) {
+        const int i = blockIdx.x * blockDim.x + threadIdx.x;
+        const int u = i < (int)in->count ? q_in[i] : -1;
+        int beg = 0, end = 0;
+        if (u >= 0 && u < n) { beg = row_ptr[u]; end = row_ptr[u + 1]; }
+
+        /* rows of 32 or more: the whole warp walks them, one at a time, with coalesced reads */
+        unsigned int big;
+        while ((big = __ballot_sync(FULL_MASK, end - beg >= 32))) {
+            const int leader = __ffs(big) - 1;
+            const int b = __shfl_sync(FULL_MASK, beg, leader), e = __shfl_sync(FULL_MASK, end, leader);
+            if (lane == leader) beg = end;
+            for (int j0 = b; j0 < e; j0 += 32) {
+                const int j = j0 + lane;
+                visit(j < e ? col[j] : -1, next_level, level, row_ptr, q_out, hubs_out, out, &edges);
+            }
+        }
+
+        /* the short rows left, concatenated: an exclusive scan of the degrees gives each lane's
+         * offset, and batch position k belongs to the last lane whose offset is <= k */
+        const int deg = end - beg;
+        int incl = deg;
+        for (int off = 1; off < 32; off <<= 1) {
+            const int t = __shfl_up_sync(FULL_MASK, incl, off);
+            if (lane >= off) incl += t;
+        }
+        const int excl = incl - deg;
+        const int total = __shfl_sync(FULL_MASK, incl, 31);
+        for (int base = 0; base < total; base += 32) {
+            const int k = base + lane;
+            int owner = 0;
+            for (int step = 16; step > 0; step >>= 1)
+                if (__shfl_sync(FULL_MASK, excl, owner + step) <= k) owner += step;
+            const int ob = __shfl_sync(FULL_MASK, beg, owner), oe = __shfl_sync(FULL_MASK, excl, owner);
+            visit(k < total ? col[ob + k - oe] : -1, next_level, level, row_ptr, q_out, hubs_out, out, &edges);
+        }
+    } else {
+        const int b = blockIdx.x - queue_blocks, hub = b / BIG_SPLIT, part = b % BIG_SPLIT;
+        if (hub < (int)in->big) {
+            const int u = hubs_in[hub], end = row_ptr[u + 1];
+            const int first = row_ptr[u] + (part * WARPS + (int)(threadIdx.x >> 5)) * 32;
+            for (int j0 = first; j0 < end; j0 += BIG_SPLIT * THREADS) {
+                const int j = j0 + lane;
+                visit(j < end ? col[j] : -1, next_level, level, row_ptr, q_out, hubs_out, out, &edges);
+            }
         }
     }
 
-    /* the short rows left, concatenated: an exclusive scan of the degrees gives each lane's
-     * offset, and batch position k belongs to the last lane whose offset is <= k */
-    const int deg = end - beg;
-    int incl = deg;
-    for (int off = 1; off < 32; off <<= 1) {
-        const int t = __shfl_up_sync(FULL_MASK, incl, off);
-        if (lane >= off) incl += t;
-    }
-    const int excl = incl - deg;
-    const int total = __shfl_sync(FULL_MASK, incl, 31);
-    for (int base = 0; base < total; base += 32) {
-        const int k = base + lane;
-        int owner = 0;
-        for (int step = 16; step > 0; step >>= 1)
-            if (__shfl_sync(FULL_MASK, excl, owner + step) <= k) owner += step;
-        const int ob = __shfl_sync(FULL_MASK, beg, owner), oe = __shfl_sync(FULL_MASK, excl, owner);
-        visit(k < total ? col[ob + k - oe] : -1, next_level, level, row_ptr, q_out, stats, &edges);
-    }
-
     edges = warp_sum(edges);
-    if (lane == 0 && edges) atomicAdd(&stats->edges, edges);
+    if (lane == 0 && edges) atomicAdd(&out->edges, edges);
 }
 
 /* One thread per vertex, so a warp owns one whole word of the next bitmap and writes it without
- * atomics (and without clearing it first). Only thread v writes level[v]; the frontier is read
- * from the bitmap, so there are no races at all. */
+ * atomics (and without clearing it first). Only thread v writes level[v], and the frontier is
+ * read from the bitmap, so there are no races. No queue is written: the host asks for one only
+ * when it goes back to top-down. */
 __global__ void __launch_bounds__(THREADS)
 bottom_up_kernel(const int *__restrict__ row_ptr, const int *__restrict__ col, int *level,
-                 const unsigned int *__restrict__ frontier, unsigned int *next_frontier, int *q_out,
-                 level_stats *stats, level_stats *stats_next, int cur_level, int n, int n_words) {
-    const int lane = threadIdx.x & 31;
+                 const unsigned int *__restrict__ frontier, unsigned int *next_frontier,
+                 level_stats *out, level_stats *out_next, int cur_level, int n, int n_words) {
     const int v = blockIdx.x * blockDim.x + threadIdx.x;
-    if (v == 0) stats_next->count = stats_next->edges = 0;
+    if (v == 0) clear_stats(out_next);
     bool found = false;
-    unsigned int edges = 0;
+    int deg = 0;
     if (v < n && level[v] == -1) {
         const int b = row_ptr[v], e = row_ptr[v + 1];
         for (int j = b; j < e; j++) {
@@ -163,14 +240,12 @@ bottom_up_kernel(const int *__restrict__ row_ptr, const int *__restrict__ col, i
         }
         if (found) {
             level[v] = cur_level + 1;
-            edges = e - b;
+            deg = e - b;
         }
     }
     const unsigned int mask = __ballot_sync(FULL_MASK, found);
-    if (lane == 0 && (v >> 5) < n_words) next_frontier[v >> 5] = mask;
-    warp_append(found, v, q_out, &stats->count);
-    edges = warp_sum(edges);
-    if (lane == 0 && edges) atomicAdd(&stats->edges, edges);
+    if ((threadIdx.x & 31) == 0 && (v >> 5) < n_words) next_frontier[v >> 5] = mask;
+    block_add_stats(found && deg < BIG_DEGREE, found && deg >= BIG_DEGREE, deg, out);
 }
 
 /* The frontier as a bitmap, for the first bottom-up level after top-down ones. */
@@ -181,6 +256,17 @@ level_bitmap_kernel(const int *level, int cur_level, unsigned int *bitmap, int n
     if ((threadIdx.x & 31) == 0 && (v >> 5) < n_words) bitmap[v >> 5] = mask;
 }
 
+/* The frontier as queues, for the first top-down level after bottom-up ones. */
+__global__ void __launch_bounds__(THREADS)
+level_queue_kernel(const int *level, const int *row_ptr, int cur_level, int *queue, int *hubs,
+                   level_stats *out, int n) {
+    const int v = blockIdx.x * blockDim.x + threadIdx.x;
+    const bool take = v < n && level[v] == cur_level;
+    const bool hub = take && row_ptr[v + 1] - row_ptr[v] >= BIG_DEGREE;
+    block_append(take && !hub, v, queue, &out->count);
+    block_append(hub, v, hubs, &out->big);
+}
+
 // ----------------------------------------------------------------------------
 
 extern "C" void st_free(void *p) {
@@ -189,6 +275,7 @@ extern "C" void st_free(void *p) {
     /* st_free has no way to report; a failing free here would only hide the real error. */
     for (int i = 0; i < 2; i++) {
         cudaFree(ctx->queue[i]);
+        cudaFree(ctx->hubs[i]);
         cudaFree(ctx->bitmap[i]);
     }
     cudaFree(ctx->d_stats);
@@ -200,7 +287,8 @@ static int init_ctx(bfs_ctx *ctx, const st_config *cfg, int32_t n_params) {
     int64_t deg;
     if (cfg_get(cfg, "n", &ctx->n) || cfg_get(cfg, "deg", &deg)) return 1;
     /* counts are 32-bit on the device; the grid must cover n threads */
-    if (n_params != 0 || ctx->n < 1 || deg < 0 || ctx->n * deg > INT32_MAX || ctx->n > INT32_MAX - THREADS) {
+    if (n_params != 0 || ctx->n < 1 || deg < 0 || ctx->n * deg > INT32_MAX ||
+        ctx->n > INT32_MAX - THREADS) {
         fprintf(stderr, "bfs expert: bad sizes or params (n=%lld deg=%lld, %d params)\n",
                 (long long)ctx->n, (long long)deg, n_params);
         return 1;
@@ -209,9 +297,10 @@ static int init_ctx(bfs_ctx *ctx, const st_config *cfg, int32_t n_params) {
     ctx->n_words = (int)((ctx->n + 31) / 32);
     for (int i = 0; i < 2; i++) {
         CUDA_CHECK(cudaMalloc(&ctx->queue[i], (size_t)ctx->n * sizeof(int)));
+        CUDA_CHECK(cudaMalloc(&ctx->hubs[i], (size_t)(ctx->nnz / BIG_DEGREE + 1) * sizeof(int)));
         CUDA_CHECK(cudaMalloc(&ctx->bitmap[i], (size_t)ctx->n_words * sizeof(unsigned int)));
     }
-    CUDA_CHECK(cudaMalloc(&ctx->d_stats, 2 * sizeof(level_stats)));
+    CUDA_CHECK(cudaMalloc(&ctx->d_stats, 4 * sizeof(level_stats)));
     CUDA_CHECK(cudaMallocHost(&ctx->h_stats, sizeof(level_stats)));
     return 0;
 }
@@ -240,37 +329,53 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     const int *row_ptr = (const int *)in[0].data, *col = (const int *)in[1].data;
     int *level = (int *)out[0].data;
     const int n = (int)ctx->n, all_blocks = (n + THREADS - 1) / THREADS;
+    /* Level L reads its input sizes from slot (L + 2) % 3 (level L - 1's output), counts into
+     * slot L % 3 and clears slot (L + 1) % 3 for level L + 1: no memset between levels, and no
+     * slot is cleared while it is read. Slot 3 receives the queues rebuilt at a switch back. */
+    level_stats *slot = ctx->d_stats, *switch_slot = ctx->d_stats + 3;
 
-    init_kernel<<<all_blocks, THREADS, 0, stream>>>(level, (const int *)in[2].data, n, ctx->queue[0], ctx->d_stats);
+    init_kernel<<<all_blocks, THREADS, 0, stream>>>(level, row_ptr, (const int *)in[2].data, n,
+                                                    ctx->queue[0], ctx->hubs[0], slot + 2, slot);
     CUDA_CHECK(cudaGetLastError());
 
-    /* the frontier of level `lvl` is queue[cur] (and bitmap[cur] while bottom-up) */
-    unsigned int frontier = 1;                  /* vertices on the current level */
-    int64_t frontier_edges = 0;                 /* their edges; the source's are not worth a copy */
+    /* the host's view of the current frontier: an upper bound on its queue and hub counts (the
+     * source is one or the other), its size and edges for the direction choice */
+    unsigned int q_count = 1, hub_count = 1, frontier = 1;
+    int64_t frontier_edges = 0; /* the source's edges are not worth a copy */
     int64_t unvisited_edges = ctx->nnz;
     bool bottom_up = false;
-    int cur = 0;
+    int cur = 0; /* the frontier of the current level is queue/hubs/bitmap[cur] */
     for (int lvl = 0; frontier > 0 && lvl < n; lvl++, cur ^= 1) {
+        level_stats *in_sizes = slot + (lvl + 2) % 3, *out_stats = slot + lvl % 3;
+        level_stats *next_stats = slot + (lvl + 1) % 3;
         if (!bottom_up && frontier_edges > unvisited_edges / ALPHA) {
             bottom_up = true;
             level_bitmap_kernel<<<all_blocks, THREADS, 0, stream>>>(level, lvl, ctx->bitmap[cur], n, ctx->n_words);
             CUDA_CHECK(cudaGetLastError());
         } else if (bottom_up && frontier < (unsigned int)(n / BETA)) {
-            bottom_up = false; /* the bottom-up kernel queued this frontier too */
+            bottom_up = false;
+            CUDA_CHECK(cudaMemsetAsync(switch_slot, 0, sizeof(level_stats), stream));
+            level_queue_kernel<<<all_blocks, THREADS, 0, stream>>>(level, row_ptr, lvl, ctx->queue[cur],
+                                                                   ctx->hubs[cur], switch_slot, n);
+            CUDA_CHECK(cudaGetLastError());
+            in_sizes = switch_slot;
         }
-        level_stats *stats = ctx->d_stats + (lvl & 1), *stats_next = ctx->d_stats + ((lvl + 1) & 1);
         if (bottom_up) {
             bottom_up_kernel<<<all_blocks, THREADS, 0, stream>>>(row_ptr, col, level, ctx->bitmap[cur],
-                ctx->bitmap[cur ^ 1], ctx->queue[cur ^ 1], stats, stats_next, lvl, n, ctx->n_words);
+                ctx->bitmap[cur ^ 1], out_stats, next_stats, lvl, n, ctx->n_words);
         } else {
-            const int blocks = (int)((frontier + THREADS - 1) / THREADS);
-            top_down_kernel<<<blocks, THREADS, 0, stream>>>(row_ptr, col, level, ctx->queue[cur], (int)frontier,
-                ctx->queue[cur ^ 1], stats, stats_next, lvl + 1, n);
+            const int queue_blocks = (int)((q_count + THREADS - 1) / THREADS);
+            const int blocks = queue_blocks + (int)hub_count * BIG_SPLIT;
+            top_down_kernel<<<blocks, THREADS, 0, stream>>>(row_ptr, col, level, ctx->queue[cur],
+                ctx->hubs[cur], in_sizes, ctx->queue[cur ^ 1], ctx->hubs[cur ^ 1], out_stats, next_stats,
+                lvl + 1, n, queue_blocks);
         }
         CUDA_CHECK(cudaGetLastError());
-        CUDA_CHECK(cudaMemcpyAsync(ctx->h_stats, stats, sizeof(level_stats), cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(cudaMemcpyAsync(ctx->h_stats, out_stats, sizeof(level_stats), cudaMemcpyDeviceToHost, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
-        frontier = ctx->h_stats->count;
+        q_count = ctx->h_stats->count;
+        hub_count = ctx->h_stats->big;
+        frontier = q_count + hub_count;
         frontier_edges = ctx->h_stats->edges;
         unvisited_edges -= frontier_edges;
     }

@@ -13,10 +13,13 @@
 #define CHAIN 8
 /* Steps of the random walk that picks the source. */
 #define WALK 16
-/* The CSR build is two passes of random writes; prefetching the cursor AHEAD2 entries ahead and
- * the write target AHEAD entries ahead overlaps their cache misses (about 1.4x at eval size). */
-#define AHEAD 8
-#define AHEAD2 16
+/* The CSR build scatters every entry twice. Done directly, each scatter is 33 M cache misses at
+ * eval size; instead each goes in two cache-friendly steps: entries are first grouped by block
+ * of BLOCK_ROWS rows (a few hundred sequential write streams), then placed in their rows block by
+ * block, within a window that stays in cache. About 1.4x faster at eval size. */
+#define BLOCK_SHIFT 13
+#define BLOCK_ROWS (1 << BLOCK_SHIFT)
+#define BLOCK_MASK (BLOCK_ROWS - 1)
 
 // ----------------------------------------------------------------------------
 // random numbers: splitmix64, as a stream and as a hash of a counter
@@ -112,6 +115,18 @@ static void main_edge(const roles *r, uint64_t key, int64_t e, int32_t *u, int32
     }
 }
 
+/* Entries grouped by block of rows, each at its block's final CSR range with its row offset in
+ * lo, go to their rows in the order they come; all writes of a block land in a window that stays
+ * in cache. */
+static void place_rows(const int32_t *row_ptr, int64_t n, const int32_t *in, const uint16_t *lo,
+                       int32_t *out, int32_t *cursor) {
+    memcpy(cursor, row_ptr, sizeof(int32_t) * (size_t)n);
+    for (int64_t b0 = 0; b0 < n; b0 += BLOCK_ROWS) {
+        const int64_t b1 = b0 + BLOCK_ROWS < n ? b0 + BLOCK_ROWS : n;
+        for (int32_t j = row_ptr[b0]; j < row_ptr[b1]; j++) out[cursor[b0 + lo[j]]++] = in[j];
+    }
+}
+
 int st_task_generate(const st_config *sizes, uint64_t seed, st_tensor *t, int32_t n_t, char *msg,
                      size_t msglen) {
     int64_t n, deg;
@@ -127,10 +142,16 @@ int st_task_generate(const st_config *sizes, uint64_t seed, st_tensor *t, int32_
 
     uint64_t rng = seed;
     roles r;
+    const int64_t n_blocks = (n + BLOCK_MASK) >> BLOCK_SHIFT;
     int32_t *tmp = malloc(sizeof(int32_t) * (size_t)nnz);
+    uint16_t *lo = malloc(sizeof(uint16_t) * (size_t)nnz); /* row offset within its block */
     int32_t *cursor = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    if (!tmp || !cursor || roles_init(&r, n, &rng)) {
-        free(tmp); free(cursor);
+    int32_t *bcur = malloc(sizeof(int32_t) * (size_t)n_blocks); /* next free slot of each block */
+    if (!tmp || !lo || !cursor || !bcur || roles_init(&r, n, &rng)) {
+        free(tmp);
+        free(lo);
+        free(cursor);
+        free(bcur);
         snprintf(msg, msglen, "bfs: out of memory generating n=%lld deg=%lld", (long long)n, (long long)deg);
         return 1;
     }
@@ -153,31 +174,30 @@ int st_task_generate(const st_config *sizes, uint64_t seed, st_tensor *t, int32_
     for (int64_t i = 0; i < nnz; i++) cursor[col[i] + 1]++;
     row_ptr[0] = 0;
     for (int64_t v = 0; v < n; v++) row_ptr[v + 1] = row_ptr[v] + cursor[v + 1];
+    for (int64_t b = 0; b < n_blocks; b++) bcur[b] = row_ptr[b << BLOCK_SHIFT];
 
-    /* 2. both directions into an unsorted CSR */
-    memcpy(cursor, row_ptr, sizeof(int32_t) * (size_t)n);
+    /* 2. both directions into an unsorted CSR (the pairs are all read before col is rewritten) */
     for (int64_t i = 0; i < nnz; i += 2) {
-        if (i + 2 * AHEAD2 < nnz) {
-            __builtin_prefetch(&cursor[col[i + 2 * AHEAD2]], 1);
-            __builtin_prefetch(&cursor[col[i + 2 * AHEAD2 + 1]], 1);
-        }
-        if (i + 2 * AHEAD < nnz) {
-            __builtin_prefetch(&tmp[cursor[col[i + 2 * AHEAD]]], 1);
-            __builtin_prefetch(&tmp[cursor[col[i + 2 * AHEAD + 1]]], 1);
-        }
         int32_t u = col[i], v = col[i + 1];
-        tmp[cursor[u]++] = v;
-        tmp[cursor[v]++] = u;
+        int32_t k = bcur[u >> BLOCK_SHIFT]++;
+        tmp[k] = v;
+        lo[k] = (uint16_t)(u & BLOCK_MASK);
+        k = bcur[v >> BLOCK_SHIFT]++;
+        tmp[k] = u;
+        lo[k] = (uint16_t)(v & BLOCK_MASK);
     }
+    place_rows(row_ptr, n, tmp, lo, col, cursor);
     /* 3. sorted rows without sorting: the graph is symmetric, so its transpose is itself, and
-     * transposing row by row in increasing order appends each row's entries in increasing order */
-    memcpy(cursor, row_ptr, sizeof(int32_t) * (size_t)n);
+     * transposing row by row in increasing order appends each row's entries in increasing order
+     * (grouping by block and placing keep that order) */
+    for (int64_t b = 0; b < n_blocks; b++) bcur[b] = row_ptr[b << BLOCK_SHIFT];
     for (int64_t v = 0; v < n; v++)
         for (int32_t j = row_ptr[v]; j < row_ptr[v + 1]; j++) {
-            if (j + AHEAD2 < nnz) __builtin_prefetch(&cursor[tmp[j + AHEAD2]], 1);
-            if (j + AHEAD < nnz) __builtin_prefetch(&col[cursor[tmp[j + AHEAD]]], 1);
-            col[cursor[tmp[j]]++] = (int32_t)v;
+            int32_t c = col[j], k = bcur[c >> BLOCK_SHIFT]++;
+            tmp[k] = (int32_t)v;
+            lo[k] = (uint16_t)(c & BLOCK_MASK);
         }
+    place_rows(row_ptr, n, tmp, lo, col, cursor);
 
     /* The source ends a random walk from the top hub (main-pool index 0): it has degree > 0 and
      * lies in the giant component even at deg = 2, where a quarter of the graph is in small
@@ -192,7 +212,9 @@ int st_task_generate(const st_config *sizes, uint64_t seed, st_tensor *t, int32_
     *(int32_t *)tsrc->data = source;
     free(r.perm);
     free(tmp);
+    free(lo);
     free(cursor);
+    free(bcur);
     return 0;
 }
 
