@@ -223,7 +223,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 	return 0;
 }
 
-void st_runner_stop(st_runner *r)
+void st_runner_quit(st_runner *r)
 {
 	if (r->alive) {
 		json_t *q = json_pack("{s:s}", "op", "quit"), *rep = NULL;
@@ -238,6 +238,11 @@ void st_runner_stop(st_runner *r)
 		if (said_bye && r->pid > 0)
 			kill(-r->pid, SIGKILL);
 	}
+}
+
+void st_runner_stop(st_runner *r)
+{
+	st_runner_quit(r);
 	reap(r, 0);
 	if (r->sock >= 0)
 		close(r->sock);

@@ -27,7 +27,10 @@ st_status st_runner_send(st_runner *r, const json_t *req, int pass_fd, st_err *e
 st_status st_runner_recv(st_runner *r, json_t **reply, double timeout_s, st_err *err);
 st_status st_runner_call(st_runner *r, const json_t *req, int pass_fd, json_t **reply,
                          double timeout_s, st_err *err);
-/* Ask it to quit, then make sure it is gone; frees everything. Safe to call twice. */
+/* Ask it to quit and kill its group once it has answered, without waiting for it to be gone: a
+ * caller with several runners quits them all first, so their device teardowns overlap. */
+void st_runner_quit(st_runner *r);
+/* Quit (if not done yet), then make sure it is gone; frees everything. Safe to call twice. */
 void st_runner_stop(st_runner *r);
 
 /* Folder that holds the runner binaries: $STITCH_RUNNER_DIR, else the folder of this program. */

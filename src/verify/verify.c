@@ -1080,6 +1080,9 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 
 	s = pipeline(&v, solution, err);
 
+	for (int i = 0; i < v.n_sols; i++)
+		if (v.sols[i].started)
+			st_runner_quit(&v.sols[i].runner);
 	for (int i = 0; i < v.n_sols; i++) {
 		if (v.sols[i].started)
 			st_runner_stop(&v.sols[i].runner);
