@@ -8,6 +8,8 @@
 #include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,14 +237,34 @@ void st_runner_quit(st_runner *r)
 		r->alive = 0;
 		/* Every solution's st_free has run by now; what is left is tearing down a device
 		 * context, which the kernel does as well for a killed process, and faster. */
-		if (said_bye && r->pid > 0)
+		if (said_bye && r->pid > 0) {
 			kill(-r->pid, SIGKILL);
+			r->killed = 1;
+		}
 	}
+}
+
+/* A killed runner whose device context the driver is still tearing down is reaped by a detached
+ * thread: nobody waits ~0.1 s for it, and no zombie is left in a long-running parent. */
+static void *reap_thread(void *arg)
+{
+	pid_t pid = (pid_t)(intptr_t)arg;
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	return NULL;
 }
 
 void st_runner_stop(st_runner *r)
 {
 	st_runner_quit(r);
+	pthread_t t;
+	pthread_attr_t attr;
+	if (r->killed && r->pid > 0 && pthread_attr_init(&attr) == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&t, &attr, reap_thread, (void *)(intptr_t)r->pid) == 0)
+			r->pid = -1;
+		pthread_attr_destroy(&attr);
+	}
 	reap(r, 0);
 	if (r->sock >= 0)
 		close(r->sock);

@@ -14,6 +14,7 @@ typedef struct st_runner {
 	char workdir[256];  /* private, empty working folder, removed on stop */
 	json_t *info;       /* the hello message's info (device, arch, ...) */
 	int alive;
+	int killed;         /* st_runner_quit killed it after its goodbye */
 	char death[512];    /* why it is gone, when !alive */
 } st_runner;
 
