@@ -87,10 +87,7 @@ int cmd_bench(int argc, char **argv)
 		return ST_EXIT_USAGE;
 	}
 	json_t *all = json_array();
-	int failed = 0, ran = 0, rc = ST_EXIT_OK;
-	if (!json)
-		printf("%-20s %-14s %12s %12s %9s %7s\n", "task", "status", "reference ms", "expert ms",
-		       "speedup", "SOL");
+	int failed = 0, ran = 0, header = 0, rc = ST_EXIT_OK;
 	for (int k = 0; k < n && rc == ST_EXIT_OK; k++) {
 		st_task t;
 		if (st_task_load(dirs[k], &t, &err)) {
@@ -120,10 +117,14 @@ int cmd_bench(int argc, char **argv)
 		} else {
 			if (strcmp(json_string_value(json_object_get(v, "status")), "ok"))
 				failed++;
-			if (json)
+			if (json) {
 				json_array_append(all, v);
-			else
+			} else {
+				if (!header++)
+					printf("%-20s %-14s %12s %12s %9s %7s\n", "task", "status",
+					       "reference ms", "expert ms", "speedup", "SOL");
 				row(v, t.id, stdout);
+			}
 		}
 		json_decref(v);
 		st_task_free(&t);

@@ -82,8 +82,9 @@ int rb_open(json_t *info, char *err, size_t len)
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess || n == 0) {
-		snprintf(err, len, "no CUDA GPU found (%s)",
-		         e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
+		snprintf(err, len, "no CUDA GPU found (cudaGetDeviceCount: %s)",
+		         e == cudaErrorInsufficientDriver ? "no NVIDIA driver, or one older than this CUDA runtime"
+		         : e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
 		return -1;
 	}
 	CK(cudaSetDevice(0), "cudaSetDevice");

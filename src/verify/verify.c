@@ -896,21 +896,18 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 
 /* ---- the pipeline ------------------------------------------------------------------------------ */
 
+/* Is size set `label` named in the comma list? "hidden" names every hidden set, "hidden1" one. */
 static int set_selected(const char *list, const char *label)
 {
 	if (!list)
 		return 1;
-	size_t n = strlen(label);
-	const char *want = strncmp(label, "hidden", 6) ? label : "hidden";
-	n = strlen(want);
+	int hidden = !strncmp(label, "hidden", 6);
 	for (const char *p = list; *p;) {
-		const char *e = strchr(p, ',');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		if ((len == n && !strncmp(p, want, n)) || (len == strlen(label) && !strncmp(p, label, len)))
+		size_t len = strcspn(p, ",");
+		if ((len == strlen(label) && !strncmp(p, label, len)) ||
+		    (hidden && len == 6 && !strncmp(p, "hidden", 6)))
 			return 1;
-		if (!e)
-			break;
-		p = e + 1;
+		p += len + (p[len] == ',');
 	}
 	return 0;
 }
