@@ -46,6 +46,19 @@ check() { # check DESCRIPTION CONDITION...
 	fi
 }
 
+# expect FIXTURE STATUS REASON-SUBSTRING [verify args]: verifying the fixture against the test task
+# gives that status, exit code 1, and a verdict that mentions the substring.
+expect() {
+	local fx=$1 status=$2 reason=$3
+	shift 3
+	verify "$WORK/$fx.json" "$TASK" "$FIX/$fx" "$@"
+	local got
+	got=$(field "$WORK/$fx.json" status)
+	check "$fx: status '$got', want '$status' ($(field "$WORK/$fx.json" reason))" [ "$got" = "$status" ]
+	check "$fx: exit code $RC, want 1" [ "$RC" -eq 1 ]
+	check "$fx: reason has '$reason'" grep -q -- "$reason" "$WORK/$fx.json"
+}
+
 finish() {
 	echo "$PASSED passed, $FAILED failed"
 	[ "$FAILED" -eq 0 ]

@@ -4,17 +4,6 @@
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
-expect() { # expect FIXTURE STATUS REASON-SUBSTRING [extra args]
-	local fx=$1 status=$2 reason=$3
-	shift 3
-	verify "$WORK/$fx.json" "$TASK" "$FIX/$fx" "$@"
-	local got
-	got=$(field "$WORK/$fx.json" status)
-	check "$fx: status '$got', want '$status' ($(field "$WORK/$fx.json" reason))" [ "$got" = "$status" ]
-	check "$fx: exit code $RC, want 1" [ "$RC" -eq 1 ]
-	check "$fx: reason has '$reason'" grep -q -- "$reason" "$WORK/$fx.json"
-}
-
 expect wrong.cu incorrect 'worst y\[500\]'
 expect unwritten.cu incorrect 'y\[999\]'
 expect illegal.cu runtime_error 'illegal'

@@ -4,18 +4,6 @@
 # solution after the faults still passes with the same cache).
 . "$(dirname "$0")/../lib.sh"
 
-expect() { # expect FIXTURE STATUS REASON-SUBSTRING [extra args]
-	local fx=$1 status=$2 reason=$3
-	shift 3
-	verify "$WORK/$fx.json" "$TASK" "$FIX/$fx" "$@"
-	local got
-	got=$(field "$WORK/$fx.json" status)
-	check "$fx: status '$got', want '$status'" [ "$got" = "$status" ]
-	check "$fx: exit code $RC, want 1" [ "$RC" -eq 1 ]
-	check "$fx: reason has '$reason': $(field "$WORK/$fx.json" reason)" \
-		grep -q -- "$reason" "$WORK/$fx.json"
-}
-
 expect wrong.c incorrect 'worst y\[500\]'
 expect unwritten.c incorrect 'y\[999\]'
 expect segv.c runtime_error 'signal 11'
