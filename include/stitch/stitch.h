@@ -21,6 +21,7 @@ typedef struct st_verify_opts {
 	double compile_timeout_s;
 	st_stop_rule stop;
 	int no_cache;
+	int no_sandbox;            /* run solutions without the runner sandbox (flag "unsandboxed") */
 	int candidate_trusted;     /* 1 for shipped solutions: link the task's solution libraries */
 	int threads;               /* comparison threads; 0: online CPUs, at most 8 */
 	/* Progress lines for a person watching; NULL for none. */

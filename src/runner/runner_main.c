@@ -2,7 +2,7 @@
  * It owns the device buffers, generates params and inputs from seeds the parent sends, poisons
  * outputs before every call, and copies outputs into the shared-memory block the parent reads.
  * The parent never loads solution code; this process never sees another solution's outputs.
- * Usage (by the parent only): stitch-runner-<backend> --fd N */
+ * Usage (by the parent only): stitch-runner-<backend> --fd N --workdir DIR [--uid U] [--no-sandbox] */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -19,6 +19,7 @@
 #include "common/proto.h"
 #include "rng.h"
 #include "runner_gen.h"
+#include "sandbox.h"
 #include "stitch/task_hooks.h"
 #include "task/dtype.h"
 
@@ -135,11 +136,16 @@ static json_t *op_load(json_t *req)
 
 /* ---- setup / teardown -------------------------------------------------------------------- */
 
+/* Freed buffers are poisoned first: memory the next size set (or a later allocation of the
+ * solution) gets back must not still hold inputs or results of earlier calls. */
 static void free_tensors(st_tensor *t, int n)
 {
 	if (!t)
 		return;
+	char ignore[64];
 	for (int i = 0; i < n; i++) {
+		if (t[i].data)
+			rb_poison(t[i].data, tensor_bytes(&t[i]), ignore, sizeof ignore);
 		rb_free(t[i].data);
 		free((char *)t[i].name);
 	}
@@ -517,10 +523,18 @@ static json_t *dispatch(json_t *req, int fd, int *quit)
 
 int main(int argc, char **argv)
 {
-	int sock = -1;
-	for (int i = 1; i + 1 < argc; i++)
-		if (!strcmp(argv[i], "--fd"))
-			sock = atoi(argv[i + 1]);
+	int sock = -1, sandbox = 1;
+	st_sandbox_opts so = {0};
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--no-sandbox"))
+			sandbox = 0;
+		else if (i + 1 < argc && !strcmp(argv[i], "--fd"))
+			sock = atoi(argv[++i]);
+		else if (i + 1 < argc && !strcmp(argv[i], "--uid"))
+			so.uid = (unsigned)strtoul(argv[++i], NULL, 10);
+		else if (i + 1 < argc && !strcmp(argv[i], "--workdir"))
+			so.workdir = argv[++i];
+	}
 	if (sock < 0) {
 		fprintf(stderr, "stitch-runner: started by the stitch parent only (--fd N)\n");
 		return 2;
@@ -532,6 +546,21 @@ int main(int argc, char **argv)
 	json_t *info = json_object();
 	int ok = rb_open(info, g_err, sizeof g_err) == 0;
 	json_t *hello = ok ? reply_ok() : reply_fail("no_device", g_err);
+	/* The device is open; no solution code has been loaded yet. Now lock the door. */
+	if (ok && sandbox) {
+		st_sandbox_state st;
+		so.host_backend = !strcmp(json_string_value(json_object_get(info, "backend")), "host");
+		ok = st_sandbox_apply(&so, &st, g_err, sizeof g_err) == 0;
+		json_object_set_new(info, "sandbox", json_pack("{s:b,s:b,s:b}", "enabled", ok,
+		                                               "fs_isolated", st.fs_isolated,
+		                                               "privileges_dropped", st.privileges_dropped));
+		if (!ok) {
+			json_decref(hello);
+			hello = reply_fail("sandbox", g_err);
+		}
+	} else if (ok) {
+		json_object_set_new(info, "sandbox", json_pack("{s:b}", "enabled", 0));
+	}
 	json_object_set_new(hello, "info", info);
 	st_err err;
 	if (st_proto_send(sock, hello, -1, &err))

@@ -90,6 +90,10 @@ typedef struct st_task {
 /* Load TASK_DIR/task.json. Errors name the file, the field and what is wrong, e.g.
  * "tasks/t1/softmax/task.json: outputs[0].tol.atol: expected a number". */
 st_status st_task_load(const char *task_dir, st_task *task, st_err *err);
+/* The same from task.json text already in memory (len bytes, no NUL needed): task_dir is the
+ * folder the text stands for, whose name and files are checked as st_task_load checks them. */
+st_status st_task_load_text(const char *text, size_t len, const char *task_dir, st_task *task,
+                            st_err *err);
 void st_task_free(st_task *task);
 
 /* Resolve a task argument: an existing folder, or an id such as "t1/softmax" under `root`. */

@@ -884,32 +884,66 @@ static st_status load_root(loader *L, json_t *root)
 	return ST_OK;
 }
 
-st_status st_task_load(const char *task_dir, st_task *task, st_err *err)
+/* Both entries name the file and resolve the folder the same way: messages quote task_dir as
+ * given, while task->dir is absolute because the task's files are resolved against it. */
+static st_status open_folder(loader *L, const char *task_dir)
 {
-	loader L = {.t = task, .err = err};
-	memset(task, 0, sizeof *task);
+	memset(L->t, 0, sizeof *L->t);
 	size_t len = strlen(task_dir);
 	while (len > 1 && task_dir[len - 1] == '/')
 		len--;
-	snprintf(L.file, sizeof L.file, "%.*s/task.json", (int)len, task_dir);
+	snprintf(L->file, sizeof L->file, "%.*s/task.json", (int)len, task_dir);
 	char real[PATH_MAX];
 	if (!realpath(task_dir, real))
-		return st_err_set(err, ST_E_IO, "%s: cannot open the task folder: %s", L.file,
+		return st_err_set(L->err, ST_E_IO, "%s: cannot open the task folder: %s", L->file,
 		                  strerror(errno));
-	if (!(task->dir = strdup(real)))
-		return no_memory(&L);
+	if (!(L->t->dir = strdup(real)))
+		return no_memory(L);
+	return ST_OK;
+}
+
+static st_status syntax_error(loader *L, const json_error_t *je)
+{
+	return st_err_set(L->err, ST_E_INVALID, "%s: line %d column %d: %s", L->file, je->line,
+	                  je->column, je->text);
+}
+
+st_status st_task_load(const char *task_dir, st_task *task, st_err *err)
+{
+	loader L = {.t = task, .err = err};
+	st_status s = open_folder(&L, task_dir);
+	if (s)
+		return s;
 	json_error_t je;
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof path, "%s/task.json", real);
+	snprintf(path, sizeof path, "%s/task.json", task->dir);
 	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-	st_status s;
 	if (!root) {
 		struct stat st;
 		if (stat(path, &st))
 			s = st_err_set(err, ST_E_IO, "%s: cannot read: %s", L.file, strerror(errno));
 		else
-			s = st_err_set(err, ST_E_INVALID, "%s: line %d column %d: %s", L.file, je.line,
-			               je.column, je.text);
+			s = syntax_error(&L, &je);
+	} else {
+		s = load_root(&L, root);
+		json_decref(root);
+	}
+	if (s)
+		st_task_free(task);
+	return s;
+}
+
+st_status st_task_load_text(const char *text, size_t len, const char *task_dir, st_task *task,
+                            st_err *err)
+{
+	loader L = {.t = task, .err = err};
+	st_status s = open_folder(&L, task_dir);
+	if (s)
+		return s;
+	json_error_t je;
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (!root) {
+		s = syntax_error(&L, &je);
 	} else {
 		s = load_root(&L, root);
 		json_decref(root);

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/proto.h"
 
 const char *st_runner_dir(void)
@@ -45,7 +46,12 @@ static const char *const env_keep[] = {
 	"TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", NULL,
 };
 
-static void child_exec(int fd, const char *path, const char *workdir)
+/* First uid of the range runners drop to when stitch runs as root; each runner takes its own
+ * (by process id), so two runners never share a user and cannot read each other's files. */
+#define ST_RUNNER_UID_BASE 61000u
+#define ST_RUNNER_UID_SPAN 4000u
+
+static void child_exec(int fd, const char *path, const char *workdir, int sandbox)
 {
 	char *envp[16];
 	int n = 0;
@@ -62,20 +68,42 @@ static void child_exec(int fd, const char *path, const char *workdir)
 	envp[n] = bufs[n];
 	n++;
 	envp[n] = NULL;
+	char uid_arg[16] = "";
+	if (sandbox && geteuid() == 0) {
+		unsigned uid = ST_RUNNER_UID_BASE + (unsigned)getpid() % ST_RUNNER_UID_SPAN;
+		snprintf(uid_arg, sizeof uid_arg, "%u", uid);
+		if (chown(workdir, uid, uid))
+			_exit(126);
+	}
 	if (setpgid(0, 0) || chdir(workdir) || dup2(fd, 3) < 0)
 		_exit(126);
 	int devnull = open("/dev/null", O_RDONLY);
 	if (devnull >= 0)
 		dup2(devnull, 0);
+	/* What a solution prints is kept in its folder, never shown as if stitch had said it. */
+	int log = open("output.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (log >= 0) {
+		dup2(log, 1);
+		dup2(log, 2);
+	}
 	/* Close everything but stdio and the socket: no parent descriptor leaks into a runner. */
 	for (int i = 4; i < 1024; i++)
 		close(i);
-	char *argv[] = {(char *)path, "--fd", "3", NULL};
+	char *argv[10] = {(char *)path, "--fd", "3", "--workdir", (char *)workdir};
+	int a = 5;
+	if (!sandbox)
+		argv[a++] = "--no-sandbox";
+	if (uid_arg[0]) {
+		argv[a++] = "--uid";
+		argv[a++] = uid_arg;
+	}
+	argv[a] = NULL;
 	execve(path, argv, envp);
 	_exit(127);
 }
 
-st_status st_runner_start(st_runner *r, const char *backend, const char *label, st_err *err)
+st_status st_runner_start(st_runner *r, const char *backend, const char *label, int sandbox,
+                          st_err *err)
 {
 	memset(r, 0, sizeof *r);
 	r->sock = -1;
@@ -104,7 +132,7 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 		return st_err_set(err, ST_E_SYSTEM, "fork: %s", strerror(errno));
 	}
 	if (pid == 0)
-		child_exec(sv[1], path, r->workdir);
+		child_exec(sv[1], path, r->workdir, sandbox);
 	setpgid(pid, pid); /* also in the parent, so the group exists before any kill */
 	close(sv[1]);
 	r->sock = sv[0];
@@ -117,6 +145,7 @@ static void describe_exit(st_runner *r, int status)
 {
 	if (WIFSIGNALED(status)) {
 		int sig = WTERMSIG(status);
+		r->term_signal = sig;
 		snprintf(r->death, sizeof r->death, "the %s process was killed by signal %d (%s)",
 		         r->label, sig, strsignal(sig));
 	} else if (WIFEXITED(status)) {
@@ -210,10 +239,52 @@ st_status st_runner_hello(st_runner *r, double timeout_s, st_err *err)
 	r->info = json_incref(json_object_get(hello, "info"));
 	if (!json_is_true(json_object_get(hello, "ok"))) {
 		const char *why = json_string_value(json_object_get(hello, "reason"));
-		s = st_err_set(err, ST_E_NODEVICE, "%s", why ? why : "runner could not open the device");
+		const char *status = json_string_value(json_object_get(hello, "status"));
+		if (status && !strcmp(status, "sandbox"))
+			s = st_err_set(err, ST_E_SYSTEM, "cannot install the runner sandbox (%s); "
+			               "--no-sandbox runs without it and marks every verdict unsandboxed",
+			               why ? why : "unknown reason");
+		else
+			s = st_err_set(err, ST_E_NODEVICE, "%s",
+			                why ? why : "runner could not open the device");
 	}
 	json_decref(hello);
 	return s;
+}
+
+st_status st_runner_copy_in(st_runner *r, const char *src, const char *name, char *out,
+                            size_t outlen, st_err *err)
+{
+	char *data;
+	size_t len;
+	st_status s = st_read_file(src, &data, &len, err);
+	if (s)
+		return s;
+	snprintf(out, outlen, "%s/%s", r->workdir, name);
+	s = st_write_file_atomic(out, data, len, err);
+	free(data);
+	return s;
+}
+
+void st_runner_output(const st_runner *r, char *buf, size_t max)
+{
+	buf[0] = 0;
+	char path[600];
+	snprintf(path, sizeof path, "%s/output.log", r->workdir);
+	FILE *f = fopen(path, "rb");
+	if (!f || max < 2) {
+		if (f)
+			fclose(f);
+		return;
+	}
+	if (fseek(f, 0, SEEK_END) == 0) {
+		long size = ftell(f);
+		long from = size > (long)(max - 1) ? size - (long)(max - 1) : 0;
+		fseek(f, from, SEEK_SET);
+	}
+	size_t n = fread(buf, 1, max - 1, f);
+	buf[n] = 0;
+	fclose(f);
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

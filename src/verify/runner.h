@@ -15,11 +15,20 @@ typedef struct st_runner {
 	json_t *info;       /* the hello message's info (device, arch, ...) */
 	int alive;
 	int killed;         /* st_runner_quit killed it after its goodbye */
+	int term_signal;    /* the signal that ended it (SIGSYS: the sandbox killed it), or 0 */
 	char death[512];    /* why it is gone, when !alive */
 } st_runner;
 
-/* Fork and exec stitch-runner-<backend>. Does not wait for its hello (see st_runner_hello). */
-st_status st_runner_start(st_runner *r, const char *backend, const char *label, st_err *err);
+/* Fork and exec stitch-runner-<backend>, sandboxed unless `sandbox` is 0 (see
+ * src/runner/sandbox.c). Does not wait for its hello (see st_runner_hello). */
+st_status st_runner_start(st_runner *r, const char *backend, const char *label, int sandbox,
+                          st_err *err);
+/* Copy a file into the runner's private folder as `name` (readable by the runner only), so it
+ * loads solutions from there and never needs the cache; `out` gets the copy's path. */
+st_status st_runner_copy_in(st_runner *r, const char *src, const char *name, char *out,
+                            size_t outlen, st_err *err);
+/* The last `max` bytes the runner's process printed (its output.log); "" when none. */
+void st_runner_output(const st_runner *r, char *buf, size_t max);
 /* Wait for the hello; ST_E_NODEVICE when the runner found no device. */
 st_status st_runner_hello(st_runner *r, double timeout_s, st_err *err);
 st_status st_runner_send(st_runner *r, const json_t *req, int pass_fd, st_err *err);

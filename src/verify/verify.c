@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,7 +215,12 @@ static st_status runner_failed(vctx *v, int i, const char *phase, st_status s, j
 {
 	char reason[2048];
 	const char *status = "runtime_error";
-	if (s == ST_E_TIMEOUT) {
+	if (s == ST_E_IO && v->sols[i].runner.term_signal == SIGSYS) {
+		status = "hacking";
+		snprintf(reason, sizeof reason, "%s: the solution made a system call the sandbox forbids "
+		         "(a new process or program, a network socket, ptrace, ...) and was killed",
+		         phase);
+	} else if (s == ST_E_TIMEOUT) {
 		status = "timeout";
 		snprintf(reason, sizeof reason, "%s: %s", phase, err->msg);
 	} else if (s) {
@@ -947,7 +953,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	v->sols[v->cand].trusted = o->candidate_trusted;
 
 	for (int i = 0; i < v->n_sols; i++) {
-		s = st_runner_start(&v->sols[i].runner, o->backend, role_of(v, i), err);
+		s = st_runner_start(&v->sols[i].runner, o->backend, role_of(v, i), !o->no_sandbox, err);
 		if (s)
 			return s;
 		v->sols[i].started = 1;
@@ -960,6 +966,11 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	phase(v, "start");
 	const json_t *info = v->sols[v->ref].runner.info;
 	json_object_set(v->verdict, "device", (json_t *)info);
+	const json_t *sb = json_object_get(v->sols[v->cand].runner.info, "sandbox");
+	if (!json_is_true(json_object_get(sb, "enabled")))
+		flag(v, "unsandboxed");
+	else if (!json_is_true(json_object_get(sb, "fs_isolated")))
+		flag(v, "no_fs_isolation");
 	const char *arch = o->arch ? o->arch : json_string_value(json_object_get(info, "arch"));
 	json_object_set_new(v->verdict, "arch", json_string(arch ? arch : "?"));
 	progress(v, "device: %s (%s)", json_string_value(json_object_get(info, "device")), arch);
@@ -970,10 +981,19 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 		return s;
 
 	for (int i = 0; i < v->n_sols; i++) {
-		json_t *req = json_pack("{s:s,s:s}", "op", "load", "solution", v->sols[i].cr.so_path),
-		       *rep = NULL;
+		/* Each runner loads its own private copies: the cache, which holds every other
+		 * solution, stays out of its reach. */
+		char so_path[700], hooks_path[700];
+		s = st_runner_copy_in(&v->sols[i].runner, v->sols[i].cr.so_path, "solution.so", so_path,
+		                      sizeof so_path, err);
+		if (!s && v->hooks_so[0])
+			s = st_runner_copy_in(&v->sols[i].runner, v->hooks_so, "task.so", hooks_path,
+			                      sizeof hooks_path, err);
+		if (s)
+			return st_err_wrap(err, ST_E_SYSTEM, "preparing the %s runner", role_of(v, i));
+		json_t *req = json_pack("{s:s,s:s}", "op", "load", "solution", so_path), *rep = NULL;
 		if (v->hooks_so[0])
-			json_object_set_new(req, "hooks", json_string(v->hooks_so));
+			json_object_set_new(req, "hooks", json_string(hooks_path));
 		st_err e;
 		s = st_runner_call(&v->sols[i].runner, req, -1, &rep, o->timeout_s, &e);
 		json_decref(req);
