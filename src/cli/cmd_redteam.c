@@ -1,0 +1,206 @@
+/* stitch redteam: verify every red-team solution (one exploit per file, tests/redteam/<backend>/)
+ * and check that each gets the verdict its header demands; print `caught N of M`.
+ * Header, on the file's first line:
+ *   / * redteam: <exploit> | expect: <status>[|<status>...] | task: <task folder or id>
+ * A file without a readable header is a failure, never a skip. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "common/fs.h"
+#include "common/paths.h"
+#include "task/task.h"
+#include "verify_opts.h"
+
+typedef struct rt_case {
+	char file[512];
+	char exploit[200];
+	char expect[120];
+	char task[300];
+} rt_case;
+
+static void trim(char *s)
+{
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '*' ||
+	             s[n - 1] == '/'))
+		s[--n] = 0;
+	size_t k = strspn(s, " \t");
+	memmove(s, s + k, strlen(s + k) + 1);
+}
+
+/* Copy the text between `from` and `to` (or the line's end) out of line. */
+static int field(const char *line, const char *from, const char *to, char *out, size_t len)
+{
+	const char *a = strstr(line, from);
+	if (!a)
+		return -1;
+	a += strlen(from);
+	const char *b = to ? strstr(a, to) : NULL;
+	size_t n = b ? (size_t)(b - a) : strcspn(a, "\n");
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, a, n);
+	out[n] = 0;
+	trim(out);
+	return out[0] ? 0 : -1;
+}
+
+static int parse_header(const char *path, rt_case *c)
+{
+	snprintf(c->file, sizeof c->file, "%s", path);
+	FILE *f = fopen(path, "r");
+	char line[1024] = "";
+	if (!f)
+		return -1;
+	if (!fgets(line, sizeof line, f))
+		line[0] = 0;
+	fclose(f);
+	return field(line, "redteam:", " | expect:", c->exploit, sizeof c->exploit) ||
+	       field(line, "expect:", " | task:", c->expect, sizeof c->expect) ||
+	       field(line, "task:", NULL, c->task, sizeof c->task) ? -1 : 0;
+}
+
+static int expected(const char *list, const char *status)
+{
+	char buf[120];
+	snprintf(buf, sizeof buf, "%s", list);
+	for (char *tok = strtok(buf, "|"); tok; tok = strtok(NULL, "|")) {
+		trim(tok);
+		if (!strcmp(tok, status))
+			return 1;
+	}
+	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stitch redteam [options]\n\n"
+	           "Verify every exploit in tests/redteam/<backend>/ (or --dir) and check that each\n"
+	           "gets the verdict its first line demands; print a table and 'caught N of M'.\n\n"
+	           "options:\n"
+	           "  --dir DIR        folder of red-team files (default: tests/redteam/<backend>)\n"
+	           "  --json           print an array of {file, exploit, expect, got, caught, reason}\n"
+	           ST_VERIFY_OPTS_HELP
+	           "\nexit: 0 every file caught, 1 some missed or unclassified, 2 bad usage,\n"
+	           "      3 environment (no GPU, no compiler)\n");
+}
+
+int cmd_redteam(int argc, char **argv)
+{
+	if (st_cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return ST_EXIT_OK;
+	}
+	st_verify_opts o;
+	st_verify_opts_default(&o);
+	/* Exploits show in correctness and in the flags, not in fine timing: keep timing short. */
+	o.stop.min_time_ms = 20;
+	o.stop.max_rse = 0.05;
+	o.stop.max_samples = 400;
+	o.timeout_s = 20;
+	o.sets = "small,eval,hidden";
+	int json = 0, quiet = 0;
+	const char *dir = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = 1;
+			continue;
+		}
+		if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
+			dir = argv[++i];
+			continue;
+		}
+		int r = st_verify_opt_parse(&o, argc, argv, &i, &quiet);
+		if (r < 0)
+			return ST_EXIT_USAGE;
+		if (!r) {
+			st_cli_error("redteam: unknown argument '%s'; see 'stitch redteam --help'", argv[i]);
+			return ST_EXIT_USAGE;
+		}
+	}
+	int host = !strcmp(o.backend, "host");
+	char dbuf[4200];
+	if (!dir) {
+		snprintf(dbuf, sizeof dbuf, "%s/tests/redteam/%s", st_home(), host ? "host" : "cuda");
+		dir = dbuf;
+	}
+	DIR *d = opendir(dir);
+	if (!d) {
+		st_cli_error("redteam: cannot open %s", dir);
+		return ST_EXIT_USAGE;
+	}
+	char *files[512];
+	int n = 0;
+	const char *ext = host ? ".c" : ".cu";
+	for (struct dirent *e; (e = readdir(d)) && n < 512;) {
+		size_t l = strlen(e->d_name), el = strlen(ext);
+		if (l > el && !strcmp(e->d_name + l - el, ext)) {
+			char p[4800];
+			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+			files[n++] = strdup(p);
+		}
+	}
+	closedir(d);
+	qsort(files, (size_t)n, sizeof files[0], by_name);
+
+	json_t *all = json_array();
+	int caught = 0, rc = ST_EXIT_OK;
+	for (int k = 0; k < n && rc == ST_EXIT_OK; k++) {
+		rt_case c;
+		const char *base = strrchr(files[k], '/') ? strrchr(files[k], '/') + 1 : files[k];
+		char got[64] = "unclassified", reason[600] = "no 'redteam: | expect: | task:' header";
+		int ok = 0;
+		if (parse_header(files[k], &c) == 0) {
+			char tdir[4096], tpath[4400];
+			st_err err;
+			snprintf(tpath, sizeof tpath, "%s/%s", st_home(), c.task);
+			json_t *v = NULL;
+			st_status s = st_task_resolve(st_dir_exists(tpath) ? tpath : c.task,
+			                              st_cli_tasks_root(), tdir, sizeof tdir, &err);
+			if (!s)
+				s = st_verify(tdir, files[k], &o, &v, &err);
+			if (v) {
+				snprintf(got, sizeof got, "%s", json_string_value(json_object_get(v, "status")));
+				snprintf(reason, sizeof reason, "%s", json_string_value(json_object_get(v, "reason")));
+			}
+			if (s == ST_E_NODEVICE || s == ST_E_SYSTEM) {
+				st_cli_error("redteam: %s: %s", base, err.msg);
+				rc = ST_EXIT_ENV;
+			} else if (s && !v) {
+				snprintf(got, sizeof got, "error");
+				snprintf(reason, sizeof reason, "%.500s", err.msg);
+			}
+			ok = rc == ST_EXIT_OK && expected(c.expect, got);
+			json_decref(v);
+		} else {
+			snprintf(c.exploit, sizeof c.exploit, "?");
+			snprintf(c.expect, sizeof c.expect, "?");
+		}
+		caught += ok;
+		if (json)
+			json_array_append_new(all, json_pack("{s:s,s:s,s:s,s:s,s:b,s:s}", "file", base,
+			                                     "exploit", c.exploit, "expect", c.expect, "got",
+			                                     got, "caught", ok, "reason", reason));
+		else
+			printf("%-7s %-24s %-18s got %-14s %s\n", ok ? "caught" : "MISSED", base, c.expect,
+			       got, c.exploit);
+		fflush(stdout);
+	}
+	for (int k = 0; k < n; k++)
+		free(files[k]);
+	if (json)
+		json_dumpf(all, stdout, JSON_INDENT(2)), fputc('\n', stdout);
+	json_decref(all);
+	if (rc != ST_EXIT_OK)
+		return rc;
+	fprintf(json ? stderr : stdout, "caught %d of %d\n", caught, n);
+	return caught == n && n > 0 ? ST_EXIT_OK : ST_EXIT_NO;
+}

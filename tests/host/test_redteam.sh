@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The red-team suite on the host backend: every exploit gets the verdict its header demands and
+# every honest-but-unusual solution passes (`caught N of N`). Then the control: without the
+# sandbox the raw-syscall exploits get through, which proves it is the sandbox that stops them.
+. "$(dirname "$0")/../lib.sh"
+
+"$STITCH" redteam --backend host --quiet >"$WORK/rt.out" 2>"$WORK/rt.err"
+rc=$?
+cat "$WORK/rt.out"
+n=$(ls "$STITCH_SRC"/tests/redteam/host/*.c | wc -l)
+check "redteam: exit 0 (got $rc; $(tail -n 2 "$WORK/rt.err"))" [ "$rc" -eq 0 ]
+check "redteam: caught $n of $n" grep -q "^caught $n of $n$" "$WORK/rt.out"
+check "redteam: at least 15 files" [ "$n" -ge 15 ]
+
+verify "$WORK/nosb.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/socket_inet.c" --no-sandbox
+check "no sandbox: the socket exploit is not caught (status $(field "$WORK/nosb.json" status))" \
+	[ "$(field "$WORK/nosb.json" status)" = ok ]
+check "no sandbox: verdict flagged unsandboxed" grep -q '"unsandboxed"' "$WORK/nosb.json"
+
+# A file the harness cannot classify fails the run instead of being skipped.
+mkdir -p "$WORK/rt"
+cp "$FIX/good.c" "$WORK/rt/no_header.c"
+"$STITCH" redteam --backend host --quiet --dir "$WORK/rt" >"$WORK/rt2.out" 2>&1
+rc=$?
+check "unclassifiable file: exit 1 (got $rc)" [ "$rc" -eq 1 ]
+check "unclassifiable file: reported as missed" grep -q "MISSED.*no_header.c" "$WORK/rt2.out"
+finish
