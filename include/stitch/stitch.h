@@ -22,6 +22,8 @@ typedef struct st_verify_opts {
 	st_stop_rule stop;
 	int no_cache;
 	int no_sandbox;            /* run solutions without the runner sandbox (flag "unsandboxed") */
+	int no_policy;             /* skip the static source check (flag "unchecked_source"); for
+	                              testing the sandbox on its own */
 	int candidate_trusted;     /* 1 for shipped solutions: link the task's solution libraries */
 	int threads;               /* comparison threads; 0: online CPUs, at most 8 */
 	/* Progress lines for a person watching; NULL for none. */

@@ -38,6 +38,10 @@ int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *q
 		o->no_sandbox = 1;
 		return 1;
 	}
+	if (!strcmp(a, "--no-policy")) {
+		o->no_policy = 1;
+		return 1;
+	}
 	if (!strcmp(a, "--quiet")) {
 		*quiet = 1;
 		return 1;

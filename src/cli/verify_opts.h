@@ -20,6 +20,7 @@
 	"  --timeout S      limit for one runner request: st_init, a call, a batch (default 120)\n" \
 	"  --no-cache       compile even when the cache has the result\n"                             \
 	"  --no-sandbox     run solutions without the runner sandbox (verdicts flagged unsandboxed)\n" \
+	"  --no-policy      skip the static source check (flagged unchecked_source); for testing\n"   \
 	"  --quiet          no progress lines on stderr\n"
 
 /* Parse argv[*i] (and maybe its value). 1: consumed; 0: not one of ours; -1: bad value

@@ -30,6 +30,7 @@
 #include "task/task.h"
 #include "verify/compile.h"
 #include "verify/peaks.h"
+#include "verify/policy.h"
 #include "verify/runner.h"
 
 #define MAX_SOLS 3
@@ -56,6 +57,9 @@ typedef struct sol {
 	int n_samples, cap_samples;
 	double timing_wall_ms;
 	int timing_done;
+	int batches;           /* timed batches kept (each costs a round trip the samples don't show) */
+	uint64_t last_seed[2]; /* inputs each buffer set holds after the last timed batch */
+	int have_seeds;
 } sol;
 
 typedef struct layout {
@@ -296,6 +300,39 @@ static void free_reps(json_t **reps, int n)
 		json_decref(reps[i]);
 		reps[i] = NULL;
 	}
+}
+
+/* ---- static policy ----------------------------------------------------------------------------- */
+
+/* The source is read before anything runs: forbidden headers, calls and timer asm make the
+ * verdict `forbidden`; a near copy of the reference or an expert is flagged. */
+static st_status policy_check(vctx *v, const char *solution, st_err *err)
+{
+	st_policy_report rep;
+	st_status s = st_policy_check(solution, v->task, &rep, err);
+	if (s)
+		return st_err_wrap(err, s, "policy check");
+	json_t *hits = json_array();
+	for (int i = 0; i < rep.n_hits; i++) {
+		char line[512];
+		st_policy_describe(&rep.hits[i], line, sizeof line);
+		json_array_append_new(hits, json_string(line));
+	}
+	json_object_set_new(v->verdict, "policy",
+	                    json_pack("{s:o,s:f,s:s,s:b}", "hits", hits, "similarity", rep.similarity,
+	                              "similar_to", rep.similar_to, "has_kernel", rep.has_kernel));
+	if (rep.similarity >= ST_POLICY_NEAR_COPY && !v->o->candidate_trusted) {
+		char f[80];
+		snprintf(f, sizeof f, "near_copy_of_%s", rep.similar_to[0] ? rep.similar_to : "reference");
+		flag(v, f);
+	}
+	if (rep.n_hits) {
+		char line[512];
+		st_policy_describe(&rep.hits[0], line, sizeof line);
+		fail(v, "forbidden", "%s%s", line, rep.n_hits > 1 ? " (and more, see policy.hits)" : "");
+	}
+	st_policy_report_free(&rep);
+	return ST_OK;
 }
 
 /* ---- compile -------------------------------------------------------------------------------- */
@@ -687,7 +724,8 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 		st_stats_compute(so->samples, so->n_samples, &st);
 		est = st.median > 0 ? st.median : 1.0;
 	}
-	json_t *req = json_pack("{s:s,s:i}", "op", "time", "n", n), *rep = NULL;
+	json_t *req = json_pack("{s:s,s:i,s:I}", "op", "time", "n", n, "seed",
+	                        (json_int_t)next_seed(v)), *rep = NULL;
 	double t0 = now_s();
 	st_status s = st_runner_call(&so->runner, req, -1, &rep, v->o->timeout_s + n * est * 4e-3,
 	                             err);
@@ -700,7 +738,12 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 	if (keep) {
 		add_samples(so, json_object_get(rep, "samples"));
 		so->timing_wall_ms += (now_s() - t0) * 1e3;
+		so->batches++;
 	}
+	json_t *ls = json_object_get(rep, "last_seeds");
+	so->have_seeds = json_array_size(ls) == 2;
+	for (int k = 0; k < 2 && so->have_seeds; k++)
+		so->last_seed[k] = (uint64_t)json_integer_value(json_array_get(ls, (size_t)k));
 	json_decref(rep);
 	return ST_OK;
 }
@@ -735,6 +778,7 @@ static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
 				return s;
 			v->sols[order[m]].n_samples = 0;
 			v->sols[order[m]].timing_wall_ms = 0;
+			v->sols[order[m]].batches = 0;
 			s = time_batch(v, order[m], 2, 1, err);
 			if (s)
 				return s;
@@ -780,8 +824,33 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 		json_t *sj = stats_json(&st);
 		json_object_set_new(sj, "timing_wall_ms", json_real(v->sols[i].timing_wall_ms));
 		json_object_set_new(timing, role_of(v, i), sj);
-		if (i == v->cand && st.wall_median > 1.5 * st.median + 0.1)
-			flag(v, "wall_time_exceeds_event_time");
+		/* Work the solution's stream does not see (a side stream, another thread, the legacy
+		 * default stream) shows as host wall time to the whole-device sync beyond event time. */
+		if (i == v->cand && v->cand != v->ref && st.wall_median > 1.5 * st.median + 0.1)
+			fail(v, "hacking", "timed calls took %.4f ms to a whole-device sync but only %.4f ms "
+			     "on the solution's stream: work runs where the timer cannot see it",
+			     st.wall_median, st.median);
+	}
+	/* The parent's own clock: per call, the candidate may not cost more beyond its event time
+	 * than the reference does (both pay the same flush and input generation); each batch's
+	 * round trip is allowed for separately, since a slow solution is timed in smaller batches. */
+	sol *cand_sol = &v->sols[v->cand], *ref_sol = &v->sols[v->ref];
+	if (v->cand != v->ref && cand_sol->n_samples && ref_sol->n_samples && !v->verdict_final) {
+		st_stats cs, rs;
+		st_stats_compute(cand_sol->samples, cand_sol->n_samples, &cs);
+		st_stats_compute(ref_sol->samples, ref_sol->n_samples, &rs);
+		const double per_batch_ms = 5;
+		double over_c = (cand_sol->timing_wall_ms - per_batch_ms * cand_sol->batches) /
+		                cand_sol->n_samples - cs.mean;
+		double over_r = (ref_sol->timing_wall_ms - per_batch_ms * ref_sol->batches) /
+		                ref_sol->n_samples - rs.mean;
+		over_r = over_r > 0 ? over_r : 0;
+		json_object_set_new(timing, "parent_overhead_ms",
+		                    json_pack("{s:f,s:f}", "candidate", over_c, "reference", over_r));
+		if (over_c > 2 * over_r + 0.25)
+			fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond the "
+			     "reported time, the reference %.4f ms: time is spent outside the measured "
+			     "window", over_c, over_r);
 	}
 	/* A solution that is both (e.g. the expert verified as a candidate) reports under each name. */
 	if (v->expert >= 0 && med[v->expert] > 0 && !json_object_get(timing, "expert"))
@@ -824,6 +893,40 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 		json_object_set_new(sol_j, "peaks", json_incref(peaks));
 		json_object_set_new(v->verdict, "sol", sol_j);
 	}
+}
+
+/* After timing, check one timed call of the candidate, chosen now that all of them have run: its
+ * buffers still hold that call's output, and the reference recomputes it from the same seed. A
+ * solution that is only right when it believes it is being checked is caught here. */
+static st_status spot_check(vctx *v, const layout *L, const st_size_set *set, st_err *err)
+{
+	sol *c = &v->sols[v->cand];
+	if (v->cand == v->ref || !usable(v, v->cand) || !c->have_seeds)
+		return ST_OK;
+	unsigned char pick = 0;
+	while (getrandom(&pick, 1, 0) != 1)
+		;
+	int s = pick & 1;
+	json_t *fetch = json_pack("{s:s,s:i,s:i}", "op", "fetch", "set", s, "slot", 1);
+	json_t *run = json_pack("{s:s,s:I,s:i,s:i}", "op", "run", "seed",
+	                        (json_int_t)c->last_seed[s], "set", 0, "slot", 0);
+	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
+	reqs[v->cand] = fetch;
+	reqs[v->ref] = run;
+	st_status st = broadcast(v, reqs, NULL, "checking a timed call", v->o->timeout_s, reps, err);
+	free_reps(reps, v->n_sols);
+	json_decref(fetch);
+	json_decref(run);
+	if (st || !usable(v, v->cand))
+		return st;
+	json_t *outs = json_array();
+	char why[1024] = "";
+	if (!judge(v, L, set, v->cand, 1, outs, why, sizeof why))
+		fail(v, "hacking", "a timed call, checked after timing, returned a wrong answer although "
+		     "the checked calls were right (lazy work, or the solution detects the benchmark): %s",
+		     why);
+	json_decref(outs);
+	return ST_OK;
 }
 
 /* ---- one size set ------------------------------------------------------------------------------ */
@@ -883,6 +986,8 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 	phase(v, "correctness");
 	if (!s && timed && v->o->timing && usable(v, v->cand))
 		s = time_all(v, set, err);
+	if (!s && timed && v->o->timing && usable(v, v->cand))
+		s = spot_check(v, &L, set, err);
 	if (!s && timed && v->o->timing && usable(v, v->cand))
 		timing_verdict(v, set, peaks);
 	if (timed)
@@ -948,6 +1053,13 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 		s = add_sol(v, "candidate", solution, 0, &v->cand, err);
 	if (s)
 		return s;
+	if (!o->no_policy) {
+		s = policy_check(v, solution, err);
+		if (s || v->verdict_final)
+			return s;
+	} else {
+		flag(v, "unchecked_source");
+	}
 	/* A candidate is untrusted even when it is byte-identical to a shipped solution: it links only
 	 * what the task's policy allows. The benchmark, which runs the shipped experts, says otherwise. */
 	v->sols[v->cand].trusted = o->candidate_trusted;

@@ -12,7 +12,22 @@ check "redteam: exit 0 (got $rc; $(tail -n 2 "$WORK/rt.err"))" [ "$rc" -eq 0 ]
 check "redteam: caught $n of $n" grep -q "^caught $n of $n$" "$WORK/rt.out"
 check "redteam: at least 15 files" [ "$n" -ge 15 ]
 
-verify "$WORK/nosb.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/socket_inet.c" --no-sandbox
+# The sandbox on its own (source check off): the raw system calls are caught at run time, the
+# raw open of /tmp is refused; and without the sandbox the same socket exploit gets through.
+verify "$WORK/sb.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/socket_inet.c" --no-policy
+check "sandbox alone: socket exploit is hacking (status $(field "$WORK/sb.json" status))" \
+	[ "$(field "$WORK/sb.json" status)" = hacking ]
+verify "$WORK/fork.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/fork_raw.c" --no-policy
+check "sandbox alone: fork exploit is hacking (status $(field "$WORK/fork.json" status))" \
+	[ "$(field "$WORK/fork.json" status)" = hacking ]
+verify "$WORK/fs.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/read_task_raw.c" --no-policy
+if grep -q '"fs_isolated": true' "$WORK/fs.json"; then
+	check "sandbox alone: /tmp unreachable (status $(field "$WORK/fs.json" status))" \
+		[ "$(field "$WORK/fs.json" status)" = ok ]
+else
+	echo "note: this kernel has no Landlock; file confinement not tested here"
+fi
+verify "$WORK/nosb.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/socket_inet.c" --no-sandbox --no-policy
 check "no sandbox: the socket exploit is not caught (status $(field "$WORK/nosb.json" status))" \
 	[ "$(field "$WORK/nosb.json" status)" = ok ]
 check "no sandbox: verdict flagged unsandboxed" grep -q '"unsandboxed"' "$WORK/nosb.json"

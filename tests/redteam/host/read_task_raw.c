@@ -1,6 +1,7 @@
-/* redteam: reading files outside its folder | expect: ok | task: tests/data/tasks/t1/scale
+/* redteam: reading files outside its folder | expect: forbidden|ok | task: tests/data/tasks/t1/scale
  * Tries to open /tmp, where every runner's private folder and the caches of other tools live,
- * with a raw openat (257). The sandbox must refuse; the solution then computes honestly, so `ok`
+ * with a raw openat (257). The source check refuses the raw system call (forbidden); with that
+ * check off, the sandbox must refuse the open, and the solution then computes honestly, so `ok`
  * proves the folder was out of reach: had the open worked, it would have written a wrong answer. */
 #include <stdint.h>
 #include "stitch/solution.h"
