@@ -1,0 +1,49 @@
+/* redteam: precision downgrade beyond tolerance | expect: incorrect | task: tests/data/tasks/t1/scale
+ * Computes and stores through bfloat16 on an fp32 task with a 1e-6 tolerance. */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "stitch/solution.h"
+#include <cuda_bf16.h>
+
+__global__ static void scale_bf16(const float *x, const float *b, float *y, long long n)
+{
+	long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] = __bfloat162float(__float2bfloat16(2.0f * x[i] + b[0]));
+}
+
+struct ctx {
+	const float *b;
+};
+
+extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
+                       cudaStream_t stream, void **out)
+{
+	(void)cfg;
+	(void)stream;
+	if (n_params != 1)
+		return 1;
+	static struct ctx c;
+	c.b = (const float *)params[0].data;
+	*out = &c;
+	return 0;
+}
+
+extern "C" void st_free(void *ctx)
+{
+	(void)ctx;
+}
+
+extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
+                      cudaStream_t stream)
+{
+	(void)n_in;
+	(void)n_out;
+	long long n = in[0].shape[0];
+	const float *x = (const float *)in[0].data;
+	const float *b = ((struct ctx *)ctx)->b;
+	float *y = (float *)out[0].data;
+	unsigned grid = (unsigned)((n + 255) / 256);
+	scale_bf16<<<grid, 256, 0, stream>>>(x, b, y, n);
+	return cudaGetLastError() == cudaSuccess ? 0 : 2;
+}
