@@ -204,9 +204,10 @@ void rb_host_unregister(void *p)
 
 int rb_time_sample(rb_run_fn fn, void *arg, st_sample *s, char *err, size_t len)
 {
-	/* The flush is ordered before the start event on the same stream; not waiting for it on the
-	 * host keeps the device busy between samples (wall time then includes its tail). */
+	/* Wait for the flush, and for the fresh inputs queued before it, so that the host wall time
+	 * covers the timed call alone: work beyond the stream's events then stands out. */
 	CK(cudaMemsetAsync(g_flush, (int)(++g_flush_val & 0xff), g_flush_len, g_stream), "L2 flush");
+	CK(cudaStreamSynchronize(g_stream), "L2 flush");
 	double t0 = now_ms();
 	CK(cudaEventRecord(g_ev0, g_stream), "cudaEventRecord");
 	int rc = fn(arg);

@@ -57,7 +57,6 @@ typedef struct sol {
 	int n_samples, cap_samples;
 	double timing_wall_ms;
 	int timing_done;
-	int batches;           /* timed batches kept (each costs a round trip the samples don't show) */
 	uint64_t last_seed[2]; /* inputs each buffer set holds after the last timed batch */
 	int have_seeds;
 } sol;
@@ -738,7 +737,6 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 	if (keep) {
 		add_samples(so, json_object_get(rep, "samples"));
 		so->timing_wall_ms += (now_s() - t0) * 1e3;
-		so->batches++;
 	}
 	json_t *ls = json_object_get(rep, "last_seeds");
 	so->have_seeds = json_array_size(ls) == 2;
@@ -778,7 +776,6 @@ static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
 				return s;
 			v->sols[order[m]].n_samples = 0;
 			v->sols[order[m]].timing_wall_ms = 0;
-			v->sols[order[m]].batches = 0;
 			s = time_batch(v, order[m], 2, 1, err);
 			if (s)
 				return s;
@@ -831,26 +828,18 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 			     "on the solution's stream: work runs where the timer cannot see it",
 			     st.wall_median, st.median);
 	}
-	/* The parent's own clock: per call, the candidate may not cost more beyond its event time
-	 * than the reference does (both pay the same flush and input generation); each batch's
-	 * round trip is allowed for separately, since a slow solution is timed in smaller batches. */
+	/* The parent's own clock, per call beyond the reported event time, for the candidate and the
+	 * reference (both pay the same flush, input generation and round trips). Reported, not
+	 * judged: batch sizes differ with speed, and no threshold has been validated on a GPU yet. */
 	sol *cand_sol = &v->sols[v->cand], *ref_sol = &v->sols[v->ref];
 	if (v->cand != v->ref && cand_sol->n_samples && ref_sol->n_samples && !v->verdict_final) {
 		st_stats cs, rs;
 		st_stats_compute(cand_sol->samples, cand_sol->n_samples, &cs);
 		st_stats_compute(ref_sol->samples, ref_sol->n_samples, &rs);
-		const double per_batch_ms = 5;
-		double over_c = (cand_sol->timing_wall_ms - per_batch_ms * cand_sol->batches) /
-		                cand_sol->n_samples - cs.mean;
-		double over_r = (ref_sol->timing_wall_ms - per_batch_ms * ref_sol->batches) /
-		                ref_sol->n_samples - rs.mean;
-		over_r = over_r > 0 ? over_r : 0;
+		double over_c = cand_sol->timing_wall_ms / cand_sol->n_samples - cs.mean;
+		double over_r = ref_sol->timing_wall_ms / ref_sol->n_samples - rs.mean;
 		json_object_set_new(timing, "parent_overhead_ms",
 		                    json_pack("{s:f,s:f}", "candidate", over_c, "reference", over_r));
-		if (over_c > 2 * over_r + 0.25)
-			fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond the "
-			     "reported time, the reference %.4f ms: time is spent outside the measured "
-			     "window", over_c, over_r);
 	}
 	/* A solution that is both (e.g. the expert verified as a candidate) reports under each name. */
 	if (v->expert >= 0 && med[v->expert] > 0 && !json_object_get(timing, "expert"))
