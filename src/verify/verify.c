@@ -890,8 +890,12 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 static st_status spot_check(vctx *v, const layout *L, const st_size_set *set, st_err *err)
 {
 	sol *c = &v->sols[v->cand];
-	if (v->cand == v->ref || !usable(v, v->cand) || !c->have_seeds)
+	if (v->cand == v->ref || !usable(v, v->cand))
 		return ST_OK;
+	if (!c->have_seeds) { /* inputs from a task's host generator are not redone per call */
+		flag(v, "timed_calls_unchecked");
+		return ST_OK;
+	}
 	unsigned char pick = 0;
 	while (getrandom(&pick, 1, 0) != 1)
 		;
