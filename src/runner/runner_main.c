@@ -387,10 +387,10 @@ static int generate_inputs(int set, uint64_t seed)
 	return 0;
 }
 
-static json_t *fault_reply(const char *after, int fatal)
+/* A failure of the solution (the message is in g_err); `fatal` when the device context is lost. */
+static json_t *fault_reply(int fatal)
 {
 	json_t *r = reply_fail("runtime_error", g_err);
-	(void)after;
 	if (fatal)
 		json_object_set_new(r, "fatal", json_true());
 	return r;
@@ -411,28 +411,28 @@ static json_t *op_run(json_t *req)
 		if (rb_poison(R.out[set][i].data, tensor_bytes(&R.out[set][i]), g_err, sizeof g_err))
 			return reply_fail("harness", g_err);
 	if (rb_check("preparing inputs", &fatal, g_err, sizeof g_err))
-		return fault_reply("inputs", fatal);
+		return fault_reply(fatal);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int rc = R.sol_run(R.ctx, R.in[set], R.n_in, R.out[set], R.n_out, rb_stream());
 	if (rc) {
 		seterr("st_run returned %d", rc);
 		rb_check("st_run", &fatal, g_err + strlen(g_err), sizeof g_err - strlen(g_err));
-		return fault_reply("st_run", fatal);
+		return fault_reply(fatal);
 	}
 	if (rb_check("st_run", &fatal, g_err, sizeof g_err))
-		return fault_reply("st_run", fatal);
+		return fault_reply(fatal);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	R.in_ready[set] = 1;
 	for (int i = 0; i < R.n_out; i++)
 		if (rb_download(R.shm + R.out_off[slot][i], R.out[set][i].data,
 		                tensor_bytes(&R.out[set][i]), g_err, sizeof g_err))
-			return fault_reply("copy out", 1);
+			return fault_reply(1);
 	if (dump)
 		for (int i = 0; i < R.n_in; i++)
 			if (rb_download(R.shm + R.in_off[i], R.in[set][i].data, tensor_bytes(&R.in[set][i]),
 			                g_err, sizeof g_err))
-				return fault_reply("copy in", 1);
+				return fault_reply(1);
 	json_t *r = reply_ok();
 	json_object_set_new(r, "wall_ms",
 	                    json_real((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6));
@@ -492,9 +492,9 @@ static json_t *op_time(json_t *req)
 			json_decref(samples);
 			if (rc > 0) {
 				seterr("st_run returned %d during timing", rc);
-				return fault_reply("st_run", 0);
+				return fault_reply(0);
 			}
-			return fault_reply("st_run", 1);
+			return fault_reply(1);
 		}
 		json_array_append_new(samples, json_pack("[f,f,i,i]", s.ms, s.wall_ms, s.sm_mhz,
 		                                         s.throttled));
@@ -516,11 +516,11 @@ static json_t *op_fetch(json_t *req)
 	int slot = (int)json_integer_value(json_object_get(req, "slot")) % 2;
 	int fatal = 0;
 	if (rb_check("fetch", &fatal, g_err, sizeof g_err))
-		return fault_reply("fetch", fatal);
+		return fault_reply(fatal);
 	for (int i = 0; i < R.n_out; i++)
 		if (rb_download(R.shm + R.out_off[slot][i], R.out[set][i].data,
 		                tensor_bytes(&R.out[set][i]), g_err, sizeof g_err))
-			return fault_reply("copy out", 1);
+			return fault_reply(1);
 	return reply_ok();
 }
 
