@@ -1,7 +1,7 @@
 /* Reading a runner's reply in the parent. A reply comes from a process that hosts untrusted
  * solution code, so every field may be missing, of the wrong type or absurd; these readers take
- * any JSON value and never fail on one. verify.c's add_samples is the same logic (to be replaced
- * by st_reply_add_samples); tests/fuzz/fuzz_proto.c drives it with arbitrary frames. */
+ * any JSON value and never fail on one; tests/fuzz/fuzz_proto.c drives them with arbitrary
+ * frames. */
 #ifndef ST_REPLY_H
 #define ST_REPLY_H
 

@@ -204,7 +204,11 @@ st_status st_runner_recv(st_runner *r, json_t **reply, double timeout_s, st_err 
 	if (!r->alive)
 		return st_err_set(err, ST_E_IO, "%s", r->death);
 	st_err e;
-	st_status s = st_proto_recv(r->sock, reply, NULL, (int)(timeout_s * 1000), &e);
+	/* The limit may come from figures a runner reported: clamp it, never let it overflow into
+	 * the negative "wait forever". */
+	double ms = timeout_s * 1000;
+	int limit_ms = !(ms > 0) ? 0 : ms > 86400e3 ? 86400000 : (int)ms;
+	st_status s = st_proto_recv(r->sock, reply, NULL, limit_ms, &e);
 	if (s == ST_OK)
 		return ST_OK;
 	r->alive = 0;

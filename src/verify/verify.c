@@ -31,6 +31,7 @@
 #include "verify/compile.h"
 #include "verify/peaks.h"
 #include "verify/policy.h"
+#include "verify/reply.h"
 #include "verify/runner.h"
 
 #define MAX_SOLS 3
@@ -691,29 +692,6 @@ static st_status run_seed(vctx *v, const layout *L, const st_size_set *set, int 
 
 /* ---- timing ---------------------------------------------------------------------------------- */
 
-static void add_samples(sol *so, json_t *arr)
-{
-	size_t n = json_array_size(arr);
-	if (so->n_samples + (int)n > so->cap_samples) {
-		int cap = so->cap_samples ? so->cap_samples : 256;
-		while (cap < so->n_samples + (int)n)
-			cap *= 2;
-		st_sample *p = realloc(so->samples, (size_t)cap * sizeof *p);
-		if (!p)
-			return;
-		so->samples = p;
-		so->cap_samples = cap;
-	}
-	for (size_t k = 0; k < n; k++) {
-		json_t *s = json_array_get(arr, k);
-		st_sample *d = &so->samples[so->n_samples++];
-		d->ms = json_number_value(json_array_get(s, 0));
-		d->wall_ms = json_number_value(json_array_get(s, 1));
-		d->sm_mhz = (int)json_integer_value(json_array_get(s, 2));
-		d->throttled = (int)json_integer_value(json_array_get(s, 3));
-	}
-}
-
 static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 {
 	sol *so = &v->sols[i];
@@ -729,7 +707,11 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 	if (!so->trusted)
 		json_object_set_new(req, "seed", json_integer((json_int_t)next_seed(v)));
 	double t0 = now_s();
-	st_status s = st_runner_call(&so->runner, req, -1, &rep, v->o->timeout_s + n * est * 4e-3,
+	/* A batch may take longer than one request's limit, but never unboundedly so: `est` comes
+	 * from figures the runner reported. */
+	double extra = n * est * 4e-3;
+	extra = extra < 4 * v->o->timeout_s ? extra : 4 * v->o->timeout_s;
+	st_status s = st_runner_call(&so->runner, req, -1, &rep, v->o->timeout_s + extra,
 	                             err);
 	json_decref(req);
 	if (s || !json_is_true(json_object_get(rep, "ok"))) {
@@ -738,7 +720,11 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 		return s;
 	}
 	if (keep) {
-		add_samples(so, json_object_get(rep, "samples"));
+		if (st_reply_add_samples(json_object_get(rep, "samples"), &so->samples, &so->n_samples,
+		                         &so->cap_samples)) {
+			json_decref(rep);
+			return st_err_set(err, ST_E_NOMEM, "out of memory for timing samples");
+		}
 		so->timing_wall_ms += (now_s() - t0) * 1e3;
 	}
 	json_t *ls = json_object_get(rep, "last_seeds");
@@ -797,9 +783,10 @@ static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
 			}
 			left++;
 			/* Batches of about 25 ms keep the interleaving fine and the round trips cheap. */
+			/* The median is what the runner reported: clamp before any conversion. */
 			double est = st.median > 0 ? st.median : 1;
-			int batch = (int)(25.0 / est);
-			batch = batch < 1 ? 1 : batch > 2000 ? 2000 : batch;
+			double want = 25.0 / est;
+			int batch = !(want >= 1) ? 1 : want > 2000 ? 2000 : (int)want;
 			st_status s = time_batch(v, order[m], batch, 1, err);
 			if (s)
 				return s;

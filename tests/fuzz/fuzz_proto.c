@@ -48,7 +48,7 @@ static void write_stream(int sock, const uint8_t *data, size_t size)
 
 static void read_reply(const json_t *msg, st_sample **samples, int *n, int *cap)
 {
-	char reason[2048];
+	char reason[2048], device_line[512];
 	const char *why = st_reply_string(msg, "reason");
 	const char *status = st_reply_string(msg, "status");
 	if (!st_reply_ok(msg))
@@ -57,7 +57,8 @@ static void read_reply(const json_t *msg, st_sample **samples, int *n, int *cap)
 	json_t *info = json_incref(json_object_get(msg, "info"));
 	const char *arch = json_string_value(json_object_get(info, "arch"));
 	const char *device = json_string_value(json_object_get(info, "device"));
-	snprintf(reason, sizeof reason, "device: %s (%s)", device ? device : "?", arch ? arch : "?");
+	snprintf(device_line, sizeof device_line, "device: %s (%s)", device ? device : "?",
+	         arch ? arch : "?");
 	json_decref(info);
 	st_reply_add_samples(json_object_get(msg, "samples"), samples, n, cap);
 }
