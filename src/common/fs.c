@@ -5,6 +5,7 @@
 #include "fs.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -284,4 +285,18 @@ void st_sha256_hex(const void *data, size_t len, char hex[65])
 	hex[0] = '\0';
 	if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) == 1 && n == 32)
 		st_hex(md, n, hex);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+void st_rm_tree(const char *path)
+{
+	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

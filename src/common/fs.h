@@ -12,6 +12,8 @@ st_status st_mkdirs(const char *path, st_err *err);
 /* $STITCH_CACHE_DIR, else $XDG_CACHE_HOME/stitch, else $HOME/.cache/stitch; created if missing. */
 st_status st_cache_dir(char *out, size_t len, st_err *err);
 int st_file_exists(const char *path);
+/* Remove a folder and everything under it (links are removed, not followed); best effort. */
+void st_rm_tree(const char *path);
 int st_dir_exists(const char *path);
 
 typedef struct st_sha256 { void *evp; } st_sha256;

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
@@ -291,15 +290,6 @@ void st_runner_output(const st_runner *r, char *buf, size_t max)
 	fclose(f);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 void st_runner_quit(st_runner *r)
 {
 	if (r->alive) {
@@ -345,7 +335,7 @@ void st_runner_stop(st_runner *r)
 		close(r->sock);
 	r->sock = -1;
 	if (r->workdir[0])
-		nftw(r->workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		st_rm_tree(r->workdir);
 	r->workdir[0] = 0;
 	json_decref(r->info);
 	r->info = NULL;

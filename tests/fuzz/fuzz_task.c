@@ -2,7 +2,6 @@
  * the shape and cost evaluation the verifier does later. What the loader accepts, the rest of
  * stitch relies on: every shape evaluates to dims >= 1 whose byte size fits in int64, under
  * every size set, and every cost and randint expression evaluates; a broken promise aborts. */
-#include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdint.h>
@@ -12,24 +11,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "task/expr.h"
 #include "task/task.h"
 
 static char root[64] = "/tmp/stitch-fuzz-task.XXXXXX";
 static char folder[PATH_MAX]; /* root/t<tier>/<name>: where the task folder lies now */
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void remove_root(void)
 {
-	nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	st_rm_tree(root);
 }
 
 static void touch(const char *dir, const char *name)

@@ -10,7 +10,6 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,14 +33,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
-}
-
 static int setup(void **state)
 {
 	fixture *f = calloc(1, sizeof *f);
@@ -61,7 +52,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fixture *f = *state;
-	nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	st_rm_tree(f->dir);
 	free(f);
 	unsetenv("STITCH_CC");
 	return 0;
