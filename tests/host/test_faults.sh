@@ -4,6 +4,7 @@
 # solution after the faults still passes with the same cache).
 . "$(dirname "$0")/../lib.sh"
 
+# The pointer-keyed cache is tests/redteam/host/cache_by_pointer.c (test_redteam.sh).
 expect wrong.c incorrect 'worst y\[500\]'
 expect unwritten.c incorrect 'y\[999\]'
 expect segv.c runtime_error 'signal 11'
@@ -11,7 +12,6 @@ expect abort_run.c runtime_error 'signal 6'
 expect rc.c runtime_error 'st_run returned 7'
 expect init_fail.c runtime_error 'st_init returned 3'
 expect exit_run.c runtime_error 'exited with status 0'
-expect stale.c incorrect 'seed'
 expect syntax.c compile_error 'undeclared'
 
 start=$(date +%s)
