@@ -1,5 +1,5 @@
-/* Elementwise input generation on the device, the same recipe as runner_gen.c on the host:
- * element i is a function of (seed, i) only, so a grid-stride loop fills any size. */
+/* Elementwise input generation on the device, the recipe of rng.h that runner_gen.c follows on
+ * the host: element i is a function of (seed, i) only, so a grid-stride loop fills any size. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -8,33 +8,12 @@
 #include "cuda_kernels.h"
 #include "rng.h"
 
-enum { D_NORMAL, D_UNIFORM, D_RANDINT, D_CONST };
-
 struct fill_args {
 	int dist;
 	double a, b;
 	long long lo, hi;
 	uint64_t seed;
 };
-
-__device__ __forceinline__ double gen_one(const fill_args &f, uint64_t i)
-{
-	switch (f.dist) {
-	case D_NORMAL: {
-		float u1 = st_uniform01(f.seed, i, 0), u2 = st_uniform01(f.seed, i, 1);
-		float z = sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
-		return f.a + f.b * z;
-	}
-	case D_UNIFORM:
-		return f.a + (f.b - f.a) * st_uniform01(f.seed, i, 0);
-	case D_RANDINT: {
-		unsigned long long span = (unsigned long long)(f.hi - f.lo);
-		return (double)(f.lo + (long long)(st_rand_u64(f.seed, i) % (span ? span : 1)));
-	}
-	default:
-		return f.a;
-	}
-}
 
 template <typename T> __device__ __forceinline__ T convert(double v);
 template <> __device__ __forceinline__ float convert<float>(double v) { return (float)v; }
@@ -43,6 +22,14 @@ template <> __device__ __forceinline__ __half convert<__half>(double v) { return
 template <> __device__ __forceinline__ __nv_bfloat16 convert<__nv_bfloat16>(double v) { return __float2bfloat16_rn((float)v); }
 template <> __device__ __forceinline__ __nv_fp8_e4m3 convert<__nv_fp8_e4m3>(double v) { return __nv_fp8_e4m3((float)v); }
 template <> __device__ __forceinline__ __nv_fp8_e5m2 convert<__nv_fp8_e5m2>(double v) { return __nv_fp8_e5m2((float)v); }
+
+/* The same conversions from float, with no trip through double. */
+template <typename T> __device__ __forceinline__ T convertf(float v);
+template <> __device__ __forceinline__ float convertf<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half convertf<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 convertf<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __nv_fp8_e4m3 convertf<__nv_fp8_e4m3>(float v) { return __nv_fp8_e4m3(v); }
+template <> __device__ __forceinline__ __nv_fp8_e5m2 convertf<__nv_fp8_e5m2>(float v) { return __nv_fp8_e5m2(v); }
 
 template <typename I> __device__ __forceinline__ I sat(double v, double lo, double hi)
 {
@@ -53,21 +40,76 @@ template <> __device__ __forceinline__ long long convert<long long>(double v) { 
 template <> __device__ __forceinline__ signed char convert<signed char>(double v) { return sat<signed char>(v, -128, 127); }
 template <> __device__ __forceinline__ unsigned char convert<unsigned char>(double v) { return sat<unsigned char>(v, 0, 255); }
 
-template <typename T> __global__ void fill_kernel(T *dst, long long n, fill_args f)
+/* The pair's two values. Narrow float types take float arithmetic: double conversions run at a
+ * fraction of the float rate, and the generator must keep up with memory bandwidth. */
+template <typename T> struct pair_math {
+	static __device__ __forceinline__ void gen(const fill_args &f, uint64_t j, T out[2])
+	{
+		double v[2];
+		st_gen_pair(f.dist, f.a, f.b, f.lo, f.hi, f.seed, j, v);
+		out[0] = convert<T>(v[0]);
+		out[1] = convert<T>(v[1]);
+	}
+};
+template <typename T> struct float_pair_math {
+	static __device__ __forceinline__ void gen(const fill_args &f, uint64_t j, T out[2])
+	{
+		float v[2];
+		if (f.dist == 0) {
+			st_pair_normal(f.seed, j, v);
+			v[0] = (float)f.a + (float)f.b * v[0];
+			v[1] = (float)f.a + (float)f.b * v[1];
+		} else if (f.dist == 1) {
+			uint32_t bits[2];
+			st_pair_bits(f.seed, j, bits);
+			v[0] = (float)f.a + (float)(f.b - f.a) * st_bits_uniform01(bits[0]);
+			v[1] = (float)f.a + (float)(f.b - f.a) * st_bits_uniform01(bits[1]);
+		} else {
+			pair_math<T>::gen(f, j, out);
+			return;
+		}
+		out[0] = convertf<T>(v[0]);
+		out[1] = convertf<T>(v[1]);
+	}
+};
+template <> struct pair_math<float> : float_pair_math<float> {};
+template <> struct pair_math<__half> : float_pair_math<__half> {};
+template <> struct pair_math<__nv_bfloat16> : float_pair_math<__nv_bfloat16> {};
+template <> struct pair_math<__nv_fp8_e4m3> : float_pair_math<__nv_fp8_e4m3> {};
+template <> struct pair_math<__nv_fp8_e5m2> : float_pair_math<__nv_fp8_e5m2> {};
+
+template <typename T> struct alignas(2 * sizeof(T)) pair_of {
+	T v[2];
+};
+
+/* One thread per pair of elements (see rng.h), grid-stride; a pair is one store where the
+ * buffer's alignment allows. */
+template <typename T> __global__ void fill_kernel(T *dst, long long n, fill_args f, int vector)
 {
-	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-	     i += (long long)gridDim.x * blockDim.x)
-		dst[i] = convert<T>(gen_one(f, (uint64_t)i));
+	long long pairs = (n + 1) / 2;
+	for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < pairs;
+	     j += (long long)gridDim.x * blockDim.x) {
+		pair_of<T> p;
+		pair_math<T>::gen(f, (uint64_t)j, p.v);
+		if (vector && 2 * j + 1 < n) {
+			reinterpret_cast<pair_of<T> *>(dst)[j] = p;
+		} else {
+			dst[2 * j] = p.v[0];
+			if (2 * j + 1 < n)
+				dst[2 * j + 1] = p.v[1];
+		}
+	}
 }
 
 template <typename T> static int launch(void *dst, int64_t n, const fill_args &f, cudaStream_t s)
 {
 	if (n <= 0)
 		return 0;
-	long long blocks = (n + 255) / 256;
+	long long blocks = ((n + 1) / 2 + 255) / 256;
 	if (blocks > 132 * 32)
 		blocks = 132 * 32;
-	fill_kernel<T><<<(unsigned)blocks, 256, 0, s>>>((T *)dst, n, f);
+	int vector = (uintptr_t)dst % sizeof(pair_of<T>) == 0;
+	fill_kernel<T><<<(unsigned)blocks, 256, 0, s>>>((T *)dst, n, f, vector);
 	return (int)cudaGetLastError();
 }
 

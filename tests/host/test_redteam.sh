@@ -27,6 +27,14 @@ if grep -q '"fs_isolated": true' "$WORK/fs.json"; then
 else
 	echo "note: this kernel has no Landlock; file confinement not tested here"
 fi
+# The filter is an allow-list: a call on neither list fails with ENOSYS (and only then does the
+# fixture compute the right answer); unsandboxed, the same call succeeds and the fixture errs.
+verify "$WORK/unl.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/unlisted_call.c" --no-policy
+check "sandbox alone: an unlisted call gets ENOSYS (status $(field "$WORK/unl.json" status))" \
+	[ "$(field "$WORK/unl.json" status)" = ok ]
+verify "$WORK/unl2.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/unlisted_call.c" --no-policy --no-sandbox
+check "no sandbox: the unlisted call goes through (status $(field "$WORK/unl2.json" status))" \
+	[ "$(field "$WORK/unl2.json" status)" = runtime_error ]
 verify "$WORK/nosb.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/socket_inet.c" --no-sandbox --no-policy
 check "no sandbox: the socket exploit is not caught (status $(field "$WORK/nosb.json" status))" \
 	[ "$(field "$WORK/nosb.json" status)" = ok ]

@@ -1,0 +1,126 @@
+/* What one timed sample costs besides the solution's own work, piece by piece, on the local GPU:
+ * NVML clock and throttle-reason reads, an idle stream sync, the 2 x L2 flush, poisoning and
+ * regenerating a 128 MiB tensor. The timing loop in backend_cuda.c pays these per sample, so
+ * this is where a slow verify of a short kernel is explained. Prints medians in microseconds.
+ * Usage: stitch-bench-overhead [MiB]   (tensor size, default 128) */
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "../src/runner/cuda_kernels.h"
+
+#define REPS 300
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v)
+{
+	qsort(v, REPS, sizeof *v, cmp);
+	return v[REPS / 2];
+}
+
+#define CK(x)                                                                                   \
+	do {                                                                                        \
+		cudaError_t e_ = (x);                                                                   \
+		if (e_ != cudaSuccess) {                                                                \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+			return 1;                                                                           \
+		}                                                                                       \
+	} while (0)
+
+int main(int argc, char **argv)
+{
+	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 128;
+	size_t bytes = mib << 20;
+	cudaDeviceProp p;
+	CK(cudaSetDevice(0));
+	CK(cudaGetDeviceProperties(&p, 0));
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	void *buf, *flush;
+	size_t flush_len = 2 * (size_t)p.l2CacheSize;
+	CK(cudaMalloc(&buf, bytes));
+	CK(cudaMalloc(&flush, flush_len));
+	double t[REPS];
+	printf("%s, L2 %d MiB, tensor %zu MiB\n", p.name, p.l2CacheSize >> 20, mib);
+
+	void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+	if (nv) {
+		int (*init)(void) = (int (*)(void))dlsym(nv, "nvmlInit_v2");
+		int (*handle)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(nv, "nvmlDeviceGetHandleByIndex_v2");
+		int (*clock)(void *, int, unsigned *) = (int (*)(void *, int, unsigned *))dlsym(nv, "nvmlDeviceGetClockInfo");
+		int (*reasons)(void *, unsigned long long *) = (int (*)(void *, unsigned long long *))dlsym(nv, "nvmlDeviceGetCurrentClocksEventReasons");
+		void *dev;
+		if (init && handle && clock && reasons && init() == 0 && handle(0, &dev) == 0) {
+			unsigned mhz;
+			unsigned long long r;
+			for (int i = 0; i < REPS; i++) {
+				double a = now_us();
+				clock(dev, 1, &mhz);
+				t[i] = now_us() - a;
+			}
+			printf("nvml clock read            %8.1f us\n", median(t));
+			for (int i = 0; i < REPS; i++) {
+				double a = now_us();
+				reasons(dev, &r);
+				t[i] = now_us() - a;
+			}
+			printf("nvml throttle-reasons read %8.1f us\n", median(t));
+		}
+	}
+	for (int i = 0; i < REPS; i++) {
+		double a = now_us();
+		CK(cudaStreamSynchronize(s));
+		t[i] = now_us() - a;
+	}
+	printf("idle stream sync           %8.1f us\n", median(t));
+	for (int i = 0; i < REPS; i++) {
+		double a = now_us();
+		CK(cudaMemsetAsync(flush, i & 0xff, flush_len, s));
+		CK(cudaStreamSynchronize(s));
+		t[i] = now_us() - a;
+	}
+	printf("L2 flush (%zu MiB) + sync  %8.1f us\n", flush_len >> 20, median(t));
+	for (int i = 0; i < REPS; i++) {
+		double a = now_us();
+		CK(cudaMemsetAsync(buf, 0xff, bytes, s));
+		CK(cudaStreamSynchronize(s));
+		t[i] = now_us() - a;
+	}
+	printf("poison tensor + sync       %8.1f us\n", median(t));
+	for (int i = 0; i < REPS; i++) {
+		double a = now_us();
+		CK((cudaError_t)st_cuda_fill(buf, ST_F32, (int64_t)(bytes / 4), 0, 0, 25, 0, 0, 1000 + i, s));
+		CK(cudaStreamSynchronize(s));
+		t[i] = now_us() - a;
+	}
+	printf("fill f32 normal + sync     %8.1f us\n", median(t));
+	for (int i = 0; i < REPS; i++) {
+		double a = now_us();
+		CK((cudaError_t)st_cuda_fill(buf, ST_BF16, (int64_t)(bytes / 2), 0, 0, 1, 0, 0, 1000 + i, s));
+		CK(cudaStreamSynchronize(s));
+		t[i] = now_us() - a;
+	}
+	printf("fill bf16 normal + sync    %8.1f us\n", median(t));
+	for (int i = 0; i < REPS; i++) {
+		double a = now_us();
+		CK(cudaDeviceSynchronize());
+		t[i] = now_us() - a;
+	}
+	printf("idle device sync           %8.1f us\n", median(t));
+	return 0;
+}
