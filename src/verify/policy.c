@@ -711,6 +711,7 @@ static void check_include(checker *C, int line, const char *h)
 #define R_PROFILER "profiling is the harness's"
 #define R_ATLOAD "runs code at load or exit time"
 #define R_HARNESS "part of the harness, not of the solution ABI"
+#define R_SELF "reads or rewrites the loaded program's own tables"
 
 typedef struct fsym {
 	const char *name;
@@ -792,6 +793,8 @@ static const fsym forbidden[] = {
 	{"atexit", 0, R_ATLOAD}, {"at_quick_exit", 0, R_ATLOAD}, {"on_exit", 0, R_ATLOAD},
 	{"__cxa_atexit", 0, R_ATLOAD},
 
+	{"dl_iterate_phdr", 0, R_SELF}, {"_DYNAMIC", 0, R_SELF}, {"_r_debug", 0, R_SELF},
+	{"link_map", 0, R_SELF}, {"pkey_mprotect", 0, R_SELF}, {"getauxval", 0, R_SELF},
 	{"rb_", F_PREFIX, R_HARNESS}, {"st_proto", F_PREFIX, R_HARNESS},
 	{"st_runner", F_PREFIX, R_HARNESS}, {"st_sandbox", F_PREFIX, R_HARNESS},
 };

@@ -57,6 +57,7 @@ typedef struct sol {
 	st_sample *samples;
 	int n_samples, cap_samples;
 	double timing_wall_ms;
+	int n_batches;        /* timed batches behind timing_wall_ms (each one round trip) */
 	int timing_done;
 	uint64_t last_seed[2]; /* inputs each buffer set holds after the last timed batch */
 	int have_seeds;
@@ -703,8 +704,9 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 	}
 	json_t *req = json_pack("{s:s,s:i}", "op", "time", "n", n), *rep = NULL;
 	/* Fresh inputs before every timed call cost device time outside the measurement; only an
-	 * untrusted solution needs them (shipped ones cache nothing, and are flushed out alike). */
-	if (!so->trusted)
+	 * untrusted candidate needs them. Then every solution gets them, so that all are timed alike
+	 * and the baselines' round trips measure what the candidate's should cost (timing_verdict). */
+	if (!v->sols[v->cand].trusted)
 		json_object_set_new(req, "seed", json_integer((json_int_t)next_seed(v)));
 	double t0 = now_s();
 	/* A batch may take longer than one request's limit, but never unboundedly so: `est` comes
@@ -726,6 +728,7 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 			return st_err_set(err, ST_E_NOMEM, "out of memory for timing samples");
 		}
 		so->timing_wall_ms += (now_s() - t0) * 1e3;
+		so->n_batches++;
 	}
 	json_t *ls = json_object_get(rep, "last_seeds");
 	so->have_seeds = json_array_size(ls) == 2;
@@ -765,6 +768,7 @@ static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
 				return s;
 			v->sols[order[m]].n_samples = 0;
 			v->sols[order[m]].timing_wall_ms = 0;
+			v->sols[order[m]].n_batches = 0;
 			s = time_batch(v, order[m], 2, 1, err);
 			if (s)
 				return s;
@@ -818,18 +822,31 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 			     "on the solution's stream: work runs where the timer cannot see it",
 			     st.wall_median, st.median);
 	}
-	/* The parent's own clock, per call beyond the reported event time, for the candidate and the
-	 * reference (both pay the same flush, input generation and round trips). Reported, not
-	 * judged: batch sizes differ with speed, and no threshold has been validated on a GPU yet. */
-	sol *cand_sol = &v->sols[v->cand], *ref_sol = &v->sols[v->ref];
-	if (v->cand != v->ref && cand_sol->n_samples && ref_sol->n_samples && !v->verdict_final) {
-		st_stats cs, rs;
-		st_stats_compute(cand_sol->samples, cand_sol->n_samples, &cs);
-		st_stats_compute(ref_sol->samples, ref_sol->n_samples, &rs);
-		double over_c = cand_sol->timing_wall_ms / cand_sol->n_samples - cs.mean;
-		double over_r = ref_sol->timing_wall_ms / ref_sol->n_samples - rs.mean;
-		json_object_set_new(timing, "parent_overhead_ms",
-		                    json_pack("{s:f,s:f}", "candidate", over_c, "reference", over_r));
+	/* The parent's own clock. Per timed call, the time a batch took beyond the wall times the
+	 * runner reported is the harness's own work (fresh inputs, poison, flush, round trips), the
+	 * same for every solution of this task. A runner whose clock or CUDA calls were patched from
+	 * inside (the solution shares its process) reports less than passed; the parent sees it. */
+	if (v->cand != v->ref && !v->verdict_final) {
+		double gap[2] = {0, 0};
+		const sol *two[2] = {&v->sols[v->cand], &v->sols[v->ref]};
+		for (int k = 0; k < 2; k++) {
+			double reported = 0;
+			for (int m = 0; m < two[k]->n_samples; m++)
+				reported += two[k]->samples[m].wall_ms;
+			if (two[k]->n_samples)
+				gap[k] = (two[k]->timing_wall_ms - reported) / two[k]->n_samples;
+		}
+		if (two[0]->n_samples && two[1]->n_samples) {
+			json_object_set_new(timing, "parent_overhead_ms",
+			                    json_pack("{s:f,s:f}", "candidate", gap[0], "reference", gap[1]));
+			/* Slack: half the reference's overhead again, 50 us of scheduling noise, and 2 ms
+			 * per round trip (a slow candidate's batches are single calls). */
+			double allowed = 1.5 * gap[1] + 0.05 + 2.0 * two[0]->n_batches / two[0]->n_samples;
+			if (!two[0]->trusted && gap[0] > allowed)
+				fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond what the "
+				     "runner reported (the reference: %.4f ms; allowed %.4f): the runner's "
+				     "timing was tampered with from inside", gap[0], gap[1], allowed);
+		}
 	}
 	/* A solution that is both (e.g. the expert verified as a candidate) reports under each name. */
 	if (v->expert >= 0 && med[v->expert] > 0 && !json_object_get(timing, "expert"))

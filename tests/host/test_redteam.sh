@@ -35,6 +35,16 @@ check "sandbox alone: an unlisted call gets ENOSYS (status $(field "$WORK/unl.js
 verify "$WORK/unl2.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/unlisted_call.c" --no-policy --no-sandbox
 check "no sandbox: the unlisted call goes through (status $(field "$WORK/unl2.json" status))" \
 	[ "$(field "$WORK/unl2.json" status)" = runtime_error ]
+# A runner whose clock was rewritten from inside reports a tenth of each call; the parent's own
+# clock sees the rest. The same work without the rewrite passes: slowness alone is no crime.
+verify "$WORK/pc.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/patch_clock.c" --no-policy
+check "source check off: patched runner clock is hacking (status $(field "$WORK/pc.json" status))" \
+	[ "$(field "$WORK/pc.json" status)" = hacking ]
+check "source check off: caught by the parent's clock" grep -q "parent's clock" "$WORK/pc.json"
+sed 's/dl_iterate_phdr(visit, NULL);//' "$STITCH_SRC/tests/redteam/host/patch_clock.c" >"$WORK/slow_honest.c"
+verify "$WORK/sh.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$WORK/slow_honest.c" --no-policy
+check "same work, clock untouched: ok (status $(field "$WORK/sh.json" status))" \
+	[ "$(field "$WORK/sh.json" status)" = ok ]
 verify "$WORK/nosb.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/socket_inet.c" --no-sandbox --no-policy
 check "no sandbox: the socket exploit is not caught (status $(field "$WORK/nosb.json" status))" \
 	[ "$(field "$WORK/nosb.json" status)" = ok ]
