@@ -26,6 +26,10 @@ typedef struct st_verify_opts {
 	                              testing the sandbox on its own */
 	int candidate_trusted;     /* 1 for shipped solutions: link the task's solution libraries */
 	int threads;               /* comparison threads; 0: online CPUs, at most 8 */
+	int profile;               /* 1: record one st_run of a correct candidate on the timed set with
+	                              CUPTI and add "profile" (timeline summary, roofline, findings)
+	                              to the verdict; cuda backend only */
+	const char *trace_path;    /* with profile: also write that timeline as a Chrome trace here */
 	/* Progress lines for a person watching; NULL for none. */
 	void (*progress)(void *arg, const char *line);
 	void *progress_arg;

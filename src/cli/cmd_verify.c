@@ -12,10 +12,13 @@ static void usage(FILE *f)
 	        "usage: stitch verify [options] TASK SOLUTION\n\n"
 	        "Compile SOLUTION (.cu for the cuda backend, .c for host), run it in its own process\n"
 	        "against the task's reference (and expert) over secret seeds and every size set,\n"
-	        "then time it interleaved with the baselines on cold L2. TASK is a task folder or an\n"
-	        "id such as t1/softmax under the suite (%s).\n\n"
+	        "then time it interleaved with the baselines on cold L2; a correct candidate's st_run\n"
+	        "is then profiled once (CUPTI timeline, roofline, findings; cuda backend). TASK is a\n"
+	        "task folder or an id such as t1/softmax under the suite (%s).\n\n"
 	        "options:\n"
-	        "  --json           print the verdict as one JSON object\n" ST_VERIFY_OPTS_HELP
+	        "  --json           print the verdict as one JSON object\n"
+	        "  --no-profile     leave the profile out (correctness and speed only)\n"
+	        ST_PROFILE_OPTS_HELP ST_VERIFY_OPTS_HELP
 	        "\nexit: 0 correct, 1 not correct (compile error, crash, timeout, incorrect),\n"
 	        "      2 bad input, 3 environment (no GPU, compiler, broken baseline)\n",
 	        st_cli_tasks_root());
@@ -37,7 +40,13 @@ int cmd_verify(int argc, char **argv)
 			json = 1;
 			continue;
 		}
-		int r = st_verify_opt_parse(&o, argc, argv, &i, &quiet);
+		if (!strcmp(argv[i], "--no-profile")) {
+			o.profile = 0;
+			continue;
+		}
+		int r = st_profile_opt_parse(&o, argc, argv, &i);
+		if (!r)
+			r = st_verify_opt_parse(&o, argc, argv, &i, &quiet);
 		if (r < 0)
 			return ST_EXIT_USAGE;
 		if (r)
@@ -54,6 +63,10 @@ int cmd_verify(int argc, char **argv)
 	}
 	if (n_pos != 2) {
 		usage(stderr);
+		return ST_EXIT_USAGE;
+	}
+	if (o.trace_path && (strcmp(o.backend, "cuda") || !o.profile)) {
+		st_cli_error("verify: --trace needs the cuda backend and the profile (no --no-profile)");
 		return ST_EXIT_USAGE;
 	}
 	if (!quiet) {

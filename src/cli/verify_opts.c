@@ -20,6 +20,18 @@ static int number(const char *opt, const char *v, double lo, double hi, double *
 	return 0;
 }
 
+int st_profile_opt_parse(st_verify_opts *o, int argc, char **argv, int *i)
+{
+	if (strcmp(argv[*i], "--trace"))
+		return 0;
+	if (*i + 1 >= argc || !argv[*i + 1][0]) {
+		st_cli_error("--trace needs a file name");
+		return -1;
+	}
+	o->trace_path = argv[++*i];
+	return 1;
+}
+
 int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *quiet)
 {
 	const char *a = argv[*i];

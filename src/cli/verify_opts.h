@@ -23,6 +23,12 @@
 	"  --no-policy      skip the static source check (flagged unchecked_source); for testing\n"   \
 	"  --quiet          no progress lines on stderr\n"
 
+#define ST_PROFILE_OPTS_HELP                                                                   \
+	"  --trace FILE     write the profiled st_run as a Chrome trace (Perfetto, chrome://tracing)\n"
+
+/* --trace FILE (verify and profile). 1: consumed; 0: not it; -1: missing value (printed). */
+int st_profile_opt_parse(st_verify_opts *o, int argc, char **argv, int *i);
+
 /* Parse argv[*i] (and maybe its value). 1: consumed; 0: not one of ours; -1: bad value
  * (message printed). */
 int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *quiet);

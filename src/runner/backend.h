@@ -43,6 +43,12 @@ typedef int (*rb_run_fn)(void *arg);
  * record wall time and clocks. Returns fn's non-zero result, or -1 with err on a device fault. */
 int rb_time_sample(rb_run_fn fn, void *arg, st_sample *s, char *err, size_t len);
 
+/* Load the profiler's library (before the sandbox). 0, or -1 with why. */
+int rb_profiler_load(char *err, size_t len);
+/* Flush the cache, then run fn once under the profiler; fill out with the timeline ("acts",
+ * "dropped", "run_wall_us", "run_event_us"). *fn_rc is fn's result. 0, or -1 with err. */
+int rb_profile(rb_run_fn fn, void *arg, json_t *out, int *fn_rc, char *err, size_t len);
+
 /* Measure the machine's peaks into out: bw_gbs, fp32/tf32/fp16/bf16/fp64 in TFLOP/s. */
 int rb_peaks(json_t *out, char *err, size_t len);
 

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cuda_kernels.h"
+#include "profile_cupti.h"
 #include "verify/compile.h"
 
 static cudaStream_t g_stream;
@@ -232,6 +233,19 @@ int rb_time_sample(rb_run_fn fn, void *arg, st_sample *s, char *err, size_t len)
 	if (g_nvml.reasons && g_nvml.reasons(g_nvml.dev, &reasons) == 0)
 		s->throttled = (reasons & NVML_THROTTLE_MASK) != 0;
 	return 0;
+}
+
+int rb_profiler_load(char *err, size_t len)
+{
+	return st_cupti_load(err, len);
+}
+
+int rb_profile(rb_run_fn fn, void *arg, json_t *out, int *fn_rc, char *err, size_t len)
+{
+	*fn_rc = 0;
+	CK(cudaMemsetAsync(g_flush, (int)(++g_flush_val & 0xff), g_flush_len, g_stream), "L2 flush");
+	CK(cudaStreamSynchronize(g_stream), "L2 flush");
+	return st_cupti_profile(fn, arg, g_stream, out, fn_rc, err, len);
 }
 
 /* ---- peaks ------------------------------------------------------------------------------------ */

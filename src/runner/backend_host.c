@@ -159,6 +159,21 @@ int rb_time_sample(rb_run_fn fn, void *arg, st_sample *s, char *err, size_t len)
 	return rc;
 }
 
+int rb_profiler_load(char *err, size_t len)
+{
+	snprintf(err, len, "profiling needs the CUDA backend (CUPTI)");
+	return -1;
+}
+
+int rb_profile(rb_run_fn fn, void *arg, json_t *out, int *fn_rc, char *err, size_t len)
+{
+	(void)fn;
+	(void)arg;
+	(void)out;
+	*fn_rc = 0;
+	return rb_profiler_load(err, len);
+}
+
 int rb_peaks(json_t *out, char *err, size_t len)
 {
 	size_t bytes = 64u << 20;

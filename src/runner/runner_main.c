@@ -2,7 +2,8 @@
  * It owns the device buffers, generates params and inputs from seeds the parent sends, poisons
  * outputs before every call, and copies outputs into the shared-memory block the parent reads.
  * The parent never loads solution code; this process never sees another solution's outputs.
- * Usage (by the parent only): stitch-runner-<backend> --fd N --workdir DIR [--uid U] [--no-sandbox] */
+ * Usage (by the parent only):
+ *   stitch-runner-<backend> --fd N --workdir DIR [--uid U] [--no-sandbox] [--profile] */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -507,6 +508,38 @@ static json_t *op_time(json_t *req)
 	return r;
 }
 
+/* One call of st_run recorded by the backend's profiler (CUPTI on the GPU), on the inputs buffer
+ * set 0 holds, after a cache flush. */
+static json_t *op_profile(json_t *req)
+{
+	(void)req;
+	if (!R.ready)
+		return reply_fail("harness", "profile before a successful setup");
+	if (!R.in_ready[0]) {
+		if (generate_inputs(0, st_mix64(R.param_seed ^ 0x5eedull)))
+			return reply_fail("harness", g_err);
+		R.in_ready[0] = 1;
+	}
+	timed_set = 0;
+	json_t *prof = json_object();
+	int fn_rc = 0, fatal = 0;
+	if (rb_profile(run_timed, NULL, prof, &fn_rc, g_err, sizeof g_err)) {
+		json_decref(prof);
+		if (rb_check("the profiled st_run", &fatal, g_err + strlen(g_err),
+		             sizeof g_err - strlen(g_err)) || fatal)
+			return fault_reply(fatal);
+		return reply_fail("profiler", g_err);
+	}
+	if (fn_rc) {
+		json_decref(prof);
+		seterr("st_run returned %d under the profiler", fn_rc);
+		return fault_reply(0);
+	}
+	json_t *r = reply_ok();
+	json_object_set_new(r, "profile", prof);
+	return r;
+}
+
 /* Copy the outputs a buffer set holds now (after timing) into a shared-memory slot. */
 static json_t *op_fetch(json_t *req)
 {
@@ -539,6 +572,8 @@ static json_t *dispatch(json_t *req, int fd, int *quit)
 		return op_setup(req, fd);
 	if (!strcmp(op, "run"))
 		return op_run(req);
+	if (!strcmp(op, "profile"))
+		return op_profile(req);
 	if (!strcmp(op, "time"))
 		return op_time(req);
 	if (!strcmp(op, "fetch"))
@@ -565,11 +600,13 @@ static json_t *dispatch(json_t *req, int fd, int *quit)
 
 int main(int argc, char **argv)
 {
-	int sock = -1, sandbox = 1;
+	int sock = -1, sandbox = 1, profile = 0;
 	st_sandbox_opts so = {0};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--no-sandbox"))
 			sandbox = 0;
+		else if (!strcmp(argv[i], "--profile"))
+			profile = 1;
 		else if (i + 1 < argc && !strcmp(argv[i], "--fd"))
 			sock = atoi(argv[++i]);
 		else if (i + 1 < argc && !strcmp(argv[i], "--uid"))
@@ -588,6 +625,10 @@ int main(int argc, char **argv)
 	json_t *info = json_object();
 	int ok = rb_open(info, g_err, sizeof g_err) == 0;
 	json_t *hello = ok ? reply_ok() : reply_fail("no_device", g_err);
+	/* The profiler's library is loaded before the door is locked, like the driver; a machine
+	 * without one still verifies, and the profile reply says why there is none. */
+	if (ok && profile && rb_profiler_load(g_err, sizeof g_err))
+		json_object_set_new(info, "profiler_error", json_string(g_err));
 	/* The device is open; no solution code has been loaded yet. Now lock the door. */
 	if (ok && sandbox) {
 		st_sandbox_state st;

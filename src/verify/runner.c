@@ -50,8 +50,9 @@ static const char *const env_keep[] = {
 #define ST_RUNNER_UID_BASE 61000u
 #define ST_RUNNER_UID_SPAN 4000u
 
-static void child_exec(int fd, const char *path, const char *workdir, int sandbox)
+static void child_exec(int fd, const char *path, const char *workdir, int flags)
 {
+	int sandbox = flags & ST_RUNNER_SANDBOX;
 	char *envp[16];
 	int n = 0;
 	static char bufs[16][4096];
@@ -92,6 +93,8 @@ static void child_exec(int fd, const char *path, const char *workdir, int sandbo
 	int a = 5;
 	if (!sandbox)
 		argv[a++] = "--no-sandbox";
+	if (flags & ST_RUNNER_PROFILE)
+		argv[a++] = "--profile";
 	if (uid_arg[0]) {
 		argv[a++] = "--uid";
 		argv[a++] = uid_arg;
@@ -101,7 +104,7 @@ static void child_exec(int fd, const char *path, const char *workdir, int sandbo
 	_exit(127);
 }
 
-st_status st_runner_start(st_runner *r, const char *backend, const char *label, int sandbox,
+st_status st_runner_start(st_runner *r, const char *backend, const char *label, int flags,
                           st_err *err)
 {
 	memset(r, 0, sizeof *r);
@@ -131,7 +134,7 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 		return st_err_set(err, ST_E_SYSTEM, "fork: %s", strerror(errno));
 	}
 	if (pid == 0)
-		child_exec(sv[1], path, r->workdir, sandbox);
+		child_exec(sv[1], path, r->workdir, flags);
 	setpgid(pid, pid); /* also in the parent, so the group exists before any kill */
 	close(sv[1]);
 	r->sock = sv[0];

@@ -19,9 +19,12 @@ typedef struct st_runner {
 	char death[512];    /* why it is gone, when !alive */
 } st_runner;
 
-/* Fork and exec stitch-runner-<backend>, sandboxed unless `sandbox` is 0 (see
- * src/runner/sandbox.c). Does not wait for its hello (see st_runner_hello). */
-st_status st_runner_start(st_runner *r, const char *backend, const char *label, int sandbox,
+#define ST_RUNNER_SANDBOX 1 /* lock it down (src/runner/sandbox.c) before any solution loads */
+#define ST_RUNNER_PROFILE 2 /* load the profiler's library first, for a later "profile" */
+
+/* Fork and exec stitch-runner-<backend> with ST_RUNNER_* flags. Does not wait for its hello
+ * (see st_runner_hello). */
+st_status st_runner_start(st_runner *r, const char *backend, const char *label, int flags,
                           st_err *err);
 /* Copy a file into the runner's private folder as `name` (readable by the runner only), so it
  * loads solutions from there and never needs the cache; `out` gets the copy's path. */

@@ -63,6 +63,43 @@ static void print_correctness(FILE *f, const json_t *corr)
 	fputc('\n', f);
 }
 
+/* The profile: the timeline in one line, the top kernels, the roofline, then the findings. */
+static void print_profile(FILE *f, const json_t *p)
+{
+	if (!p)
+		return;
+	const char *e = json_string_value(json_object_get(p, "error"));
+	if (e) {
+		fprintf(f, "%-10s not available: %s\n", "profile", e);
+		return;
+	}
+	const json_t *s = json_object_get(p, "summary");
+	fprintf(f, "%-10s %d launches, GPU busy %.0f%% of %.1f us, %d gaps (%.1f us), st_run wall "
+	        "%.1f us\n", "profile", (int)json_integer_value(json_object_get(s, "launches")),
+	        num(s, "busy_pct"), num(s, "span_us"), (int)json_integer_value(json_object_get(s, "n_gaps")),
+	        num(s, "gaps_us"), num(s, "host_us"));
+	size_t i;
+	json_t *k;
+	json_array_foreach(json_object_get(s, "top_kernels"), i, k) {
+		if (i == 4)
+			break;
+		fprintf(f, "%-10s %5.1f%%  %3d x  %.60s\n", "", 100 * num(k, "share"),
+		        (int)json_integer_value(json_object_get(k, "launches")),
+		        json_string_value(json_object_get(k, "name")));
+	}
+	const json_t *r = json_object_get(p, "roofline");
+	if (r)
+		fprintf(f, "%-10s %s-bound, %.0f%% of its roof (%.3g FLOP/byte, %.1f TFLOP/s, %.0f GB/s)\n",
+		        "roofline", json_string_value(json_object_get(r, "bound")), 100 * num(r, "fraction"),
+		        num(r, "intensity"), num(r, "attained_tflops"), num(r, "attained_gbs"));
+	const char *w = json_string_value(json_object_get(p, "warning"));
+	if (w)
+		fprintf(f, "%-10s %s\n", "", w);
+	json_array_foreach(json_object_get(p, "findings"), i, k)
+		fprintf(f, "%-10s %zu. %s\n", i ? "" : "findings", i + 1,
+		        json_string_value(json_object_get(k, "text")));
+}
+
 void st_verdict_print(const json_t *v, FILE *f)
 {
 	const json_t *dev = json_object_get(v, "device");
@@ -118,6 +155,7 @@ void st_verdict_print(const json_t *v, FILE *f)
 		fprintf(f, "%-10s %.1f%% of the %.4f ms floor (%.3g FLOP %s, %.3g bytes)\n", "SOL",
 		        100 * num(sol, "fraction"), num(sol, "floor_ms"), num(sol, "flops"),
 		        json_string_value(json_object_get(sol, "unit")), num(sol, "bytes"));
+	print_profile(f, json_object_get(v, "profile"));
 	const char *ef = json_string_value(json_object_get(v, "expert_failure"));
 	if (ef)
 		fprintf(f, "%-10s %s\n", "expert", ef);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "profile/profile_report.h"
 #include "stitch/task_hooks.h"
 #include "task/compare.h"
 #include "task/dtype.h"
@@ -115,9 +116,16 @@ void st_verify_opts_default(st_verify_opts *o)
 	o->backend = "cuda";
 	o->seeds = 3;
 	o->timing = 1;
+	o->profile = 1;
 	o->timeout_s = 120;
 	o->compile_timeout_s = 300;
 	st_stop_rule_default(&o->stop);
+}
+
+/* Profiles come from CUPTI: the CUDA backend only. */
+static int profiling(const vctx *v)
+{
+	return v->o->profile && !strcmp(v->o->backend, "cuda");
 }
 
 /* Secret seeds: from the kernel unless the user asked for a reproducible run. */
@@ -891,6 +899,55 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 	}
 }
 
+/* One st_run of the candidate under CUPTI, on the timed set, turned into the verdict's "profile".
+ * A profiler that cannot run here (no CUPTI, no permission) is said in the verdict; a solution
+ * that crashes or hangs under it gets its verdict like anywhere else. */
+static st_status profile_candidate(vctx *v, const st_size_set *set, const json_t *peaks,
+                                   st_err *err)
+{
+	sol *c = &v->sols[v->cand];
+	progress(v, "profile on set %s", set->label);
+	json_t *req = json_pack("{s:s}", "op", "profile"), *rep = NULL;
+	st_status s = st_runner_call(&c->runner, req, -1, &rep, v->o->timeout_s, err);
+	json_decref(req);
+	const char *cls = json_string_value(json_object_get(rep, "class"));
+	if (!s && !json_is_true(json_object_get(rep, "ok")) && cls && !strcmp(cls, "profiler")) {
+		json_object_set_new(v->verdict, "profile",
+		                    json_pack("{s:s}", "error", json_string_value(json_object_get(
+		                                                    rep, "reason"))));
+		json_decref(rep);
+		return ST_OK;
+	}
+	if (s || !json_is_true(json_object_get(rep, "ok"))) {
+		s = runner_failed(v, v->cand, "profile", s, rep, err);
+		json_decref(rep);
+		return s;
+	}
+	st_profile_inputs in = {.peaks = peaks, .unit = v->task->cost_unit,
+	                        .trace_path = v->o->trace_path, .title = c->path};
+	int64_t flops = 0, bytes = 0;
+	st_err e;
+	if (v->task->cost_bytes && !st_expr_eval(v->task->cost_bytes, set, &bytes, &e) &&
+	    (!v->task->cost_flops || !st_expr_eval(v->task->cost_flops, set, &flops, &e))) {
+		in.flops = (double)flops;
+		in.bytes = (double)bytes;
+	}
+	if (c->n_samples) {
+		st_stats st;
+		st_stats_compute(c->samples, c->n_samples, &st);
+		in.time_ms = st.median;
+	}
+	json_t *prof = NULL;
+	s = st_profile_report(json_object_get(rep, "profile"), &in, &prof, err);
+	json_decref(rep);
+	if (s == ST_E_IO)
+		return s; /* the trace file the user named cannot be written */
+	if (s)
+		prof = json_pack("{s:s}", "error", err->msg);
+	json_object_set_new(v->verdict, "profile", prof);
+	return ST_OK;
+}
+
 /* After timing, check one timed call of the candidate, chosen now that all of them have run: its
  * buffers still hold that call's output, and the reference recomputes it from the same seed. A
  * solution that is only right when it believes it is being checked is caught here. */
@@ -992,6 +1049,10 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		timing_verdict(v, set, peaks);
 	if (timed)
 		phase(v, "timing");
+	if (!s && timed && profiling(v) && usable(v, v->cand) && !v->verdict_final) {
+		s = profile_candidate(v, set, peaks, err);
+		phase(v, "profile");
+	}
 	json_t *td = json_pack("{s:s}", "op", "teardown");
 	for (int i = 0; i < v->n_sols; i++)
 		reqs[i] = usable(v, i) ? td : NULL;
@@ -1065,7 +1126,9 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	v->sols[v->cand].trusted = o->candidate_trusted;
 
 	for (int i = 0; i < v->n_sols; i++) {
-		s = st_runner_start(&v->sols[i].runner, o->backend, role_of(v, i), !o->no_sandbox, err);
+		int flags = (o->no_sandbox ? 0 : ST_RUNNER_SANDBOX) |
+		            (i == v->cand && profiling(v) ? ST_RUNNER_PROFILE : 0);
+		s = st_runner_start(&v->sols[i].runner, o->backend, role_of(v, i), flags, err);
 		if (s)
 			return s;
 		v->sols[i].started = 1;
@@ -1133,7 +1196,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 
 	phase(v, "load");
 	json_t *peaks = NULL;
-	if (o->timing) {
+	if (o->timing || profiling(v)) {
 		st_err pe;
 		if (st_peaks_get(&v->sols[v->ref].runner, 600, &peaks, &pe)) {
 			flag(v, "peaks_unavailable");

@@ -29,9 +29,13 @@ bad "unknown option" "unknown option" verify --frobnicate "$TASK" "$FIX/good.c"
 bad "unknown command" "not a stitch command" frobnicate
 bad "bad seeds" "--seeds" verify --seeds zero "$TASK" "$FIX/good.c"
 bad "unknown size set" "unknown size set" verify --backend host --sets medium "$TASK" "$FIX/good.c"
+bad "profile on the host backend" "needs the cuda backend" profile --backend host "$TASK" "$FIX/good.c"
+bad "trace without a file" "--trace needs a file name" verify --backend host "$TASK" "$FIX/good.c" --trace
+bad "trace on the host backend" "--trace needs the cuda backend" verify --backend host --trace "$WORK/t.json" "$TASK" "$FIX/good.c"
 
 check "no core files" bash -c "! ls $WORK/core* >/dev/null 2>&1"
 check "no temp files left in the cache" bash -c "! find '$STITCH_CACHE_DIR' -name '*.tmp*' | grep -q ."
 "$STITCH" --help >"$WORK/help" && check "--help lists verify" grep -q verify "$WORK/help"
 "$STITCH" verify --help >"$WORK/help" && check "verify --help lists --backend" grep -q -- --backend "$WORK/help"
+"$STITCH" profile --help >"$WORK/help" && check "profile --help lists --trace" grep -q -- --trace "$WORK/help"
 finish

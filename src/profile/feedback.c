@@ -1,0 +1,361 @@
+/* Findings an LLM coder can act on, each one sentence that states what was measured, with the
+ * numbers, and then what to do about it. Every rule fires only on a measured condition; nothing is
+ * guessed from names alone except which kernels are GEMMs. Findings are ranked by the share of
+ * the run they concern, ties broken by their text, so that the same profile always gives the
+ * same list. */
+#include "timeline.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Streaming multiprocessors of the H200 the project targets: a grid with fewer blocks than this
+ * leaves SMs empty. A hint, not a measurement, hence named as one. */
+#define SMS_HINT 132
+
+/* Up to this many kernel or sync names are listed in one sentence. */
+#define MAX_NAMES 3
+#define SHORT_NAME 40
+
+typedef struct flist {
+	st_finding *v;
+	int n, cap;
+	int oom;
+} flist;
+
+static void add(flist *l, double weight, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void add(flist *l, double weight, const char *fmt, ...)
+{
+	if (l->oom)
+		return;
+	if (l->n == l->cap) {
+		int cap = l->cap ? 2 * l->cap : 16;
+		st_finding *v = realloc(l->v, (size_t)cap * sizeof *v);
+		if (!v) {
+			l->oom = 1;
+			return;
+		}
+		l->v = v;
+		l->cap = cap;
+	}
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	char *text = strdup(buf);
+	if (!text) {
+		l->oom = 1;
+		return;
+	}
+	if (!(weight > 0))
+		weight = 0;
+	if (weight > 1)
+		weight = 1;
+	l->v[l->n].weight = weight;
+	l->v[l->n].text = text;
+	l->n++;
+}
+
+static int contains_ci(const char *hay, const char *needle)
+{
+	size_t n = strlen(needle);
+	for (; *hay; hay++)
+		if (strncasecmp(hay, needle, n) == 0)
+			return 1;
+	return 0;
+}
+
+static int gemm_like(const char *name)
+{
+	static const char *const marks[] = { "gemm", "xmma", "cutlass", "matmul", "wgmma", "sm90_",
+		                             "cublas", "mma" };
+	if (!name)
+		return 0;
+	for (size_t i = 0; i < sizeof marks / sizeof *marks; i++)
+		if (contains_ci(name, marks[i]))
+			return 1;
+	return 0;
+}
+
+/* The part of a demangled name a reader recognises: without the return type templates get, the
+ * template arguments and the parameter list, and no longer than SHORT_NAME characters. */
+static void short_name(const char *name, char out[SHORT_NAME + 1])
+{
+	if (!name)
+		name = "?";
+	if (strncmp(name, "void ", 5) == 0)
+		name += 5;
+	size_t n = strcspn(name, "(<");
+	if (n > SHORT_NAME)
+		n = SHORT_NAME;
+	memcpy(out, name, n);
+	out[n] = '\0';
+}
+
+/* Appends "a, b, c" (with ", …" when more were left out) of distinct names. */
+typedef struct namelist {
+	char names[MAX_NAMES][SHORT_NAME + 1];
+	int n, more;
+} namelist;
+
+static void namelist_add(namelist *nl, const char *name)
+{
+	char s[SHORT_NAME + 1];
+	short_name(name, s);
+	for (int i = 0; i < nl->n; i++)
+		if (strcmp(nl->names[i], s) == 0)
+			return;
+	if (nl->n == MAX_NAMES) {
+		nl->more = 1;
+		return;
+	}
+	strcpy(nl->names[nl->n++], s);
+}
+
+static void namelist_str(const namelist *nl, char *out, size_t len)
+{
+	size_t k = 0;
+	out[0] = '\0';
+	for (int i = 0; i < nl->n && k < len; i++)
+		k += (size_t)snprintf(out + k, len - k, "%s%s", i ? ", " : "", nl->names[i]);
+	if (nl->more && k < len)
+		snprintf(out + k, len - k, ", …");
+}
+
+static double share_of(const st_timeline_summary *s, const char *name)
+{
+	for (int i = 0; i < s->n_top; i++)
+		if (name && strcmp(s->top[i].name, name) == 0)
+			return s->top[i].share;
+	/* ncu may report a name in another form than CUPTI: match on the short name. */
+	char a[SHORT_NAME + 1], b[SHORT_NAME + 1];
+	short_name(name, a);
+	for (int i = 0; i < s->n_top; i++) {
+		short_name(s->top[i].name, b);
+		if (strcmp(a, b) == 0)
+			return s->top[i].share;
+	}
+	return 0.05;
+}
+
+/* a. elementwise kernels next to GEMMs that could be their epilogue */
+static void rule_unfused(const st_timeline_summary *s, flist *l)
+{
+	int gemms = 0, others = 0;
+	double other_us = 0;
+	namelist nl = { 0 };
+	for (int i = 0; i < s->n_top; i++) {
+		const st_kernel_stat *k = &s->top[i];
+		if (gemm_like(k->name)) {
+			gemms++;
+			continue;
+		}
+		others += k->launches;
+		other_us += k->total_us;
+		namelist_add(&nl, k->name);
+	}
+	if (!gemms || !others || !(s->kernel_us > 0))
+		return;
+	double share = other_us / s->kernel_us;
+	if (share < 0.10)
+		return;
+	char names[256];
+	namelist_str(&nl, names, sizeof names);
+	add(l, share, "%d kernel%s besides the GEMMs (%s) take %.0f %% of kernel time — fuse them "
+	    "into the GEMM epilogue (cuBLASLt bias/GELU epilogues) or into one kernel", others,
+	    others == 1 ? "" : "s", names, 100 * share);
+}
+
+/* b. many launches with the GPU idle between them */
+static void rule_gaps(const st_timeline_summary *s, flist *l)
+{
+	if (s->launches < 8 || !(s->span_us > 0))
+		return;
+	double frac = s->gaps_us / s->span_us;
+	if (frac < 0.15)
+		return;
+	add(l, frac, "%d launches leave %.0f %% of the run idle between kernels (largest gap %.1f µs) "
+	    "— capture the launches in a CUDA graph in st_init and replay it, or fuse kernels",
+	    s->launches, 100 * frac, s->max_gap_us);
+}
+
+/* c. the host, not the GPU, sets the run time */
+static void rule_host(const st_timeline_summary *s, flist *l)
+{
+	if (!(s->host_us > 0) || !(s->device_us < 0.6 * s->host_us) ||
+	    !(s->host_us - s->device_us > 20))
+		return;
+	double frac = s->device_us / s->host_us;
+	add(l, 1 - frac, "the GPU is busy for only %.0f %% of st_run's %.1f µs — host work or "
+	    "synchronisation dominates; enqueue everything asynchronously", 100 * frac, s->host_us);
+}
+
+static int host_copy(const char *kind)
+{
+	static const char *const kinds[] = { "HtoD", "DtoH", "HtoH", "HtoA", "AtoH" };
+	if (!kind)
+		return 0;
+	for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+		if (strcmp(kind, kinds[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* d. data crossing PCIe inside the timed call */
+static void rule_copies(const st_timeline *t, const st_timeline_summary *s, flist *l)
+{
+	int n = 0;
+	int64_t bytes = 0;
+	double us = 0;
+	for (int i = 0; i < t->n; i++) {
+		const st_activity *a = &t->acts[i];
+		if (a->kind != ST_ACT_MEMCPY || !host_copy(a->name))
+			continue;
+		n++;
+		bytes += a->bytes;
+		if (a->end_us > a->start_us)
+			us += a->end_us - a->start_us;
+	}
+	if (!n)
+		return;
+	double frac = s->span_us > 0 ? us / s->span_us : 0;
+	add(l, frac > 0.05 ? frac : 0.05, "%d host↔device cop%s (%.1f MB) inside st_run take%s %.0f "
+	    "%% of the device span — keep the data on the device", n, n == 1 ? "y" : "ies",
+	    (double)bytes / 1e6, n == 1 ? "s" : "", 100 * frac);
+}
+
+/* e. the host waiting on the device */
+static void rule_syncs(const st_timeline *t, const st_timeline_summary *s, flist *l)
+{
+	if (s->syncs <= 0)
+		return;
+	double us = 0;
+	namelist nl = { 0 };
+	for (int i = 0; i < t->n; i++) {
+		const st_activity *a = &t->acts[i];
+		if (a->kind != ST_ACT_SYNC)
+			continue;
+		namelist_add(&nl, a->name);
+		if (a->end_us > a->start_us)
+			us += a->end_us - a->start_us;
+	}
+	double w = s->host_us > 0 ? us / s->host_us : 0;
+	char names[256];
+	namelist_str(&nl, names, sizeof names);
+	add(l, w > 0.02 ? w : 0.02, "%d synchronisation call%s inside st_run (%s) stall%s the host "
+	    "for %.1f µs — order work on the given stream instead", s->syncs,
+	    s->syncs == 1 ? "" : "s", names, s->syncs == 1 ? "s" : "", us);
+}
+
+/* f. heavy kernels whose grid cannot fill the GPU */
+static void rule_small_grids(const st_timeline_summary *s, flist *l)
+{
+	for (int i = 0; i < s->n_top; i++) {
+		const st_kernel_stat *k = &s->top[i];
+		if (k->share < 0.10 || k->grid_blocks <= 0 || k->grid_blocks >= SMS_HINT)
+			continue;
+		char nm[SHORT_NAME + 1];
+		short_name(k->name, nm);
+		add(l, k->share * (1 - (double)k->grid_blocks / SMS_HINT),
+		    "kernel %s launches only %d block%s (%.0f %% of kernel time) on a %d-SM GPU — split "
+		    "the work across more blocks", nm, k->grid_blocks, k->grid_blocks == 1 ? "" : "s",
+		    100 * k->share, SMS_HINT);
+	}
+}
+
+/* g. the run against its roofline */
+static void rule_roofline(const st_roofline *r, flist *l)
+{
+	if (!r || !(r->fraction > 0) || !r->bound)
+		return;
+	double w = 1 - r->fraction;
+	if (strcmp(r->bound, "memory") == 0 && r->fraction < 0.6)
+		add(l, w, "the run is memory-bound at %.0f %% of the measured %.0f GB/s — coalesce and "
+		    "vectorise accesses, cut passes over memory", 100 * r->fraction, r->peak_gbs);
+	else if (strcmp(r->bound, "compute") == 0 && r->fraction < 0.5)
+		add(l, w, "the run is compute-bound at %.0f %% of the %.0f TFLOP/s peak — use tensor "
+		    "cores (WGMMA / cuBLASLt) and keep them fed", 100 * r->fraction, r->peak_tflops);
+	else if (strcmp(r->bound, "latency") == 0)
+		add(l, w, "the run reaches %.0f %% of its roof with the GPU idle part of the time — it is "
+		    "latency- or launch-bound: launch fewer, larger kernels or a CUDA graph",
+		    100 * r->fraction);
+}
+
+/* h. Nsight Compute's counters per kernel */
+static void rule_ncu(const st_timeline_summary *s, const st_ncu_kernel *ncu, int n_ncu, flist *l)
+{
+	for (int i = 0; ncu && i < n_ncu; i++) {
+		const st_ncu_kernel *k = &ncu[i];
+		char nm[SHORT_NAME + 1];
+		short_name(k->name, nm);
+		double w = share_of(s, k->name);
+		if (k->spill_bytes > 0)
+			add(l, w, "kernel %s spills %" PRId64 " bytes of registers to local memory — "
+			    "reduce live registers or use __launch_bounds__", nm, k->spill_bytes);
+		if (k->dram_pct >= 0 && k->dram_pct < 30 && k->sm_pct >= 0 && k->sm_pct < 30) {
+			char stall[128] = "";
+			if (k->top_stall && k->top_stall[0])
+				snprintf(stall, sizeof stall, " (top stall: %s)", k->top_stall);
+			add(l, w, "kernel %s uses %.0f %% of DRAM bandwidth and %.0f %% of SM throughput — "
+			    "it waits on latency%s: raise occupancy or the work in flight per thread", nm,
+			    k->dram_pct, k->sm_pct, stall);
+		}
+		if (k->tensor_pct >= 0 && k->tensor_pct < 20 && gemm_like(k->name))
+			add(l, w, "kernel %s keeps the tensor pipes %.0f %% busy — check that it runs on "
+			    "tensor cores and that its tiles and pipeline stages keep them fed", nm,
+			    k->tensor_pct);
+	}
+}
+
+static int cmp_finding(const void *x, const void *y)
+{
+	const st_finding *p = x, *q = y;
+	if (p->weight != q->weight)
+		return (p->weight < q->weight) - (p->weight > q->weight);
+	return strcmp(p->text, q->text);
+}
+
+/* Returns -1, with *out NULL, only when memory ran out. */
+int st_feedback(const st_timeline *t, const st_timeline_summary *s, const st_roofline *roof,
+                const st_ncu_kernel *ncu, int n_ncu, int max, st_finding **out)
+{
+	*out = NULL;
+	flist l = { 0 };
+	rule_unfused(s, &l);
+	rule_gaps(s, &l);
+	rule_host(s, &l);
+	rule_copies(t, s, &l);
+	rule_syncs(t, s, &l);
+	rule_small_grids(s, &l);
+	rule_roofline(roof, &l);
+	rule_ncu(s, ncu, n_ncu, &l);
+	if (l.oom) {
+		st_findings_free(l.v, l.n);
+		return -1;
+	}
+	if (l.n)
+		qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_finding);
+	int keep = max < l.n ? (max > 0 ? max : 0) : l.n;
+	for (int i = keep; i < l.n; i++)
+		free(l.v[i].text);
+	if (keep == 0) {
+		free(l.v);
+		return 0;
+	}
+	*out = l.v;
+	return keep;
+}
+
+void st_findings_free(st_finding *f, int n)
+{
+	if (!f)
+		return;
+	for (int i = 0; i < n; i++)
+		free(f[i].text);
+	free(f);
+}

@@ -1,0 +1,239 @@
+/* The numbers a profile reduces to: how much of the run's device span the GPU was actually busy
+ * (the union of kernel, copy and memset intervals, so that overlapping streams are not counted
+ * twice), where it sat idle, and which kernels the time went to. Host-side records (syncs, API
+ * calls) are counted but never enter the device span. */
+#include "timeline.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Idle stretches up to this long are the launch pipeline's normal spacing, not a gap worth
+ * reporting. */
+#define GAP_MIN_US 1.0
+
+typedef struct span_iv {
+	double a, b;
+} span_iv;
+
+static int is_device(st_act_kind k)
+{
+	return k == ST_ACT_KERNEL || k == ST_ACT_MEMCPY || k == ST_ACT_MEMSET;
+}
+
+/* A record that ends before it starts has no length, rather than a negative one. */
+static double act_end(const st_activity *a)
+{
+	return a->end_us > a->start_us ? a->end_us : a->start_us;
+}
+
+static int cmp_iv(const void *x, const void *y)
+{
+	const span_iv *p = x, *q = y;
+	if (p->a != q->a)
+		return (p->a > q->a) - (p->a < q->a);
+	return (p->b > q->b) - (p->b < q->b);
+}
+
+static const char *kname(const st_activity *a)
+{
+	return a->name ? a->name : "(unnamed)";
+}
+
+/* Kernels ordered by name, then launch time, then record index: every name's first launch heads
+ * its run, and the order never depends on qsort's instability. */
+typedef struct kref {
+	const st_activity *a;
+	int i;
+} kref;
+
+static int cmp_kernel(const void *x, const void *y)
+{
+	const kref *p = x, *q = y;
+	int c = strcmp(kname(p->a), kname(q->a));
+	if (c)
+		return c;
+	if (p->a->start_us != q->a->start_us)
+		return (p->a->start_us > q->a->start_us) - (p->a->start_us < q->a->start_us);
+	return (p->i > q->i) - (p->i < q->i);
+}
+
+/* Grid dimensions are each below 2^31, their product is not. */
+static int blocks_of(const st_activity *a)
+{
+	int64_t b = (int64_t)a->grid[0] * a->grid[1] * a->grid[2];
+	return b > INT_MAX ? INT_MAX : b < 0 ? 0 : (int)b;
+}
+
+static int cmp_stat(const void *x, const void *y)
+{
+	const st_kernel_stat *p = x, *q = y;
+	if (p->total_us != q->total_us)
+		return (p->total_us < q->total_us) - (p->total_us > q->total_us);
+	return strcmp(p->name, q->name);
+}
+
+static st_status busy_and_gaps(const st_timeline *t, st_timeline_summary *s, st_err *err)
+{
+	int nd = 0;
+	for (int i = 0; i < t->n; i++)
+		nd += is_device(t->acts[i].kind);
+	if (nd == 0)
+		return ST_OK;
+	span_iv *iv = malloc((size_t)nd * sizeof *iv);
+	if (!iv)
+		return st_err_set(err, ST_E_NOMEM, "profile summary: out of memory for %d intervals", nd);
+	int k = 0;
+	for (int i = 0; i < t->n; i++)
+		if (is_device(t->acts[i].kind)) {
+			iv[k].a = t->acts[i].start_us;
+			iv[k].b = act_end(&t->acts[i]);
+			k++;
+		}
+	qsort(iv, (size_t)nd, sizeof *iv, cmp_iv);
+	double lo = iv[0].a, hi = iv[0].b, first = iv[0].a, busy = 0;
+	for (int i = 1; i < nd; i++) {
+		if (iv[i].a <= hi) {
+			if (iv[i].b > hi)
+				hi = iv[i].b;
+			continue;
+		}
+		busy += hi - lo;
+		double gap = iv[i].a - hi;
+		if (gap > GAP_MIN_US)
+			s->n_gaps++;
+		if (gap > s->max_gap_us)
+			s->max_gap_us = gap;
+		lo = iv[i].a;
+		hi = iv[i].b;
+	}
+	busy += hi - lo;
+	free(iv);
+	s->span_us = hi - first;
+	s->busy_us = busy;
+	/* The difference, not a sum of gaps, so that span = busy + gaps holds exactly. */
+	s->gaps_us = s->span_us - busy;
+	if (s->gaps_us < 0)
+		s->gaps_us = 0;
+	s->busy_pct = s->span_us > 0 ? 100.0 * busy / s->span_us : 0;
+	return ST_OK;
+}
+
+static st_status top_kernels(const st_timeline *t, st_timeline_summary *s, st_err *err)
+{
+	if (s->launches == 0)
+		return ST_OK;
+	kref *idx = malloc((size_t)s->launches * sizeof *idx);
+	st_kernel_stat *top = calloc((size_t)s->launches, sizeof *top);
+	if (!idx || !top) {
+		free(idx);
+		free(top);
+		return st_err_set(err, ST_E_NOMEM, "profile summary: out of memory for %d kernels",
+		                  s->launches);
+	}
+	int k = 0;
+	for (int i = 0; i < t->n; i++)
+		if (t->acts[i].kind == ST_ACT_KERNEL) {
+			idx[k].a = &t->acts[i];
+			idx[k].i = i;
+			k++;
+		}
+	qsort(idx, (size_t)k, sizeof *idx, cmp_kernel);
+
+	int n = 0;
+	for (int i = 0; i < k; i++) {
+		const st_activity *a = idx[i].a;
+		if (n == 0 || strcmp(top[n - 1].name, kname(a))) {
+			st_kernel_stat *st = &top[n++];
+			st->name = kname(a);
+			st->grid_blocks = blocks_of(a);
+			st->regs = a->regs;
+		}
+		top[n - 1].launches++;
+		top[n - 1].total_us += act_end(a) - a->start_us;
+	}
+	free(idx);
+	for (int i = 0; i < n; i++)
+		top[i].share = s->kernel_us > 0 ? top[i].total_us / s->kernel_us : 0;
+	qsort(top, (size_t)n, sizeof *top, cmp_stat);
+	s->top = top;
+	s->n_top = n;
+	return ST_OK;
+}
+
+st_status st_timeline_summarize(const st_timeline *t, st_timeline_summary *s, st_err *err)
+{
+	memset(s, 0, sizeof *s);
+	for (int i = 0; i < t->n; i++) {
+		const st_activity *a = &t->acts[i];
+		switch (a->kind) {
+		case ST_ACT_KERNEL:
+			s->launches++;
+			s->kernel_us += act_end(a) - a->start_us;
+			break;
+		case ST_ACT_MEMCPY:
+			s->memcpys++;
+			s->memcpy_bytes += a->bytes;
+			break;
+		case ST_ACT_MEMSET: s->memsets++; break;
+		case ST_ACT_SYNC: s->syncs++; break;
+		case ST_ACT_API: s->api_calls++; break;
+		}
+	}
+	st_status st = busy_and_gaps(t, s, err);
+	if (st)
+		return st;
+	s->host_us = t->run_wall_us;
+	s->device_us = s->busy_us;
+	/* Near 1 when CUPTI saw everything the event timing measured; far from it when records
+	 * were dropped or work ran outside the profiled window. */
+	s->agreement = t->run_event_us > 0 ? (s->kernel_us + s->gaps_us) / t->run_event_us : 0;
+	return top_kernels(t, s, err);
+}
+
+void st_timeline_summary_free(st_timeline_summary *s)
+{
+	if (!s)
+		return;
+	free(s->top);
+	s->top = NULL;
+	s->n_top = 0;
+}
+
+/* jansson refuses NaN and infinities; a measurement that produced one is reported as 0 rather
+ * than losing the whole object. */
+static double fin(double x)
+{
+	return isfinite(x) ? x : 0;
+}
+
+json_t *st_timeline_summary_json(const st_timeline_summary *s, int max_top)
+{
+	json_t *top = json_array();
+	if (!top)
+		return NULL;
+	int n = max_top < s->n_top ? max_top : s->n_top;
+	for (int i = 0; i < n; i++) {
+		const st_kernel_stat *k = &s->top[i];
+		if (json_array_append_new(top, json_pack("{s:s, s:i, s:f, s:f, s:i, s:i}",
+		                                         "name", k->name, "launches", k->launches,
+		                                         "total_us", fin(k->total_us),
+		                                         "share", fin(k->share),
+		                                         "grid_blocks", k->grid_blocks,
+		                                         "regs", k->regs))) {
+			json_decref(top);
+			return NULL;
+		}
+	}
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:i, s:i, s:i, s:i, s:i, s:I, "
+	                 "s:f, s:f, s:f, s:o}",
+	                 "span_us", fin(s->span_us), "busy_us", fin(s->busy_us),
+	                 "busy_pct", fin(s->busy_pct), "kernel_us", fin(s->kernel_us),
+	                 "gaps_us", fin(s->gaps_us), "n_gaps", s->n_gaps,
+	                 "max_gap_us", fin(s->max_gap_us), "launches", s->launches,
+	                 "memcpys", s->memcpys, "memsets", s->memsets, "syncs", s->syncs,
+	                 "api_calls", s->api_calls, "memcpy_bytes", (json_int_t)s->memcpy_bytes,
+	                 "host_us", fin(s->host_us), "device_us", fin(s->device_us),
+	                 "agreement", fin(s->agreement), "top_kernels", top);
+}
