@@ -166,9 +166,9 @@ static void rule_unfused(const st_timeline_summary *s, flist *l)
 		return;
 	char names[256];
 	namelist_str(&nl, names, sizeof names);
-	add(l, share, "%d kernel%s besides the GEMMs (%s) take %.0f %% of kernel time — fuse them "
-	    "into the GEMM epilogue (cuBLASLt bias/GELU epilogues) or into one kernel", others,
-	    others == 1 ? "" : "s", names, 100 * share);
+	add(l, share, "%d kernel launch%s besides the GEMMs (%s) take%s %.0f %% of kernel time — "
+	    "fuse them into the GEMM epilogue (cuBLASLt bias/GELU epilogues) or into one kernel",
+	    others, others == 1 ? "" : "es", names, others == 1 ? "s" : "", 100 * share);
 }
 
 /* b. many launches with the GPU idle between them */

@@ -111,6 +111,7 @@ static st_status busy_and_gaps(const st_timeline *t, st_timeline_summary *s, st_
 	busy += hi - lo;
 	free(iv);
 	s->span_us = hi - first;
+	s->lead_us = first > 0 ? first : 0;
 	s->busy_us = busy;
 	/* The difference, not a sum of gaps, so that span = busy + gaps holds exactly. */
 	s->gaps_us = s->span_us - busy;
@@ -188,7 +189,11 @@ st_status st_timeline_summarize(const st_timeline *t, st_timeline_summary *s, st
 	s->device_us = s->busy_us;
 	/* Near 1 when CUPTI saw everything the event timing measured; far from it when records
 	 * were dropped or work ran outside the profiled window. */
-	s->agreement = t->run_event_us > 0 ? (s->kernel_us + s->gaps_us) / t->run_event_us : 0;
+	/* The start event runs as st_run is called, so the event time also holds the lead-in before
+	 * the first launch reached the GPU. */
+	s->agreement = t->run_event_us > 0
+	                   ? (s->lead_us + s->kernel_us + s->gaps_us) / t->run_event_us
+	                   : 0;
 	return top_kernels(t, s, err);
 }
 
@@ -226,12 +231,13 @@ json_t *st_timeline_summary_json(const st_timeline_summary *s, int max_top)
 			return NULL;
 		}
 	}
-	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:i, s:i, s:i, s:i, s:i, s:I, "
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:i, s:i, s:i, s:i, s:i, s:I, "
 	                 "s:f, s:f, s:f, s:o}",
 	                 "span_us", fin(s->span_us), "busy_us", fin(s->busy_us),
 	                 "busy_pct", fin(s->busy_pct), "kernel_us", fin(s->kernel_us),
 	                 "gaps_us", fin(s->gaps_us), "n_gaps", s->n_gaps,
-	                 "max_gap_us", fin(s->max_gap_us), "launches", s->launches,
+	                 "max_gap_us", fin(s->max_gap_us), "lead_us", fin(s->lead_us),
+	                 "launches", s->launches,
 	                 "memcpys", s->memcpys, "memsets", s->memsets, "syncs", s->syncs,
 	                 "api_calls", s->api_calls, "memcpy_bytes", (json_int_t)s->memcpy_bytes,
 	                 "host_us", fin(s->host_us), "device_us", fin(s->device_us),

@@ -58,11 +58,14 @@ typedef struct st_timeline_summary {
 	double gaps_us;      /* idle time between device activities inside the span */
 	int n_gaps;          /* idle stretches longer than 1 us */
 	double max_gap_us;
+	double lead_us;      /* from st_run's call to the first device activity: the GPU waiting
+	                        for the host's first launch */
 	int launches, memcpys, memsets, syncs, api_calls;
 	int64_t memcpy_bytes;
 	double host_us;      /* run_wall_us */
 	double device_us;    /* busy_us */
-	double agreement;    /* (kernel_us + gaps_us) / run_event_us: CUPTI against event timing */
+	double agreement;    /* (lead_us + kernel_us + gaps_us) / run_event_us: CUPTI against the
+	                        event timing of the same call */
 	st_kernel_stat *top; /* grouped by name, longest total first */
 	int n_top;
 } st_timeline_summary;

@@ -74,10 +74,11 @@ static void print_profile(FILE *f, const json_t *p)
 		return;
 	}
 	const json_t *s = json_object_get(p, "summary");
-	fprintf(f, "%-10s %d launches, GPU busy %.0f%% of %.1f us, %d gaps (%.1f us), st_run wall "
-	        "%.1f us\n", "profile", (int)json_integer_value(json_object_get(s, "launches")),
-	        num(s, "busy_pct"), num(s, "span_us"), (int)json_integer_value(json_object_get(s, "n_gaps")),
-	        num(s, "gaps_us"), num(s, "host_us"));
+	fprintf(f, "%-10s %d launches, GPU busy %.0f%% of %.1f us, %d gaps (%.1f us), first launch "
+	        "after %.1f us, st_run wall %.1f us\n", "profile",
+	        (int)json_integer_value(json_object_get(s, "launches")), num(s, "busy_pct"),
+	        num(s, "span_us"), (int)json_integer_value(json_object_get(s, "n_gaps")),
+	        num(s, "gaps_us"), num(s, "lead_us"), num(s, "host_us"));
 	size_t i;
 	json_t *k;
 	json_array_foreach(json_object_get(s, "top_kernels"), i, k) {

@@ -100,6 +100,7 @@ static void test_union_and_gaps(void **state)
 	assert_int_equal(s.memcpy_bytes, 4096);
 	assert_float_equal(s.host_us, 120, EPS);
 	assert_float_equal(s.device_us, 30.5, EPS);
+	assert_float_equal(s.lead_us, 0, EPS); /* the first kernel starts as st_run is called */
 	assert_float_equal(s.agreement, (30 + 19.5) / 49.5, EPS);
 	st_timeline_summary_free(&s);
 	assert_null(s.top);
@@ -122,7 +123,13 @@ static void test_nested_and_touching(void **state)
 	assert_float_equal(s.gaps_us, 2, EPS);
 	assert_int_equal(s.n_gaps, 1);
 	assert_float_equal(s.max_gap_us, 2, EPS);
+	assert_float_equal(s.lead_us, 10, EPS); /* st_run called at 0, first kernel at 10 */
 	assert_float_equal(s.agreement, 0, EPS); /* no event time */
+	t.run_event_us = 41;
+	st_timeline_summary_free(&s);
+	assert_int_equal(st_timeline_summarize(&t, &s, NULL), ST_OK);
+	/* lead 10 + kernels 20 + 8 + 5 + 3 (inner counted again) + gaps 2 over 41 us of events */
+	assert_float_equal(s.agreement, (10 + 36 + 2) / 41.0, EPS);
 	st_timeline_summary_free(&s);
 	st_timeline_free(&t);
 }
@@ -361,7 +368,7 @@ static void test_feedback_unfused(void **state)
 	int n = run_feedback(&t, NULL, NULL, 0, 10, &f);
 	const st_finding *a = find(f, n, "besides the GEMMs");
 	assert_non_null(a);
-	assert_non_null(strstr(a->text, "3 kernels besides the GEMMs (bias_add, gelu_kernel)"));
+	assert_non_null(strstr(a->text, "3 kernel launches besides the GEMMs (bias_add, gelu_kernel)"));
 	assert_non_null(strstr(a->text, "13 %")); /* 30 of 230 us */
 	assert_non_null(strstr(a->text, "epilogue"));
 	assert_float_equal(a->weight, 30.0 / 230, 1e-9);
