@@ -15,6 +15,7 @@ int cmd_tasks(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_solve(int argc, char **argv);
 int cmd_redteam(int argc, char **argv);
 
 /* One line to stderr: "stitch: <message>". */

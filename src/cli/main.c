@@ -16,6 +16,7 @@ static const struct st_cmd commands[] = {
 	{"tasks", cmd_tasks, "list the benchmark suite (tier, name, sizes, policy)"},
 	{"verify", cmd_verify, "compile, check and time one solution against a task; print a verdict"},
 	{"profile", cmd_profile, "profile one solution's st_run: timeline, roofline, findings"},
+	{"solve", cmd_solve, "let LLM agents (planner, coder, verifier) write a solution for a task"},
 	{"bench", cmd_bench, "run every task's expert against its reference; print a table"},
 	{"redteam", cmd_redteam, "verify every red-team exploit and check it is caught"},
 };

@@ -35,6 +35,10 @@ typedef struct st_llm_model {
 
 st_status st_llm_model_parse(const char *spec, st_llm_model *m, st_err *err);
 
+/* Before any work: the key is set where the provider needs one, and the endpoint's host accepts
+ * a connection within timeout_s (no request is sent). */
+st_status st_llm_model_check(const st_llm_model *m, double timeout_s, st_err *err);
+
 typedef struct st_llm_msg {
 	const char *role;    /* "system", "user" or "assistant" */
 	const char *content;

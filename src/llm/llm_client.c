@@ -92,6 +92,32 @@ st_status st_llm_client_new(const st_llm_model *m, const st_llm_opts *o, st_llm_
 	return ST_OK;
 }
 
+st_status st_llm_model_check(const st_llm_model *m, double timeout_s, st_err *err)
+{
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return st_err_set(err, ST_E_SYSTEM, "libcurl: %s", curl_easy_strerror(curl_init_rc));
+	const char *key = getenv(m->key_env);
+	if (m->key_required && (!key || !*key))
+		return st_err_set(err, ST_E_INVALID, "model %s:%s needs an API key in %s, which is not "
+		                  "set", m->provider, m->model, m->key_env);
+	CURL *h = curl_easy_init();
+	if (!h)
+		return st_err_set(err, ST_E_NOMEM, "cannot set up an HTTP client");
+	char msg[CURL_ERROR_SIZE] = "";
+	curl_easy_setopt(h, CURLOPT_URL, m->base_url);
+	curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout_s * 1000));
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, msg);
+	CURLcode rc = curl_easy_perform(h);
+	curl_easy_cleanup(h);
+	if (rc != CURLE_OK)
+		return st_err_set(err, ST_E_NODEVICE, "model endpoint %s is unreachable: %s",
+		                  m->base_url, msg[0] ? msg : curl_easy_strerror(rc));
+	return ST_OK;
+}
+
 void st_llm_client_free(st_llm_client *c)
 {
 	if (!c)

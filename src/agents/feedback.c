@@ -1,0 +1,427 @@
+/* The Verifier agent's reading of a verdict, without a model: which stage comes next and a short
+ * text for the Coder. A verdict holds far more than a Coder can use (every seed, timing
+ * quartiles, the raw compiler log), and a long prompt buries the one line that matters, so this
+ * picks the few facts that decide the next edit: the first compile errors with the source line
+ * they point at, the worst mismatch per failing size set, the speedups and the top profile
+ * findings. The text depends on the verdict and the source only, so the same attempt always gives
+ * the same prompt (and the same LLM cache key). */
+#include "agents/agents.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DIAGS 5
+#define MAX_QUOTE 200
+#define MAX_REASON 400
+#define MAX_SETS 4
+#define MAX_OUTPUTS 3
+#define MAX_FINDINGS 3
+#define MAX_LOG_LINES 8
+
+const char *st_stage_name(st_stage s)
+{
+	switch (s) {
+	case ST_STAGE_PLAN:
+		return "plan";
+	case ST_STAGE_DRAFT:
+		return "draft";
+	case ST_STAGE_REPAIR_COMPILE:
+		return "repair_compile";
+	case ST_STAGE_REPAIR_CORRECT:
+		return "repair_correct";
+	case ST_STAGE_OPTIMISE:
+		return "optimise";
+	case ST_STAGE_DONE:
+		return "done";
+	}
+	return "unknown";
+}
+
+static const char *str(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "";
+}
+
+/* Where to cut n bytes of s so that no UTF-8 character is split: the text goes into a JSON
+ * request, and a string with half a character in it is not valid JSON. */
+static size_t utf8_cut(const char *s, size_t n)
+{
+	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--;
+	return n;
+}
+
+/* Text on one line, at most `max` bytes: newlines would break the line-per-fact layout. */
+static void put_flat(FILE *f, const char *s, size_t max)
+{
+	size_t len = strlen(s), n = len > max ? utf8_cut(s, max) : len;
+	for (size_t i = 0; i < n; i++)
+		fputc(s[i] == '\n' || s[i] == '\r' || s[i] == '\t' ? ' ' : s[i], f);
+	if (n < len)
+		fputs("...", f);
+}
+
+/* Up to MAX_QUOTE bytes of [s, s + n) after `prefix`, on their own line. */
+static void put_quoted(FILE *f, const char *prefix, const char *s, size_t n)
+{
+	size_t m = n > MAX_QUOTE ? utf8_cut(s, MAX_QUOTE) : n;
+	fprintf(f, "%s%.*s%s\n", prefix, (int)m, s, m < n ? "..." : "");
+}
+
+/* Line `line` (1-based) of `source`, trimmed, quoted on its own line; nothing if out of range. */
+static void quote_line(FILE *f, const char *source, long line)
+{
+	if (!source || line < 1)
+		return;
+	const char *p = source;
+	for (long i = 1; i < line; i++) {
+		p = strchr(p, '\n');
+		if (!p)
+			return;
+		p++;
+	}
+	const char *e = strchr(p, '\n');
+	if (!e)
+		e = p + strlen(p);
+	while (p < e && (*p == ' ' || *p == '\t'))
+		p++;
+	while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+		e--;
+	if (p == e)
+		return;
+	put_quoted(f, "    > ", p, (size_t)(e - p));
+}
+
+/* A diagnostic in the solution itself (not in solution.h or a system header) can be quoted. */
+static int in_solution(const char *file)
+{
+	const char *b = strrchr(file, '/');
+	b = b ? b + 1 : file;
+	const char *dot = strrchr(b, '.');
+	if (!*b)
+		return 1; /* no file named: the compiler was talking about the solution */
+	return dot && (!strcmp(dot, ".cu") || !strcmp(dot, ".c") || !strcmp(dot, ".cpp") ||
+	               !strcmp(dot, ".cc"));
+}
+
+static int is_error(const json_t *d)
+{
+	return strstr(str(d, "severity"), "error") != NULL;
+}
+
+static void compile_text(FILE *f, const json_t *v, const char *source)
+{
+	const json_t *comp = json_object_get(v, "compile");
+	const json_t *diags = json_object_get(comp, "diagnostics");
+	size_t n = json_array_size(diags), shown = 0;
+	/* Errors first: a warning listed before the error that stopped the build wastes a slot. */
+	for (int pass = 0; pass < 2 && shown < MAX_DIAGS; pass++) {
+		size_t i;
+		json_t *d;
+		json_array_foreach(diags, i, d) {
+			if (shown == MAX_DIAGS)
+				break;
+			if (is_error(d) != (pass == 0))
+				continue;
+			const char *file = str(d, "file");
+			long line = (long)json_integer_value(json_object_get(d, "line"));
+			int ours = in_solution(file);
+			const char *base = strrchr(file, '/');
+			base = base ? base + 1 : file;
+			if (!ours)
+				fprintf(f, "%s, ", base);
+			if (line > 0)
+				fprintf(f, "line %ld: ", line);
+			if (!is_error(d))
+				fprintf(f, "%s: ", str(d, "severity"));
+			put_flat(f, str(d, "message"), MAX_QUOTE);
+			fputc('\n', f);
+			if (ours)
+				quote_line(f, source, line);
+			shown++;
+		}
+	}
+	if (n > shown)
+		fprintf(f, "(%zu more diagnostics not shown; fix these first)\n", n - shown);
+	if (n)
+		return;
+	/* No diagnostic recognised (a timeout, a tool crash): the end of the log says most. */
+	const char *log = str(comp, "log");
+	const char *end = log + strlen(log);
+	while (end > log && (end[-1] == '\n' || end[-1] == ' '))
+		end--;
+	if (end == log)
+		return;
+	const char *start = end;
+	for (int lines = 0; start > log && lines < MAX_LOG_LINES; start--)
+		if (start[-1] == '\n' && ++lines == MAX_LOG_LINES)
+			break;
+	fputs("compiler log (last lines):\n", f);
+	while (start < end) {
+		const char *nl = memchr(start, '\n', (size_t)(end - start));
+		const char *le = nl ? nl : end;
+		put_quoted(f, "    ", start, (size_t)(le - start));
+		start = nl ? nl + 1 : end;
+	}
+}
+
+/* The static policy's hits ("line N: rule: message"), with the lines they point at. */
+static void policy_text(FILE *f, const json_t *v, const char *source)
+{
+	const json_t *hits = json_object_get(json_object_get(v, "policy"), "hits");
+	size_t i;
+	json_t *h;
+	json_array_foreach(hits, i, h) {
+		if (i == MAX_DIAGS) {
+			fprintf(f, "(%zu more policy hits not shown)\n", json_array_size(hits) - i);
+			break;
+		}
+		const char *s = json_string_value(h);
+		if (!s)
+			continue;
+		put_flat(f, s, MAX_QUOTE);
+		fputc('\n', f);
+		long line;
+		if (sscanf(s, "line %ld:", &line) == 1)
+			quote_line(f, source, line);
+	}
+	fputs("Remove or replace what the policy forbids; the rest of the file may stay as it is.\n",
+	      f);
+}
+
+static void sizes_text(FILE *f, const json_t *sizes)
+{
+	const char *k;
+	json_t *x;
+	int first = 1;
+	fputs(" (", f);
+	json_object_foreach((json_t *)sizes, k, x) {
+		fprintf(f, "%s%s=%" JSON_INTEGER_FORMAT, first ? "" : ", ", k, json_integer_value(x));
+		first = 0;
+	}
+	fputc(')', f);
+}
+
+static void output_text(FILE *f, const json_t *o)
+{
+	if (json_object_get(o, "validator")) {
+		fputs("the task's validator says: ", f);
+		put_flat(f, str(o, "message"), MAX_REASON);
+		return;
+	}
+	const char *summary = str(o, "summary");
+	if (*summary) {
+		put_flat(f, summary, MAX_REASON);
+		return;
+	}
+	const json_t *w = json_object_get(o, "worst");
+	fprintf(f, "%s: %" JSON_INTEGER_FORMAT " of %" JSON_INTEGER_FORMAT " elements off, max abs %g, "
+	        "max rel %g", str(o, "name"), json_integer_value(json_object_get(o, "mismatches")),
+	        json_integer_value(json_object_get(o, "elements")),
+	        json_number_value(json_object_get(o, "max_abs")),
+	        json_number_value(json_object_get(o, "max_rel")));
+	if (w)
+		fprintf(f, ", worst at flat index %" JSON_INTEGER_FORMAT ": got %g, want %g",
+		        json_integer_value(json_object_get(w, "flat")),
+		        json_number_value(json_object_get(w, "got")),
+		        json_number_value(json_object_get(w, "want")));
+}
+
+/* The first failing seed of each size set, and its failing outputs. */
+static void correctness_text(FILE *f, const json_t *v)
+{
+	const json_t *corr = json_object_get(v, "correctness");
+	const char *done[MAX_SETS];
+	int n_done = 0;
+	size_t i;
+	json_t *c;
+	json_array_foreach(corr, i, c) {
+		if (json_is_true(json_object_get(c, "ok")))
+			continue;
+		const char *set = str(c, "set");
+		int seen = 0;
+		for (int k = 0; k < n_done; k++)
+			seen |= !strcmp(done[k], set);
+		if (seen)
+			continue;
+		if (n_done == MAX_SETS)
+			break;
+		done[n_done++] = set;
+		fprintf(f, "set %s", set);
+		if (json_object_size(json_object_get(c, "sizes")))
+			sizes_text(f, json_object_get(c, "sizes"));
+		fputs(":\n", f);
+		size_t j, shown = 0;
+		json_t *o;
+		json_array_foreach(json_object_get(c, "outputs"), j, o) {
+			if (json_is_true(json_object_get(o, "ok")))
+				continue;
+			if (shown++ == MAX_OUTPUTS)
+				break;
+			fputs("  ", f);
+			output_text(f, o);
+			fputc('\n', f);
+		}
+	}
+}
+
+/* What the statuses without structured detail usually mean, so the Coder knows where to look. */
+static const char *hint(const char *status)
+{
+	if (!strcmp(status, "runtime_error"))
+		return "The solution failed while running (a crash, an error code returned from st_init "
+		       "or st_run, or a CUDA error): check every index against the shapes, every launch "
+		       "configuration and every allocation.";
+	if (!strcmp(status, "timeout"))
+		return "The solution did not finish in time: look for a loop that never ends, a "
+		       "deadlock (a __syncthreads() some threads skip) or work far too slow for the sizes.";
+	if (!strcmp(status, "hacking"))
+		return "The verifier saw behaviour that escapes its measurement or sandbox: do all the "
+		       "work inside st_run, on the given stream, and compute the real result every call.";
+	if (!strcmp(status, "incorrect"))
+		return "Outputs differ from the reference beyond the tolerance; find the cause before "
+		       "changing anything else.";
+	return NULL;
+}
+
+static void speed_text(FILE *f, const json_t *v, double target)
+{
+	const json_t *sp = json_object_get(v, "speedup");
+	const json_t *vr = json_object_get(sp, "vs_reference");
+	const json_t *ve = json_object_get(sp, "vs_expert");
+	if (vr || ve) {
+		fputs("speedup:", f);
+		if (vr)
+			fprintf(f, " %.2fx vs reference", json_number_value(vr));
+		if (ve)
+			fprintf(f, "%s %.2fx vs expert", vr ? "," : "", json_number_value(ve));
+		if (target > 0)
+			fprintf(f, " (target %.2fx vs reference)", target);
+		fputc('\n', f);
+	} else {
+		fputs("speedup: not measured\n", f);
+	}
+	const json_t *t = json_object_get(v, "timing");
+	const json_t *cand = json_object_get(t, "candidate");
+	if (cand) {
+		fprintf(f, "median time: %.4f ms", json_number_value(json_object_get(cand, "median_ms")));
+		const json_t *ref = json_object_get(t, "reference");
+		if (ref)
+			fprintf(f, " (reference %.4f ms)",
+			        json_number_value(json_object_get(ref, "median_ms")));
+		fprintf(f, " on set %s\n", str(t, "set"));
+	}
+	const json_t *sol = json_object_get(v, "sol");
+	if (json_object_get(sol, "fraction"))
+		fprintf(f, "speed of light: %.0f%% of the floor the task's flops and bytes allow\n",
+		        100 * json_number_value(json_object_get(sol, "fraction")));
+	const json_t *p = json_object_get(v, "profile");
+	if (!p)
+		return;
+	const char *perr = json_string_value(json_object_get(p, "error"));
+	if (perr) {
+		fputs("profile: not available (", f);
+		put_flat(f, perr, MAX_QUOTE);
+		fputs(")\n", f);
+		return;
+	}
+	const json_t *r = json_object_get(p, "roofline");
+	if (r)
+		fprintf(f, "roofline: %s-bound, %.0f%% of its roof\n", str(r, "bound"),
+		        100 * json_number_value(json_object_get(r, "fraction")));
+	size_t i;
+	json_t *k;
+	json_array_foreach(json_object_get(p, "findings"), i, k) {
+		if (i == MAX_FINDINGS)
+			break;
+		if (i == 0)
+			fputs("profile findings (most important first):\n", f);
+		fprintf(f, "%zu. ", i + 1);
+		put_flat(f, str(k, "text"), MAX_REASON);
+		fputc('\n', f);
+	}
+}
+
+/* Flags about the candidate (the baselines' own failures are no business of the Coder's). */
+static void flags_text(FILE *f, const json_t *v)
+{
+	const json_t *flags = json_object_get(v, "flags");
+	int any = 0, nondet = 0;
+	size_t i;
+	json_t *x;
+	json_array_foreach(flags, i, x) {
+		const char *s = json_string_value(x);
+		if (!s || !strncmp(s, "expert_", 7))
+			continue;
+		fprintf(f, "%s %s", any ? "," : "flags:", s);
+		any = 1;
+		nondet |= !strcmp(s, "nondeterministic");
+	}
+	if (any)
+		fputc('\n', f);
+	if (nondet)
+		fputs("Two runs on the same inputs gave bitwise different outputs: fine within the "
+		      "tolerance, but make sure it is not a race.\n", f);
+}
+
+st_stage st_verifier_feedback(const json_t *verdict, const char *source, double target_speedup,
+                              char **text)
+{
+	*text = NULL;
+	const char *status = str(verdict, "status");
+	if (!*status)
+		status = "unknown";
+	const char *reason = str(verdict, "reason");
+	st_stage next;
+	if (!strcmp(status, "compile_error") || !strcmp(status, "forbidden")) {
+		next = ST_STAGE_REPAIR_COMPILE;
+	} else if (strcmp(status, "ok")) {
+		next = ST_STAGE_REPAIR_CORRECT;
+	} else {
+		const json_t *vr = json_object_get(json_object_get(verdict, "speedup"), "vs_reference");
+		next = target_speedup > 0 && json_is_number(vr) &&
+		       json_number_value(vr) >= target_speedup ? ST_STAGE_DONE : ST_STAGE_OPTIMISE;
+	}
+
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f) {
+		*text = strdup("status: (feedback unavailable: out of memory)");
+		return next;
+	}
+	fprintf(f, "status: %s", status);
+	if (!verdict)
+		fputs(" \xe2\x80\x94 no verdict was produced", f);
+	else if (*reason) {
+		fputs(" \xe2\x80\x94 ", f);
+		put_flat(f, reason, MAX_REASON);
+	}
+	fputc('\n', f);
+	if (next == ST_STAGE_REPAIR_COMPILE) {
+		if (!strcmp(status, "forbidden"))
+			policy_text(f, verdict, source);
+		else
+			compile_text(f, verdict, source);
+	} else if (next == ST_STAGE_REPAIR_CORRECT) {
+		correctness_text(f, verdict);
+		const char *h = hint(status);
+		if (h)
+			fprintf(f, "%s\n", h);
+	} else {
+		speed_text(f, verdict, target_speedup);
+		if (next == ST_STAGE_DONE)
+			fputs("The target is reached.\n", f);
+	}
+	if (verdict)
+		flags_text(f, verdict);
+	if (fclose(f) != 0 || !buf) {
+		free(buf);
+		*text = strdup("status: (feedback unavailable: out of memory)");
+		return next;
+	}
+	*text = buf;
+	return next;
+}

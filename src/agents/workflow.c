@@ -1,0 +1,691 @@
+/* The agents' loop: the Planner designs, the Coder writes a whole solution per attempt, the
+ * Verifier (st_verify plus st_verifier_feedback) judges it and picks the next stage:
+ *
+ *   plan -> draft -> repair-compile / repair-correctness -> optimise -> done
+ *
+ * with a new plan when the last few attempts all failed to compile, were all wrong, or
+ * stagnated, and limits on attempts, replans, tokens, time and money. Every prompt, answer,
+ * code version, verdict and transition is appended to trajectory.jsonl as it happens, so a run
+ * can be audited and turned into training data; the fastest correct version is best-so-far. */
+#include "solve.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agents.h"
+#include "common/fs.h"
+#include "common/paths.h"
+#include "task/task.h"
+
+void st_solve_opts_default(st_solve_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->max_attempts = 8;
+	o->max_replans = 2;
+	o->replan_after = 3;
+	o->target_speedup = 2;
+	o->max_tokens = 2000000;
+	o->max_time_s = 3600;
+	o->temperature = 0.2;
+	o->max_output_tokens = 16384;
+	st_verify_opts_default(&o->verify);
+	st_llm_opts_default(&o->llm);
+}
+
+typedef struct solve {
+	const st_solve_opts *o;
+	st_task task;
+	int task_loaded;
+	st_llm_client *coder, *planner;
+	char out[4096], prompts[4096];
+	FILE *traj;
+	double t0;
+	json_t *vars;      /* what every prompt may use */
+	json_t *plan;
+	json_t *history;   /* one entry per attempt: stage, status, speedup */
+	st_stage stage;
+	int attempts, replans;
+	char *last_code, *last_feedback;
+	char *pending_answer, *pending_why; /* an answer without usable code, and why: asked again */
+	/* best so far: the fastest correct version */
+	char best_path[4400];
+	double best_speedup;
+	json_t *best_verdict;
+	double overhead_s; /* everything but model latency and verification */
+	char state[64], why[1100];
+} solve;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void say(solve *S, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(solve *S, const char *fmt, ...)
+{
+	if (!S->o->progress)
+		return;
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	S->o->progress(S->o->progress_arg, line);
+}
+
+/* One trajectory record, written and flushed at once: a crash loses nothing already done. */
+static void traj(solve *S, const char *type, json_t *rec)
+{
+	json_object_set_new(rec, "type", json_string(type));
+	json_object_set_new(rec, "t", json_real(now_s() - S->t0));
+	char *line = json_dumps(rec, JSON_COMPACT);
+	if (line && S->traj) {
+		fputs(line, S->traj);
+		fputc('\n', S->traj);
+		fflush(S->traj);
+	}
+	free(line);
+	json_decref(rec);
+}
+
+static void transition(solve *S, st_stage to, const char *why)
+{
+	traj(S, "transition", json_pack("{s:s,s:s,s:s}", "from", st_stage_name(S->stage), "to",
+	                                st_stage_name(to), "why", why));
+	S->stage = to;
+}
+
+static int64_t tokens_used(const solve *S)
+{
+	st_llm_usage a = st_llm_client_usage(S->coder);
+	int64_t n = a.input_tokens + a.output_tokens;
+	if (S->planner != S->coder) {
+		st_llm_usage b = st_llm_client_usage(S->planner);
+		n += b.input_tokens + b.output_tokens;
+	}
+	return n;
+}
+
+static double cost_used(const solve *S)
+{
+	double c = st_llm_client_usage(S->coder).cost_usd;
+	if (S->planner != S->coder)
+		c += st_llm_client_usage(S->planner).cost_usd;
+	return c;
+}
+
+/* A limit reached sets the final state and says why; 1 when the run must stop. */
+static int over_budget(solve *S)
+{
+	const st_solve_opts *o = S->o;
+	if (S->attempts >= o->max_attempts)
+		snprintf(S->why, sizeof S->why, "%d attempts used (--max-attempts)", S->attempts);
+	else if (o->max_tokens > 0 && tokens_used(S) >= o->max_tokens)
+		snprintf(S->why, sizeof S->why, "%lld tokens used (--max-tokens)",
+		         (long long)tokens_used(S));
+	else if (o->max_time_s > 0 && now_s() - S->t0 >= o->max_time_s)
+		snprintf(S->why, sizeof S->why, "%.0f s spent (--max-time)", now_s() - S->t0);
+	else if (o->max_cost_usd > 0 && cost_used(S) >= o->max_cost_usd)
+		snprintf(S->why, sizeof S->why, "$%.2f spent (--max-cost)", cost_used(S));
+	else
+		return 0;
+	snprintf(S->state, sizeof S->state, "budget_exhausted");
+	return 1;
+}
+
+/* One model call, request and answer both in the trajectory. */
+/* `sample` tells apart requests whose text repeats (the same draft prompt on a later attempt):
+ * each gets its own answer, and a replay gives each the answer it had. */
+static st_status ask(solve *S, st_llm_client *c, const char *agent, const st_llm_msg *msgs,
+                     int n, int json_mode, int sample, st_llm_response *r, double *latency,
+                     st_err *err)
+{
+	st_llm_request q = {.msgs = msgs, .n_msgs = n, .temperature = S->o->temperature,
+	                    .max_tokens = S->o->max_output_tokens, .json_mode = json_mode,
+	                    .sample = sample};
+	json_t *jm = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(jm, json_pack("{s:s,s:s}", "role", msgs[i].role, "content",
+		                                    msgs[i].content));
+	traj(S, "request", json_pack("{s:s,s:s,s:i,s:o}", "agent", agent, "stage",
+	                             st_stage_name(S->stage), "attempt", S->attempts, "messages", jm));
+	st_status s = st_llm_complete(c, &q, r, err);
+	if (s) {
+		traj(S, "llm_error", json_pack("{s:s,s:s}", "agent", agent, "error", err->msg));
+		return s;
+	}
+	*latency += r->cached ? 0 : r->latency_s;
+	traj(S, "response", json_pack("{s:s,s:s,s:s,s:b,s:I,s:I,s:b,s:f,s:f,s:i}", "agent", agent,
+	                              "text", r->text, "finish", r->finish, "truncated", r->truncated,
+	                              "input_tokens", (json_int_t)r->input_tokens, "output_tokens",
+	                              (json_int_t)r->output_tokens, "cached", r->cached,
+	                              "latency_s", r->latency_s, "cost_usd", r->cost_usd,
+	                              "attempts", r->attempts));
+	return ST_OK;
+}
+
+static const char *str_or(const char *s, const char *fallback)
+{
+	return s ? s : fallback;
+}
+
+/* Earlier attempts, one line each, for the prompts. */
+static char *history_text(const solve *S)
+{
+	size_t i, cap = 1 + 160 * json_array_size(S->history);
+	json_t *h;
+	char *out = calloc(1, cap);
+	if (!out)
+		return NULL;
+	size_t len = 0;
+	json_array_foreach(S->history, i, h) {
+		const json_t *sp = json_object_get(h, "speedup");
+		char tail[48] = "";
+		if (sp)
+			snprintf(tail, sizeof tail, ", speedup %.2fx", json_number_value(sp));
+		len += (size_t)snprintf(out + len, cap - len, "attempt %d (%.30s): %.30s%s\n",
+		                        (int)json_integer_value(json_object_get(h, "attempt")),
+		                        str_or(json_string_value(json_object_get(h, "stage")), "?"),
+		                        str_or(json_string_value(json_object_get(h, "status")), "?"),
+		                        tail);
+		if (len >= cap)
+			break;
+	}
+	return out;
+}
+
+/* ---- the Planner ---------------------------------------------------------------------------- */
+
+static st_status do_plan(solve *S, st_err *err)
+{
+	double latency = 0;
+	char *hist = history_text(S);
+	json_object_set_new(S->vars, "history", json_string(hist && *hist ? hist : "none yet"));
+	free(hist);
+	char *prompt = NULL;
+	st_status s = st_prompt_render(S->prompts, "planner", S->vars, &prompt, err);
+	if (s)
+		return s;
+	st_llm_client *c = S->planner;
+	st_llm_msg m[3] = {{"user", prompt}};
+	st_llm_response r;
+	s = ask(S, c, "planner", m, 1, 1, 2 * S->replans, &r, &latency, err);
+	if (s) {
+		free(prompt);
+		return s;
+	}
+	json_t *plan = NULL;
+	st_err perr;
+	if (st_plan_parse(r.text, &plan, &perr)) {
+		/* One repair request, with the reason, then a clear failure. */
+		char fix[1400];
+		snprintf(fix, sizeof fix, "That plan is not valid: %s. Answer with the corrected JSON "
+		         "object only.", perr.msg);
+		m[1] = (st_llm_msg){"assistant", r.text};
+		m[2] = (st_llm_msg){"user", fix};
+		st_llm_response r2;
+		s = ask(S, c, "planner", m, 3, 1, 2 * S->replans + 1, &r2, &latency, err);
+		if (!s && st_plan_parse(r2.text, &plan, &perr))
+			s = st_err_set(err, ST_E_INVALID, "the planner's answer was not a valid plan twice: "
+			               "%s", perr.msg);
+		if (!r2.text && !s)
+			s = st_err_set(err, ST_E_INVALID, "the planner gave no answer");
+		st_llm_response_free(&r2);
+	}
+	st_llm_response_free(&r);
+	free(prompt);
+	if (s)
+		return s;
+	json_decref(S->plan);
+	S->plan = plan;
+	char path[4200];
+	snprintf(path, sizeof path, "%s/plan.json", S->out);
+	char *txt = json_dumps(plan, JSON_INDENT(2));
+	s = txt ? st_write_file_atomic(path, txt, strlen(txt), err)
+	        : st_err_set(err, ST_E_NOMEM, "out of memory");
+	free(txt);
+	traj(S, "plan", json_pack("{s:O,s:i}", "plan", plan, "replans", S->replans));
+	return s;
+}
+
+/* ---- the Coder and the Verifier ------------------------------------------------------------ */
+
+static const char *coder_template(st_stage s)
+{
+	return s == ST_STAGE_DRAFT     ? "coder-draft"
+	       : s == ST_STAGE_OPTIMISE ? "coder-optimise"
+	                                : "coder-repair";
+}
+
+static char *steps_text(const json_t *plan)
+{
+	size_t i, len = 1;
+	json_t *st;
+	json_array_foreach(json_object_get(plan, "steps"), i, st)
+		len += strlen(str_or(json_string_value(json_object_get(st, "what")), "")) + 24;
+	char *out = calloc(1, len);
+	if (!out)
+		return NULL;
+	json_array_foreach(json_object_get(plan, "steps"), i, st) {
+		char num[24];
+		snprintf(num, sizeof num, "%zu. ", i + 1);
+		strcat(out, num);
+		strcat(out, str_or(json_string_value(json_object_get(st, "what")), ""));
+		strcat(out, "\n");
+	}
+	return out;
+}
+
+static int is_correct(const json_t *verdict)
+{
+	return !strcmp(str_or(json_string_value(json_object_get(verdict, "status")), ""), "ok");
+}
+
+static double speedup_of(const json_t *verdict)
+{
+	return json_number_value(json_object_get(json_object_get(verdict, "speedup"),
+	                                         "vs_reference"));
+}
+
+static st_status write_version(solve *S, const char *code, char *path, size_t len, char *sha,
+                               st_err *err)
+{
+	char hex[65];
+	st_sha256_hex(code, strlen(code), hex);
+	memcpy(sha, hex, 12);
+	sha[12] = '\0';
+	snprintf(path, len, "%s/versions/%s.%s", S->out, sha,
+	         strcmp(S->o->verify.backend, "host") ? "cu" : "c");
+	return st_write_file_atomic(path, code, strlen(code), err);
+}
+
+static void remember(solve *S, const char *status, const json_t *verdict)
+{
+	json_t *h = json_pack("{s:i,s:s,s:s}", "attempt", S->attempts, "stage",
+	                      st_stage_name(S->stage), "status", status);
+	if (verdict && is_correct(verdict) && speedup_of(verdict) > 0)
+		json_object_set_new(h, "speedup", json_real(speedup_of(verdict)));
+	json_array_append_new(S->history, h);
+}
+
+/* Replan when the last `n` attempts all failed the same way, or stagnated below the target. */
+static const char *needs_replan(const solve *S)
+{
+	int n = S->o->replan_after;
+	size_t len = json_array_size(S->history), since = 0;
+	for (size_t i = 0; i < len; i++)
+		if (!strcmp(str_or(json_string_value(json_object_get(json_array_get(S->history, i),
+		                                                     "status")), ""), "replan"))
+			since = i + 1;
+	if (n <= 0 || len - since < (size_t)n)
+		return NULL;
+	int compile = 0, wrong = 0, ok = 0;
+	double lo = 1e300, hi = 0;
+	for (size_t i = len - (size_t)n; i < len; i++) {
+		const json_t *h = json_array_get(S->history, i);
+		const char *st = json_string_value(json_object_get(h, "status"));
+		if (!strcmp(st, "compile_error") || !strcmp(st, "forbidden") || !strcmp(st, "no_code"))
+			compile++;
+		else if (strcmp(st, "ok"))
+			wrong++;
+		else {
+			ok++;
+			double sp = json_number_value(json_object_get(h, "speedup"));
+			lo = sp < lo ? sp : lo;
+			hi = sp > hi ? sp : hi;
+		}
+	}
+	if (compile == n)
+		return "the last attempts all failed to compile";
+	if (wrong == n)
+		return "the last attempts were all incorrect";
+	if (ok == n && hi < S->o->target_speedup && hi <= lo * 1.05)
+		return "the last correct attempts stagnated within 5 % of each other below the target";
+	return NULL;
+}
+
+static st_status do_attempt(solve *S, st_err *err)
+{
+	double t_start = now_s(), latency = 0, verify_s = 0;
+	S->attempts++;
+	char *steps = steps_text(S->plan);
+	char *hist = history_text(S);
+	json_object_set_new(S->vars, "plan", json_string(""));
+	char *plan_txt = json_dumps(S->plan, JSON_INDENT(2));
+	json_object_set_new(S->vars, "plan", json_string(plan_txt ? plan_txt : "{}"));
+	free(plan_txt);
+	json_object_set_new(S->vars, "step", json_string(steps ? steps : ""));
+	json_object_set_new(S->vars, "history", json_string(hist && *hist ? hist : "none yet"));
+	json_object_set_new(S->vars, "previous_code", json_string(S->last_code ? S->last_code : ""));
+	json_object_set_new(S->vars, "feedback",
+	                    json_string(S->last_feedback ? S->last_feedback : "none yet"));
+	free(steps);
+	free(hist);
+	char *prompt = NULL;
+	st_status s = st_prompt_render(S->prompts, coder_template(S->stage), S->vars, &prompt, err);
+	if (s)
+		return s;
+	say(S, "attempt %d/%d: %s (best %.2fx, %lld tokens)", S->attempts, S->o->max_attempts,
+	    st_stage_name(S->stage), S->best_speedup, (long long)tokens_used(S));
+	/* After an answer without usable code the conversation goes on: that answer, then why it
+	 * could not be used. */
+	st_llm_msg m[3] = {{"user", prompt}, {"assistant", S->pending_answer},
+	                   {"user", S->pending_why}};
+	st_llm_response r;
+	s = ask(S, S->coder, "coder", m, S->pending_answer ? 3 : 1, 0, S->attempts, &r, &latency,
+	        err);
+	free(prompt);
+	free(S->pending_answer);
+	free(S->pending_why);
+	S->pending_answer = S->pending_why = NULL;
+	if (s)
+		return s;
+	char *code = NULL;
+	const char *why = NULL;
+	st_extract_result x = st_extract_code(r.text, r.truncated, &code, &why);
+	if (x != ST_EXTRACT_OK) {
+		/* No usable file: ask again, same stage, with the reason. */
+		S->pending_answer = r.text;
+		r.text = NULL;
+		S->pending_why = strdup(why);
+		st_llm_response_free(&r);
+		traj(S, "no_code", json_pack("{s:i,s:s}", "attempt", S->attempts, "why", why));
+		remember(S, "no_code", NULL);
+		S->overhead_s += now_s() - t_start - latency;
+		return ST_OK;
+	}
+	st_llm_response_free(&r);
+	char path[4300], sha[13];
+	s = write_version(S, code, path, sizeof path, sha, err);
+	if (s) {
+		free(code);
+		return s;
+	}
+	traj(S, "code", json_pack("{s:i,s:s,s:s,s:s}", "attempt", S->attempts, "version", sha, "path",
+	                          path, "code", code));
+	json_t *verdict = NULL;
+	double tv = now_s();
+	s = st_verify(S->o->task_dir, path, &S->o->verify, &verdict, err);
+	verify_s = now_s() - tv;
+	if (s && !verdict) {
+		free(code);
+		return s; /* the environment, not the candidate: no GPU, a broken baseline */
+	}
+	if (s) {
+		/* A verdict with an error status (e.g. the file lacks the ABI) is still a verdict. */
+		if (!json_object_get(verdict, "status"))
+			json_object_set_new(verdict, "status", json_string("compile_error"));
+		s = ST_OK;
+	}
+	char *fb = NULL;
+	st_stage next = st_verifier_feedback(verdict, code, S->o->target_speedup, &fb);
+	const char *status = str_or(json_string_value(json_object_get(verdict, "status")), "?");
+	traj(S, "verdict", json_pack("{s:i,s:s,s:O,s:s,s:f}", "attempt", S->attempts, "version", sha,
+	                             "verdict", verdict, "feedback", fb ? fb : "", "verify_s",
+	                             verify_s));
+	remember(S, status, verdict);
+	if (is_correct(verdict) && speedup_of(verdict) >= S->best_speedup &&
+	    (speedup_of(verdict) > S->best_speedup || !S->best_verdict)) {
+		snprintf(S->best_path, sizeof S->best_path, "%s", path);
+		S->best_speedup = speedup_of(verdict);
+		json_decref(S->best_verdict);
+		S->best_verdict = json_incref(verdict);
+		traj(S, "best", json_pack("{s:s,s:f}", "version", sha, "speedup", S->best_speedup));
+	} else if (!S->best_verdict && is_correct(verdict)) {
+		snprintf(S->best_path, sizeof S->best_path, "%s", path);
+		S->best_verdict = json_incref(verdict);
+	}
+	say(S, "attempt %d: %s%s", S->attempts, status,
+	    is_correct(verdict) ? "" : " — repairing");
+	/* The next prompt works from this version and what the Verifier said of it. */
+	free(S->last_code);
+	S->last_code = code;
+	free(S->last_feedback);
+	S->last_feedback = fb;
+	char reason[128];
+	snprintf(reason, sizeof reason, "verdict %s", status);
+	transition(S, next, reason);
+	json_decref(verdict);
+	S->overhead_s += now_s() - t_start - latency - verify_s;
+	return ST_OK;
+}
+
+/* ---- set-up and the report ----------------------------------------------------------------- */
+
+static char *read_or_empty(const char *path)
+{
+	char *d = NULL;
+	size_t n;
+	st_err e;
+	if (!path || st_read_file(path, &d, &n, &e))
+		return strdup("");
+	return d;
+}
+
+static st_status setup(solve *S, st_err *err)
+{
+	const st_solve_opts *o = S->o;
+	st_status s = st_task_load(o->task_dir, &S->task, err);
+	if (s)
+		return s;
+	S->task_loaded = 1;
+	st_llm_model cm, pm;
+	if ((s = st_llm_model_parse(o->model, &cm, err)) ||
+	    (s = st_llm_model_parse(o->planner_model ? o->planner_model : o->model, &pm, err)))
+		return s;
+	/* Keys and endpoints are checked before anything is written; a replay needs neither. */
+	if (!o->llm.replay && ((s = st_llm_model_check(&cm, 10, err)) ||
+	                       (s = st_llm_model_check(&pm, 10, err))))
+		return s;
+	snprintf(S->out, sizeof S->out, "%s", o->out_dir);
+	char vers[4200];
+	snprintf(vers, sizeof vers, "%s/versions", S->out);
+	if ((s = st_mkdirs(vers, err)))
+		return s;
+	st_llm_opts lo = o->llm;
+	char cache[4200];
+	if (!lo.cache_path) {
+		snprintf(cache, sizeof cache, "%s/llm-cache.sqlite", S->out);
+		lo.cache_path = cache;
+	}
+	if ((s = st_llm_client_new(&cm, &lo, &S->coder, err)))
+		return s;
+	if (!o->planner_model || !strcmp(o->planner_model, o->model))
+		S->planner = S->coder;
+	else if ((s = st_llm_client_new(&pm, &lo, &S->planner, err)))
+		return s;
+	if (o->prompts_dir)
+		snprintf(S->prompts, sizeof S->prompts, "%s", o->prompts_dir);
+	else
+		snprintf(S->prompts, sizeof S->prompts, "%s/prompts", st_home());
+	char tpath[4200];
+	snprintf(tpath, sizeof tpath, "%s/trajectory.jsonl", S->out);
+	S->traj = fopen(tpath, "a");
+	if (!S->traj)
+		return st_err_set(err, ST_E_IO, "%s: %s", tpath, strerror(errno));
+
+	int host = !strcmp(o->verify.backend, "host");
+	const st_task *t = &S->task;
+	char sizes[2048] = "";
+	const st_size_set *sets[2] = {&t->small, &t->eval};
+	for (int k = 0; k < 2; k++) {
+		size_t L = strlen(sizes);
+		snprintf(sizes + L, sizeof sizes - L, "%s:", sets[k]->label);
+		for (int i = 0; i < sets[k]->n; i++) {
+			L = strlen(sizes);
+			snprintf(sizes + L, sizeof sizes - L, " %s=%lld", sets[k]->names[i],
+			         (long long)sets[k]->values[i]);
+		}
+		L = strlen(sizes);
+		snprintf(sizes + L, sizeof sizes - L, "\n");
+	}
+	if (t->n_hidden) {
+		size_t L = strlen(sizes);
+		snprintf(sizes + L, sizeof sizes - L, "plus %d hidden size set%s you will not see\n",
+		         t->n_hidden, t->n_hidden == 1 ? "" : "s");
+	}
+	char policy[1024];
+	size_t L = (size_t)snprintf(policy, sizeof policy, "%s mode; libraries allowed:",
+	                            t->policy == ST_POLICY_EXPERT ? "expert (write the kernels "
+	                                                            "yourself)"
+	                                                          : "engineering");
+	for (int i = 0; i < t->n_libraries && L < sizeof policy; i++)
+		L += (size_t)snprintf(policy + L, sizeof policy - L, " %s", t->libraries[i]);
+	if (!t->n_libraries && L < sizeof policy)
+		snprintf(policy + L, sizeof policy - L, " none beyond the CUDA runtime");
+	char abi_path[4200];
+	snprintf(abi_path, sizeof abi_path, "%s/include/stitch/solution.h", st_home());
+	char *abi = read_or_empty(abi_path);
+	char *ref = read_or_empty(host ? t->host_reference : t->reference);
+	S->vars = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:f}", "task_id", t->id,
+	                    "task_description", t->description ? t->description : "", "reference_source",
+	                    ref, "sizes", sizes, "policy", policy, "arch",
+	                    o->verify.arch ? o->verify.arch : (host ? "host CPU" : "sm_90a"), "abi",
+	                    abi, "reference_profile", "none", "backend", host ? "host" : "cuda",
+	                    "code_fence", host ? "c" : "cuda", "target_speedup", o->target_speedup);
+	free(abi);
+	free(ref);
+	S->history = json_array();
+	if (!S->vars || !S->history)
+		return st_err_set(err, ST_E_NOMEM, "out of memory");
+	return ST_OK;
+}
+
+static st_status finish(solve *S, json_t **report, st_err *err)
+{
+	char best_copy[4200] = "";
+	st_status s = ST_OK;
+	if (S->best_verdict) {
+		char *code = NULL;
+		size_t n = 0;
+		snprintf(best_copy, sizeof best_copy, "%s/best.%s", S->out,
+		         strcmp(S->o->verify.backend, "host") ? "cu" : "c");
+		s = st_read_file(S->best_path, &code, &n, err);
+		if (!s)
+			s = st_write_file_atomic(best_copy, code, n, err);
+		free(code);
+	}
+	st_llm_usage cu = st_llm_client_usage(S->coder);
+	st_llm_usage pu = S->planner != S->coder ? st_llm_client_usage(S->planner)
+	                                         : (st_llm_usage){0};
+	int llm_attempts = S->attempts > 0 ? S->attempts : 1;
+	json_t *r = json_pack(
+		"{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:f,s:{s:I,s:I,s:i,s:i,s:i},s:f,s:f,s:f}", "task",
+		S->task.id, "model", S->o->model, "planner_model",
+		S->o->planner_model ? S->o->planner_model : S->o->model, "state", S->state, "why",
+		S->why, "attempts", S->attempts, "replans", S->replans, "target_speedup",
+		S->o->target_speedup, "tokens", "input", (json_int_t)(cu.input_tokens + pu.input_tokens),
+		"output", (json_int_t)(cu.output_tokens + pu.output_tokens), "calls",
+		cu.calls + pu.calls, "cache_hits", cu.cache_hits + pu.cache_hits, "retries",
+		cu.retries + pu.retries, "cost_usd", cu.cost_usd + pu.cost_usd, "wall_s",
+		now_s() - S->t0, "overhead_ms_per_attempt", 1e3 * S->overhead_s / llm_attempts);
+	if (S->best_verdict) {
+		json_t *sp = json_object_get(S->best_verdict, "speedup");
+		json_object_set_new(r, "best", json_pack("{s:s,s:s,s:O,s:O}", "path", best_copy,
+		                                         "version", S->best_path, "speedup",
+		                                         sp ? sp : json_null(), "verdict",
+		                                         S->best_verdict));
+	}
+	json_object_set(r, "history", S->history);
+	char path[4200];
+	snprintf(path, sizeof path, "%s/report.json", S->out);
+	char *txt = json_dumps(r, JSON_INDENT(2));
+	if (!s)
+		s = txt ? st_write_file_atomic(path, txt, strlen(txt), err)
+		        : st_err_set(err, ST_E_NOMEM, "out of memory");
+	free(txt);
+	traj(S, "report", json_incref(r));
+	if (s) {
+		json_decref(r);
+		return s;
+	}
+	*report = r;
+	return ST_OK;
+}
+
+static void teardown(solve *S)
+{
+	if (S->planner != S->coder)
+		st_llm_client_free(S->planner);
+	st_llm_client_free(S->coder);
+	if (S->traj)
+		fclose(S->traj);
+	if (S->task_loaded)
+		st_task_free(&S->task);
+	json_decref(S->vars);
+	json_decref(S->plan);
+	json_decref(S->history);
+	json_decref(S->best_verdict);
+	free(S->last_code);
+	free(S->last_feedback);
+	free(S->pending_answer);
+	free(S->pending_why);
+}
+
+st_status st_solve(const st_solve_opts *o, json_t **report, st_err *err)
+{
+	*report = NULL;
+	solve S = {.o = o, .t0 = now_s(), .stage = ST_STAGE_PLAN};
+	st_status s = setup(&S, err);
+	if (s) {
+		teardown(&S);
+		return s;
+	}
+	traj(&S, "start", json_pack("{s:s,s:s,s:s,s:i,s:f}", "task", S.task.id, "model", o->model,
+	                            "backend", o->verify.backend, "max_attempts", o->max_attempts,
+	                            "target_speedup", o->target_speedup));
+	snprintf(S.state, sizeof S.state, "running");
+	while (!s) {
+		if (S.stage == ST_STAGE_DONE) {
+			snprintf(S.state, sizeof S.state, "done");
+			snprintf(S.why, sizeof S.why, "reached %.2fx (target %.2fx)", S.best_speedup,
+			         o->target_speedup);
+			break;
+		}
+		if (over_budget(&S))
+			break;
+		if (S.stage == ST_STAGE_PLAN) {
+			say(&S, "planning%s", S.replans ? " again" : "");
+			s = do_plan(&S, err);
+			if (s)
+				break;
+			transition(&S, ST_STAGE_DRAFT, S.replans ? "new plan" : "plan ready");
+			continue;
+		}
+		s = do_attempt(&S, err);
+		const char *why = s ? NULL : needs_replan(&S);
+		if (why && S.stage != ST_STAGE_DONE) {
+			if (S.replans >= o->max_replans) {
+				snprintf(S.state, sizeof S.state, "budget_exhausted");
+				snprintf(S.why, sizeof S.why, "%s and %d replans are used (--max-replans)", why,
+				         S.replans);
+				break;
+			}
+			S.replans++;
+			/* A new plan starts a new window: the failures that caused it are history. */
+			json_t *h = json_pack("{s:i,s:s,s:s}", "attempt", S.attempts, "stage", "plan",
+			                      "status", "replan");
+			json_array_append_new(S.history, h);
+			transition(&S, ST_STAGE_PLAN, why);
+		}
+	}
+	if (s) {
+		/* The model or the environment failed: keep what was done, say why. */
+		snprintf(S.state, sizeof S.state, "failed");
+		snprintf(S.why, sizeof S.why, "%s", err->msg);
+		traj(&S, "error", json_pack("{s:s}", "error", err->msg));
+	}
+	st_err ferr;
+	st_status fs = finish(&S, report, &ferr);
+	teardown(&S);
+	if (fs)
+		return st_err_set(err, fs, "%s", ferr.msg);
+	return ST_OK;
+}
