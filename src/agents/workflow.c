@@ -469,6 +469,46 @@ static char *read_or_empty(const char *path)
 	return d;
 }
 
+/* The reference's own profile (timeline, roofline, findings) for the prompts, where the backend
+ * can profile: the Planner sees where an eager implementation spends its time. */
+static char *reference_profile(const solve *S)
+{
+	const st_solve_opts *o = S->o;
+	if (strcmp(o->verify.backend, "cuda") || !o->verify.profile)
+		return strdup("none (this backend has no profiler)");
+	st_verify_opts vo = o->verify;
+	vo.timing = 0;
+	vo.seeds = 1;
+	vo.sets = "eval";
+	vo.candidate_trusted = 1;
+	vo.progress = NULL;
+	json_t *v = NULL;
+	st_err e;
+	if (st_verify(o->task_dir, S->task.reference, &vo, &v, &e) || !v) {
+		json_decref(v);
+		return strdup("none (profiling the reference failed)");
+	}
+	const json_t *p = json_object_get(v, "profile"), *sum = json_object_get(p, "summary");
+	char text[4096];
+	size_t n = (size_t)snprintf(text, sizeof text, "%d launches, GPU busy %.0f%% of %.1f us\n",
+	                            (int)json_integer_value(json_object_get(sum, "launches")),
+	                            json_number_value(json_object_get(sum, "busy_pct")),
+	                            json_number_value(json_object_get(sum, "span_us")));
+	size_t i;
+	json_t *k;
+	json_array_foreach(json_object_get(sum, "top_kernels"), i, k)
+		if (n < sizeof text)
+			n += (size_t)snprintf(text + n, sizeof text - n, "%.1f%% %s\n",
+			                      100 * json_number_value(json_object_get(k, "share")),
+			                      str_or(json_string_value(json_object_get(k, "name")), "?"));
+	json_array_foreach(json_object_get(p, "findings"), i, k)
+		if (n < sizeof text)
+			n += (size_t)snprintf(text + n, sizeof text - n, "- %s\n",
+			                      str_or(json_string_value(json_object_get(k, "text")), ""));
+	json_decref(v);
+	return strdup(p ? text : "none");
+}
+
 static st_status setup(solve *S, st_err *err)
 {
 	const st_solve_opts *o = S->o;
@@ -555,6 +595,10 @@ static st_status setup(solve *S, st_err *err)
 	S->history = json_array();
 	if (!S->vars || !S->history)
 		return st_err_set(err, ST_E_NOMEM, "out of memory");
+	say(S, "profiling the reference");
+	char *rp = reference_profile(S);
+	json_object_set_new(S->vars, "reference_profile", json_string(rp ? rp : "none"));
+	free(rp);
 	return ST_OK;
 }
 

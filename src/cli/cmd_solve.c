@@ -42,6 +42,8 @@ static void usage(FILE *f)
 	        "  --llm-timeout S      one HTTP request (default 600)\n"
 	        "  --cache FILE         response cache (default: DIR/llm-cache.sqlite)\n"
 	        "  --replay             answer from the cache only; never call the model\n"
+	        "  --resume DIR         go on with an interrupted run in DIR: its cached answers are\n"
+	        "                       replayed (no tokens paid twice), then the model is asked again\n"
 	        "  --prompts DIR        prompt templates (default: the prompts/ of this stitch)\n"
 	        "  --json               print report.json on stdout\n"
 	        "verify options for every version:\n" ST_VERIFY_OPTS_HELP
@@ -81,7 +83,7 @@ int cmd_solve(int argc, char **argv)
 	st_solve_opts_default(&o);
 	o.verify.seeds = 3;
 	int json = 0, quiet = 0;
-	const char *task_arg = NULL;
+	const char *task_arg = NULL, *resume = NULL;
 	static const struct {
 		const char *name;
 		double lo, hi;
@@ -98,6 +100,14 @@ int cmd_solve(int argc, char **argv)
 		}
 		if (!strcmp(a, "--replay")) {
 			o.llm.replay = 1;
+			continue;
+		}
+		if (!strcmp(a, "--resume")) {
+			if (i + 1 >= argc || !argv[i + 1][0]) {
+				st_cli_error("--resume needs the folder of an earlier run");
+				return ST_EXIT_USAGE;
+			}
+			resume = argv[++i];
 			continue;
 		}
 		const char **str = !strcmp(a, "--model")           ? &o.model
@@ -167,6 +177,19 @@ int cmd_solve(int argc, char **argv)
 		return ST_EXIT_USAGE;
 	}
 	o.task_dir = dir;
+	if (resume) {
+		char tj[4200];
+		snprintf(tj, sizeof tj, "%s/trajectory.jsonl", resume);
+		if (access(tj, R_OK)) {
+			st_cli_error("--resume %s: no trajectory.jsonl there (%s)", resume, strerror(errno));
+			return ST_EXIT_USAGE;
+		}
+		if (o.out_dir && strcmp(o.out_dir, resume)) {
+			st_cli_error("--resume and --out name different folders");
+			return ST_EXIT_USAGE;
+		}
+		o.out_dir = resume;
+	}
 	if (!o.out_dir) {
 		snprintf(out, sizeof out, "solve-%s", task_arg);
 		for (char *p = out; *p; p++)

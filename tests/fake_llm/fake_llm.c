@@ -305,6 +305,11 @@ static void free_steps(fake_step *steps, int n)
 
 fake_llm *fake_llm_start(const fake_step *steps, int n)
 {
+	return fake_llm_start_on(steps, n, 0);
+}
+
+fake_llm *fake_llm_start_on(const fake_step *steps, int n, int port)
+{
 	if (n < 0 || (n > 0 && !steps)) {
 		fprintf(stderr, "fake_llm: bad script (n=%d)\n", n);
 		return NULL;
@@ -355,7 +360,7 @@ fake_llm *fake_llm_start(const fake_step *steps, int n)
 	struct sockaddr_in sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sin_family = AF_INET;
-	sa.sin_port = 0; /* the kernel picks a free one */
+	sa.sin_port = htons((uint16_t)port); /* 0: the kernel picks a free one */
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION;
 	if (getenv("FAKE_LLM_VERBOSE"))

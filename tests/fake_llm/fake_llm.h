@@ -24,6 +24,8 @@ typedef struct fake_llm fake_llm;
 /* The steps (bodies and header values included) are copied. NULL on failure, with the reason on
  * stderr. With n == 0 every request gets a 500 that says the script is empty. */
 fake_llm *fake_llm_start(const fake_step *steps, int n);
+/* The same on a given port (a resumed client must find its server where it was); 0: any. */
+fake_llm *fake_llm_start_on(const fake_step *steps, int n, int port);
 int fake_llm_port(const fake_llm *f);
 /* Requests received so far; a request counts once its whole body has arrived, before the
  * answer is sent, so after a synchronous call returns every request it made is counted. */

@@ -3,7 +3,7 @@
  * line of stdout (flushed, so that a test can read it from a pipe and then talk to it), answers
  * until SIGTERM or SIGINT, and with --log appends each request, as it arrives, as one JSON line.
  *
- *   fake-llm SCRIPT.json [--log FILE]
+ *   fake-llm SCRIPT.json [--log FILE] [--port N]
  *
  * SCRIPT.json: {"steps":[STEP, ...]}, answered one per request, the last repeating. A STEP is
  *   {"status":200, "body":"...", "retry_after":"1", "delay_ms":0, "hang":false}
@@ -22,7 +22,7 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: fake-llm SCRIPT.json [--log FILE]\n");
+	fprintf(stderr, "usage: fake-llm SCRIPT.json [--log FILE] [--port N]\n");
 }
 
 /* Fills *st from one step object; the strings it makes (a body, a Retry-After value) go to
@@ -98,9 +98,12 @@ static int parse_step(json_t *j, int i, fake_step *st, char **owned)
 int main(int argc, char **argv)
 {
 	const char *script = NULL, *log_path = NULL;
+	int port = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--log") && i + 1 < argc) {
 			log_path = argv[++i];
+		} else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
+			port = atoi(argv[++i]);
 		} else if (argv[i][0] != '-' && !script) {
 			script = argv[i];
 		} else {
@@ -158,7 +161,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	rc = 1;
-	if (!(f = fake_llm_start(steps, n)))
+	if (!(f = fake_llm_start_on(steps, n, port)))
 		goto out;
 	fake_llm_set_log(f, log);
 	printf("%d\n", fake_llm_port(f));

@@ -11,9 +11,9 @@ FAKE=$(dirname "$STITCH")/tests/fake-llm
 SCRIPTS="$STITCH_SRC/tests/data/solve"
 QUICK=(--backend host --seed 7 --min-time 5 --max-rse 0.5 --max-samples 200 --quiet)
 
-start_fake() { # SCRIPT: start the server, set PORT
+start_fake() { # SCRIPT [ARGS]: start the server, set PORT
 	: >"$WORK/port"
-	"$FAKE" "$1" --log "$WORK/fake.log" >"$WORK/port" 2>"$WORK/fake.err" &
+	"$FAKE" "$@" --log "$WORK/fake.log" >"$WORK/port" 2>"$WORK/fake.err" &
 	FAKE_PID=$!
 	for _ in $(seq 100); do
 		[ -s "$WORK/port" ] && break
@@ -58,6 +58,21 @@ check "success: report has token counts" grep -q '"input": 20' "$WORK/success/re
 	--target-speedup 0.2 --replay "${QUICK[@]}" "$TASK" >"$WORK/replay.out" 2>"$WORK/replay.err"
 check "replay: exit 0 without a server (got $?: $(tail -n 1 "$WORK/replay.err"))" [ "$(state success)" = done ]
 check "replay: answers came from the cache" grep -q '"cached":true' "$WORK/success/trajectory.jsonl"
+
+# Resume: an interrupted run (budget of one attempt) goes on where it stopped; the answers it
+# already had come from its cache, so the server (scripted with the rest of the conversation)
+# sees only the new request.
+solve compile_fix --max-attempts 1
+start_fake "$SCRIPTS/resume_rest.json" --port "$PORT"
+"$STITCH" solve --model "openai-compat:http://127.0.0.1:$PORT/v1:fake" --resume "$WORK/compile_fix" \
+	--target-speedup 0.2 "${QUICK[@]}" "$TASK" >/dev/null 2>"$WORK/resume.err"
+rc=$?
+stop_fake
+check "resume: exit 0 (got $rc: $(tail -n 1 "$WORK/resume.err"))" [ "$rc" -eq 0 ]
+check "resume: done ($(state compile_fix))" [ "$(state compile_fix)" = done ]
+check "resume: cached answers replayed" grep -q '"cached":true' "$WORK/compile_fix/trajectory.jsonl"
+check "resume: the server saw one request" [ "$(wc -l <"$WORK/fake.log")" -eq 1 ]
+rm -rf "$WORK/compile_fix"
 
 solve compile_fix
 check "compile error then fix: done in 2 attempts (state $(state compile_fix), $(num compile_fix attempts))" \
