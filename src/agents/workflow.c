@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +23,13 @@
 #include "common/paths.h"
 #include "task/task.h"
 
+#define MAX_SAMPLES 16
+
 void st_solve_opts_default(st_solve_opts *o)
 {
 	memset(o, 0, sizeof *o);
 	o->max_attempts = 8;
+	o->samples = 1;
 	o->max_replans = 2;
 	o->replan_after = 3;
 	o->target_speedup = 2;
@@ -42,6 +46,7 @@ typedef struct solve {
 	st_task task;
 	int task_loaded;
 	st_llm_client *coder, *planner;
+	st_llm_client *coders[MAX_SAMPLES]; /* coders[0] is coder; one per concurrent sample */
 	char out[4096], prompts[4096];
 	FILE *traj;
 	double t0;
@@ -102,23 +107,38 @@ static void transition(solve *S, st_stage to, const char *why)
 	S->stage = to;
 }
 
+/* What every client of the run has spent: the Coder's (one per sample) and the Planner's. */
+static st_llm_usage usage_total(const solve *S)
+{
+	st_llm_usage t = {0};
+	const st_llm_client *all[MAX_SAMPLES + 1];
+	int n = 0;
+	for (int k = 0; k < MAX_SAMPLES; k++)
+		if (S->coders[k])
+			all[n++] = S->coders[k];
+	if (S->planner && S->planner != S->coder)
+		all[n++] = S->planner;
+	for (int i = 0; i < n; i++) {
+		st_llm_usage u = st_llm_client_usage(all[i]);
+		t.calls += u.calls;
+		t.cache_hits += u.cache_hits;
+		t.retries += u.retries;
+		t.input_tokens += u.input_tokens;
+		t.output_tokens += u.output_tokens;
+		t.cost_usd += u.cost_usd;
+	}
+	return t;
+}
+
 static int64_t tokens_used(const solve *S)
 {
-	st_llm_usage a = st_llm_client_usage(S->coder);
-	int64_t n = a.input_tokens + a.output_tokens;
-	if (S->planner != S->coder) {
-		st_llm_usage b = st_llm_client_usage(S->planner);
-		n += b.input_tokens + b.output_tokens;
-	}
-	return n;
+	st_llm_usage u = usage_total(S);
+	return u.input_tokens + u.output_tokens;
 }
 
 static double cost_used(const solve *S)
 {
-	double c = st_llm_client_usage(S->coder).cost_usd;
-	if (S->planner != S->coder)
-		c += st_llm_client_usage(S->planner).cost_usd;
-	return c;
+	return usage_total(S).cost_usd;
 }
 
 /* A limit reached sets the final state and says why; 1 when the run must stop. */
@@ -351,13 +371,80 @@ static const char *needs_replan(const solve *S)
 	return NULL;
 }
 
+/* One sample's answer, from its own client on its own thread (clients are not shared). */
+typedef struct sample_job {
+	st_llm_client *client;
+	st_llm_request q;
+	st_llm_response r;
+	st_status s;
+	st_err err;
+} sample_job;
+
+static void *sample_thread(void *arg)
+{
+	sample_job *j = arg;
+	j->s = st_llm_complete(j->client, &j->q, &j->r, &j->err);
+	return NULL;
+}
+
+/* Worse verdicts rank lower: no code < compile error < wrong < correct (then by speed). */
+static double rank_of(const json_t *verdict)
+{
+	if (!verdict)
+		return 0;
+	const char *st = str_or(json_string_value(json_object_get(verdict, "status")), "");
+	if (!strcmp(st, "ok"))
+		return 3 + speedup_of(verdict);
+	if (!strcmp(st, "compile_error") || !strcmp(st, "forbidden"))
+		return 1;
+	return 2;
+}
+
+/* Extract, store and verify one answer; the verdict (NULL: no usable code) and the code. */
+static st_status judge(solve *S, int k, const st_llm_response *r, json_t **verdict, char **code,
+                       const char **why, double *verify_s, st_err *err)
+{
+	*verdict = NULL;
+	*code = NULL;
+	if (st_extract_code(r->text, r->truncated, code, why) != ST_EXTRACT_OK) {
+		traj(S, "no_code", json_pack("{s:i,s:i,s:s}", "attempt", S->attempts, "sample", k, "why",
+		                             *why));
+		return ST_OK;
+	}
+	char path[4300], sha[13];
+	st_status s = write_version(S, *code, path, sizeof path, sha, err);
+	if (s)
+		return s;
+	traj(S, "code", json_pack("{s:i,s:i,s:s,s:s,s:s}", "attempt", S->attempts, "sample", k,
+	                          "version", sha, "path", path, "code", *code));
+	double tv = now_s();
+	s = st_verify(S->o->task_dir, path, &S->o->verify, verdict, err);
+	*verify_s += now_s() - tv;
+	if (s && !*verdict)
+		return s; /* the environment, not the candidate: no GPU, a broken baseline */
+	/* A verdict with an error status (e.g. the file lacks the ABI) is still a verdict. */
+	if (!json_object_get(*verdict, "status"))
+		json_object_set_new(*verdict, "status", json_string("compile_error"));
+	json_object_set_new(*verdict, "version_path", json_string(path));
+	traj(S, "verdict", json_pack("{s:i,s:i,s:s,s:O}", "attempt", S->attempts, "sample", k,
+	                             "version", sha, "verdict", *verdict));
+	if (is_correct(*verdict) && (!S->best_verdict || speedup_of(*verdict) > S->best_speedup)) {
+		snprintf(S->best_path, sizeof S->best_path, "%s", path);
+		S->best_speedup = speedup_of(*verdict);
+		json_decref(S->best_verdict);
+		S->best_verdict = json_incref(*verdict);
+		traj(S, "best", json_pack("{s:s,s:f}", "version", sha, "speedup", S->best_speedup));
+	}
+	return ST_OK;
+}
+
 static st_status do_attempt(solve *S, st_err *err)
 {
 	double t_start = now_s(), latency = 0, verify_s = 0;
+	const int K = S->o->samples > 1 ? S->o->samples : 1;
 	S->attempts++;
 	char *steps = steps_text(S->plan);
 	char *hist = history_text(S);
-	json_object_set_new(S->vars, "plan", json_string(""));
 	char *plan_txt = json_dumps(S->plan, JSON_INDENT(2));
 	json_object_set_new(S->vars, "plan", json_string(plan_txt ? plan_txt : "{}"));
 	free(plan_txt);
@@ -378,81 +465,121 @@ static st_status do_attempt(solve *S, st_err *err)
 	 * could not be used. */
 	st_llm_msg m[3] = {{"user", prompt}, {"assistant", S->pending_answer},
 	                   {"user", S->pending_why}};
-	st_llm_response r;
-	s = ask(S, S->coder, "coder", m, S->pending_answer ? 3 : 1, 0, S->attempts, &r, &latency,
-	        err);
+	int n_msgs = S->pending_answer ? 3 : 1;
+	st_llm_response r[MAX_SAMPLES];
+	memset(r, 0, sizeof r);
+	if (K == 1) {
+		s = ask(S, S->coders[0], "coder", m, n_msgs, 0, S->attempts, &r[0], &latency, err);
+	} else {
+		/* K answers at once, each from its own client; recorded in sample order afterwards. */
+		json_t *jm = json_array();
+		for (int i = 0; i < n_msgs; i++)
+			json_array_append_new(jm, json_pack("{s:s,s:s}", "role", m[i].role, "content",
+			                                    m[i].content));
+		traj(S, "request", json_pack("{s:s,s:s,s:i,s:i,s:o}", "agent", "coder", "stage",
+		                             st_stage_name(S->stage), "attempt", S->attempts, "samples",
+		                             K, "messages", jm));
+		sample_job jobs[MAX_SAMPLES];
+		pthread_t th[MAX_SAMPLES];
+		int started[MAX_SAMPLES] = {0};
+		for (int k = 0; k < K; k++) {
+			jobs[k] = (sample_job){.client = S->coders[k],
+			                       .q = {.msgs = m, .n_msgs = n_msgs,
+			                             .temperature = S->o->temperature,
+			                             .max_tokens = S->o->max_output_tokens,
+			                             .sample = S->attempts * K + k}};
+			started[k] = pthread_create(&th[k], NULL, sample_thread, &jobs[k]) == 0;
+			if (!started[k])
+				sample_thread(&jobs[k]);
+		}
+		for (int k = 0; k < K; k++) {
+			if (started[k])
+				pthread_join(th[k], NULL);
+			r[k] = jobs[k].r;
+			if (jobs[k].s && !s) {
+				s = jobs[k].s;
+				*err = jobs[k].err;
+			}
+			if (jobs[k].s) {
+				traj(S, "llm_error", json_pack("{s:s,s:i,s:s}", "agent", "coder", "sample", k,
+				                               "error", jobs[k].err.msg));
+				continue;
+			}
+			double l = r[k].cached ? 0 : r[k].latency_s;
+			latency = l > latency ? l : latency;
+			traj(S, "response", json_pack("{s:s,s:i,s:s,s:s,s:b,s:I,s:I,s:b,s:f,s:f}", "agent",
+			                              "coder", "sample", k, "text", r[k].text, "finish",
+			                              r[k].finish, "truncated", r[k].truncated,
+			                              "input_tokens", (json_int_t)r[k].input_tokens,
+			                              "output_tokens", (json_int_t)r[k].output_tokens,
+			                              "cached", r[k].cached, "latency_s", r[k].latency_s,
+			                              "cost_usd", r[k].cost_usd));
+		}
+	}
 	free(prompt);
 	free(S->pending_answer);
 	free(S->pending_why);
 	S->pending_answer = S->pending_why = NULL;
-	if (s)
+	if (s) {
+		for (int k = 0; k < K; k++)
+			st_llm_response_free(&r[k]);
 		return s;
-	char *code = NULL;
-	const char *why = NULL;
-	st_extract_result x = st_extract_code(r.text, r.truncated, &code, &why);
-	if (x != ST_EXTRACT_OK) {
-		/* No usable file: ask again, same stage, with the reason. */
-		S->pending_answer = r.text;
-		r.text = NULL;
-		S->pending_why = strdup(why);
-		st_llm_response_free(&r);
-		traj(S, "no_code", json_pack("{s:i,s:s}", "attempt", S->attempts, "why", why));
+	}
+	/* Verified one after another: on one GPU, concurrent timing would measure the contention. */
+	json_t *pick = NULL;
+	char *pick_code = NULL;
+	const char *first_why = NULL;
+	int first_no_code = -1;
+	for (int k = 0; k < K && !s; k++) {
+		json_t *v = NULL;
+		char *code = NULL;
+		const char *why = NULL;
+		s = judge(S, k, &r[k], &v, &code, &why, &verify_s, err);
+		if (!v && !s && first_no_code < 0) {
+			first_no_code = k;
+			first_why = why;
+		}
+		if (v && (!pick || rank_of(v) > rank_of(pick))) {
+			json_decref(pick);
+			free(pick_code);
+			pick = v;
+			pick_code = code;
+		} else {
+			json_decref(v);
+			free(code);
+		}
+	}
+	if (!s && !pick) {
+		/* No sample held usable code: ask again, same stage, with the reason. */
+		S->pending_answer = r[first_no_code].text;
+		r[first_no_code].text = NULL;
+		S->pending_why = strdup(first_why);
 		remember(S, "no_code", NULL);
-		S->overhead_s += now_s() - t_start - latency;
-		return ST_OK;
 	}
-	st_llm_response_free(&r);
-	char path[4300], sha[13];
-	s = write_version(S, code, path, sizeof path, sha, err);
-	if (s) {
-		free(code);
+	for (int k = 0; k < K; k++)
+		st_llm_response_free(&r[k]);
+	if (s || !pick) {
+		free(pick_code);
+		S->overhead_s += now_s() - t_start - latency - verify_s;
 		return s;
-	}
-	traj(S, "code", json_pack("{s:i,s:s,s:s,s:s}", "attempt", S->attempts, "version", sha, "path",
-	                          path, "code", code));
-	json_t *verdict = NULL;
-	double tv = now_s();
-	s = st_verify(S->o->task_dir, path, &S->o->verify, &verdict, err);
-	verify_s = now_s() - tv;
-	if (s && !verdict) {
-		free(code);
-		return s; /* the environment, not the candidate: no GPU, a broken baseline */
-	}
-	if (s) {
-		/* A verdict with an error status (e.g. the file lacks the ABI) is still a verdict. */
-		if (!json_object_get(verdict, "status"))
-			json_object_set_new(verdict, "status", json_string("compile_error"));
-		s = ST_OK;
 	}
 	char *fb = NULL;
-	st_stage next = st_verifier_feedback(verdict, code, S->o->target_speedup, &fb);
-	const char *status = str_or(json_string_value(json_object_get(verdict, "status")), "?");
-	traj(S, "verdict", json_pack("{s:i,s:s,s:O,s:s,s:f}", "attempt", S->attempts, "version", sha,
-	                             "verdict", verdict, "feedback", fb ? fb : "", "verify_s",
-	                             verify_s));
-	remember(S, status, verdict);
-	if (is_correct(verdict) && speedup_of(verdict) >= S->best_speedup &&
-	    (speedup_of(verdict) > S->best_speedup || !S->best_verdict)) {
-		snprintf(S->best_path, sizeof S->best_path, "%s", path);
-		S->best_speedup = speedup_of(verdict);
-		json_decref(S->best_verdict);
-		S->best_verdict = json_incref(verdict);
-		traj(S, "best", json_pack("{s:s,s:f}", "version", sha, "speedup", S->best_speedup));
-	} else if (!S->best_verdict && is_correct(verdict)) {
-		snprintf(S->best_path, sizeof S->best_path, "%s", path);
-		S->best_verdict = json_incref(verdict);
-	}
-	say(S, "attempt %d: %s%s", S->attempts, status,
-	    is_correct(verdict) ? "" : " — repairing");
+	st_stage next = st_verifier_feedback(pick, pick_code, S->o->target_speedup, &fb);
+	const char *status = str_or(json_string_value(json_object_get(pick, "status")), "?");
+	traj(S, "feedback", json_pack("{s:i,s:s,s:s}", "attempt", S->attempts, "version",
+	                              str_or(json_string_value(json_object_get(pick, "version_path")),
+	                                     ""), "text", fb ? fb : ""));
+	remember(S, status, pick);
+	say(S, "attempt %d: %s%s", S->attempts, status, is_correct(pick) ? "" : " — repairing");
 	/* The next prompt works from this version and what the Verifier said of it. */
 	free(S->last_code);
-	S->last_code = code;
+	S->last_code = pick_code;
 	free(S->last_feedback);
 	S->last_feedback = fb;
 	char reason[128];
 	snprintf(reason, sizeof reason, "verdict %s", status);
 	transition(S, next, reason);
-	json_decref(verdict);
+	json_decref(pick);
 	S->overhead_s += now_s() - t_start - latency - verify_s;
 	return ST_OK;
 }
@@ -537,6 +664,10 @@ static st_status setup(solve *S, st_err *err)
 	}
 	if ((s = st_llm_client_new(&cm, &lo, &S->coder, err)))
 		return s;
+	S->coders[0] = S->coder;
+	for (int k = 1; k < o->samples && k < MAX_SAMPLES; k++)
+		if ((s = st_llm_client_new(&cm, &lo, &S->coders[k], err)))
+			return s;
 	if (!o->planner_model || !strcmp(o->planner_model, o->model))
 		S->planner = S->coder;
 	else if ((s = st_llm_client_new(&pm, &lo, &S->planner, err)))
@@ -616,9 +747,7 @@ static st_status finish(solve *S, json_t **report, st_err *err)
 			s = st_write_file_atomic(best_copy, code, n, err);
 		free(code);
 	}
-	st_llm_usage cu = st_llm_client_usage(S->coder);
-	st_llm_usage pu = S->planner != S->coder ? st_llm_client_usage(S->planner)
-	                                         : (st_llm_usage){0};
+	st_llm_usage cu = usage_total(S), pu = {0};
 	int llm_attempts = S->attempts > 0 ? S->attempts : 1;
 	json_t *r = json_pack(
 		"{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:f,s:{s:I,s:I,s:i,s:i,s:i},s:f,s:f,s:f}", "task",
@@ -658,6 +787,8 @@ static void teardown(solve *S)
 {
 	if (S->planner != S->coder)
 		st_llm_client_free(S->planner);
+	for (int k = 1; k < MAX_SAMPLES; k++)
+		st_llm_client_free(S->coders[k]);
 	st_llm_client_free(S->coder);
 	if (S->traj)
 		fclose(S->traj);

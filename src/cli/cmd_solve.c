@@ -28,7 +28,9 @@ static void usage(FILE *f)
 	        "  --model M            the Coder's model (required)\n"
 	        "  --planner-model M    the Planner's model (default: the Coder's)\n"
 	        "  --out DIR            artifact folder (default: solve-<task>, e.g. solve-t1-softmax)\n"
-	        "  --max-attempts N     Coder answers (default 8)\n"
+	        "  --max-attempts N     Coder rounds (default 8)\n"
+	        "  --samples K          answers per round, asked for at once and verified one after\n"
+	        "                       another; the best one goes on (default 1, at most 16)\n"
 	        "  --max-replans N      new plans after failures or stagnation (default 2)\n"
 	        "  --replan-after N     failed or stagnating attempts in a row before one (default 3)\n"
 	        "  --target-speedup X   speedup vs the reference that ends the run (default 2)\n"
@@ -91,7 +93,8 @@ int cmd_solve(int argc, char **argv)
 	            {"--replan-after", 1, 1000}, {"--target-speedup", 0, 1e6},
 	            {"--max-tokens", 0, 1e12}, {"--max-time", 1, 1e7}, {"--max-cost", 0, 1e6},
 	            {"--price-in", 0, 1e4}, {"--price-out", 0, 1e4}, {"--temperature", 0, 2},
-	            {"--max-output-tokens", 1, 1e7}, {"--llm-timeout", 1, 86400}};
+	            {"--max-output-tokens", 1, 1e7}, {"--llm-timeout", 1, 86400},
+	            {"--samples", 1, 16}};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--json")) {
@@ -148,6 +151,7 @@ int cmd_solve(int argc, char **argv)
 			case 9: o.temperature = x; break;
 			case 10: o.max_output_tokens = (int)x; break;
 			case 11: o.llm.timeout_s = x; break;
+			case 12: o.samples = (int)x; break;
 			}
 			continue;
 		}

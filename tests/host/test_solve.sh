@@ -88,6 +88,13 @@ check "wrong then fix: done in 2 attempts ($(state wrong_fix), $(num wrong_fix a
 check "wrong then fix: history incorrect, ok ($(statuses wrong_fix))" \
 	bash -c "echo '$(statuses wrong_fix)' | grep -q '^incorrect ok'"
 
+# Two samples per round, asked for at once: one is wrong, one right; the right one goes on.
+solve samples --samples 2
+check "samples: done in one round ($(state samples), $(num samples attempts))" \
+	[ "$(state samples)/$(num samples attempts)" = done/1 ]
+check "samples: both answers verified" [ "$(types samples verdict)" -eq 2 ]
+check "samples: the server saw the two requests" [ "$(grep -c chat/completions "$WORK/fake.log")" -eq 3 ]
+
 solve bad_plan
 check "malformed plan: repaired once, done ($(state bad_plan))" [ "$(state bad_plan)" = done ]
 check "malformed plan: the repair request names the problem" grep -q 'That plan is not valid' "$WORK/fake.log"
