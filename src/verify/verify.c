@@ -913,8 +913,8 @@ static st_status profile_candidate(vctx *v, const st_size_set *set, const json_t
 	const char *cls = json_string_value(json_object_get(rep, "class"));
 	if (!s && !json_is_true(json_object_get(rep, "ok")) && cls && !strcmp(cls, "profiler")) {
 		json_object_set_new(v->verdict, "profile",
-		                    json_pack("{s:s}", "error", json_string_value(json_object_get(
-		                                                    rep, "reason"))));
+		                    json_pack("{s:s?}", "error", json_string_value(json_object_get(
+		                                                     rep, "reason"))));
 		json_decref(rep);
 		return ST_OK;
 	}
