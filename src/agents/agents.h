@@ -8,6 +8,19 @@
 
 #include "common/st_error.h"
 
+/* ---- task_vars.c --------------------------------------------------------------------------- */
+
+struct st_task;
+/* A new object with task_id, task_description, reference_source (host: the C reference), sizes,
+ * policy, arch, abi, reference_profile, backend, code_fence and target_speedup; NULL when out of
+ * memory. */
+json_t *st_agent_task_vars(const struct st_task *t, int host, const char *arch,
+                           double target_speedup, const char *reference_profile);
+/* For the prompts: the attempts so far (history entries: attempt, stage, status, speedup) and
+ * the plan's steps, as text; NULL when out of memory. */
+char *st_agent_history_text(const json_t *history);
+char *st_agent_steps_text(const json_t *plan);
+
 /* ---- prompt.c ------------------------------------------------------------------------------ */
 
 /* Read prompts/<name>.md under `dir` and replace every {{key}} with the string value of `key`

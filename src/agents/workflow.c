@@ -196,37 +196,12 @@ static const char *str_or(const char *s, const char *fallback)
 	return s ? s : fallback;
 }
 
-/* Earlier attempts, one line each, for the prompts. */
-static char *history_text(const solve *S)
-{
-	size_t i, cap = 1 + 160 * json_array_size(S->history);
-	json_t *h;
-	char *out = calloc(1, cap);
-	if (!out)
-		return NULL;
-	size_t len = 0;
-	json_array_foreach(S->history, i, h) {
-		const json_t *sp = json_object_get(h, "speedup");
-		char tail[48] = "";
-		if (sp)
-			snprintf(tail, sizeof tail, ", speedup %.2fx", json_number_value(sp));
-		len += (size_t)snprintf(out + len, cap - len, "attempt %d (%.30s): %.30s%s\n",
-		                        (int)json_integer_value(json_object_get(h, "attempt")),
-		                        str_or(json_string_value(json_object_get(h, "stage")), "?"),
-		                        str_or(json_string_value(json_object_get(h, "status")), "?"),
-		                        tail);
-		if (len >= cap)
-			break;
-	}
-	return out;
-}
-
 /* ---- the Planner ---------------------------------------------------------------------------- */
 
 static st_status do_plan(solve *S, st_err *err)
 {
 	double latency = 0;
-	char *hist = history_text(S);
+	char *hist = st_agent_history_text(S->history);
 	json_object_set_new(S->vars, "history", json_string(hist && *hist ? hist : "none yet"));
 	free(hist);
 	char *prompt = NULL;
@@ -282,25 +257,6 @@ static const char *coder_template(st_stage s)
 	return s == ST_STAGE_DRAFT     ? "coder-draft"
 	       : s == ST_STAGE_OPTIMISE ? "coder-optimise"
 	                                : "coder-repair";
-}
-
-static char *steps_text(const json_t *plan)
-{
-	size_t i, len = 1;
-	json_t *st;
-	json_array_foreach(json_object_get(plan, "steps"), i, st)
-		len += strlen(str_or(json_string_value(json_object_get(st, "what")), "")) + 24;
-	char *out = calloc(1, len);
-	if (!out)
-		return NULL;
-	json_array_foreach(json_object_get(plan, "steps"), i, st) {
-		char num[24];
-		snprintf(num, sizeof num, "%zu. ", i + 1);
-		strcat(out, num);
-		strcat(out, str_or(json_string_value(json_object_get(st, "what")), ""));
-		strcat(out, "\n");
-	}
-	return out;
 }
 
 static int is_correct(const json_t *verdict)
@@ -443,8 +399,8 @@ static st_status do_attempt(solve *S, st_err *err)
 	double t_start = now_s(), latency = 0, verify_s = 0;
 	const int K = S->o->samples > 1 ? S->o->samples : 1;
 	S->attempts++;
-	char *steps = steps_text(S->plan);
-	char *hist = history_text(S);
+	char *steps = st_agent_steps_text(S->plan);
+	char *hist = st_agent_history_text(S->history);
 	char *plan_txt = json_dumps(S->plan, JSON_INDENT(2));
 	json_object_set_new(S->vars, "plan", json_string(plan_txt ? plan_txt : "{}"));
 	free(plan_txt);
@@ -586,16 +542,6 @@ static st_status do_attempt(solve *S, st_err *err)
 
 /* ---- set-up and the report ----------------------------------------------------------------- */
 
-static char *read_or_empty(const char *path)
-{
-	char *d = NULL;
-	size_t n;
-	st_err e;
-	if (!path || st_read_file(path, &d, &n, &e))
-		return strdup("");
-	return d;
-}
-
 /* The reference's own profile (timeline, roofline, findings) for the prompts, where the backend
  * can profile: the Planner sees where an eager implementation spends its time. */
 static char *reference_profile(const solve *S)
@@ -683,46 +629,9 @@ static st_status setup(solve *S, st_err *err)
 		return st_err_set(err, ST_E_IO, "%s: %s", tpath, strerror(errno));
 
 	int host = !strcmp(o->verify.backend, "host");
-	const st_task *t = &S->task;
-	char sizes[2048] = "";
-	const st_size_set *sets[2] = {&t->small, &t->eval};
-	for (int k = 0; k < 2; k++) {
-		size_t L = strlen(sizes);
-		snprintf(sizes + L, sizeof sizes - L, "%s:", sets[k]->label);
-		for (int i = 0; i < sets[k]->n; i++) {
-			L = strlen(sizes);
-			snprintf(sizes + L, sizeof sizes - L, " %s=%lld", sets[k]->names[i],
-			         (long long)sets[k]->values[i]);
-		}
-		L = strlen(sizes);
-		snprintf(sizes + L, sizeof sizes - L, "\n");
-	}
-	if (t->n_hidden) {
-		size_t L = strlen(sizes);
-		snprintf(sizes + L, sizeof sizes - L, "plus %d hidden size set%s you will not see\n",
-		         t->n_hidden, t->n_hidden == 1 ? "" : "s");
-	}
-	char policy[1024];
-	size_t L = (size_t)snprintf(policy, sizeof policy, "%s mode; libraries allowed:",
-	                            t->policy == ST_POLICY_EXPERT ? "expert (write the kernels "
-	                                                            "yourself)"
-	                                                          : "engineering");
-	for (int i = 0; i < t->n_libraries && L < sizeof policy; i++)
-		L += (size_t)snprintf(policy + L, sizeof policy - L, " %s", t->libraries[i]);
-	if (!t->n_libraries && L < sizeof policy)
-		snprintf(policy + L, sizeof policy - L, " none beyond the CUDA runtime");
-	char abi_path[4200];
-	snprintf(abi_path, sizeof abi_path, "%s/include/stitch/solution.h", st_home());
-	char *abi = read_or_empty(abi_path);
-	char *ref = read_or_empty(host ? t->host_reference : t->reference);
-	S->vars = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:f}", "task_id", t->id,
-	                    "task_description", t->description ? t->description : "", "reference_source",
-	                    ref, "sizes", sizes, "policy", policy, "arch",
-	                    o->verify.arch ? o->verify.arch : (host ? "host CPU" : "sm_90a"), "abi",
-	                    abi, "reference_profile", "none", "backend", host ? "host" : "cuda",
-	                    "code_fence", host ? "c" : "cuda", "target_speedup", o->target_speedup);
-	free(abi);
-	free(ref);
+	S->vars = st_agent_task_vars(&S->task, host,
+	                             o->verify.arch ? o->verify.arch : (host ? "host CPU" : "sm_90a"),
+	                             o->target_speedup, "none");
 	S->history = json_array();
 	if (!S->vars || !S->history)
 		return st_err_set(err, ST_E_NOMEM, "out of memory");

@@ -19,6 +19,7 @@ static const struct st_cmd commands[] = {
 	{"solve", cmd_solve, "let LLM agents (planner, coder, verifier) write a solution for a task"},
 	{"bench", cmd_bench, "run every task's expert against its reference; print a table"},
 	{"redteam", cmd_redteam, "verify every red-team exploit and check it is caught"},
+	{"export", cmd_export, "write RL training datasets (verl, TRL) from the suite and solve runs"},
 };
 
 static void usage(FILE *f)
