@@ -14,11 +14,14 @@ expect init_fail.c runtime_error 'st_init returned 3'
 expect exit_run.c runtime_error 'exited with status 0'
 expect syntax.c compile_error 'undeclared'
 
+# Runners of this check get their folders under a TMPDIR of its own, so that looking for one
+# left behind cannot see runners of tests running beside it.
 start=$(date +%s)
-expect hang.c timeout 'did not answer within 2 s' --timeout 2
+mkdir -p "$WORK/hangtmp"
+TMPDIR="$WORK/hangtmp" expect hang.c timeout 'did not answer within 2 s' --timeout 2
 took=$(($(date +%s) - start))
 check "hang: verdict within 20 s (took $took s)" [ "$took" -lt 20 ]
-check "hang: no runner left behind" bash -c '! pgrep -f "[s]titch-runner-host --fd" >/dev/null'
+check "hang: no runner left behind" bash -c "! pgrep -f '[s]titch-runner-host --fd .* --workdir $WORK/hangtmp' >/dev/null"
 
 # The compile error names the file and the line.
 check "syntax: diagnostic with file and line" grep -q '"line": 7' "$WORK/syntax.c.json"
