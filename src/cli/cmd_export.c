@@ -1,31 +1,16 @@
-/* stitch export: turn the suite and `stitch solve` trajectories into training datasets for RL
- * trainers (verl, TRL). A record is a prompt as the Coder agent would be sent it, in chat form,
- * plus the metadata a reward function needs to find the task and judge an answer. Two skills:
- * "gen" asks for a first draft of every task (nothing but the task to go on), "opt" replays
- * every verified version of recorded runs and asks to repair or speed it up, with the code and
- * the Verifier's feedback the run recorded. Prompts are rendered from the same templates and
- * the same variables as st_solve fills, so a policy trained on them sees at training time what
- * the agents show it at run time. The output is deterministic (tasks by id, trajectories by
- * path then attempt) so that a dataset can be rebuilt and diffed. */
-#include <dirent.h>
+/* stitch export: the suite and `stitch solve` trajectories as JSONL datasets for RL trainers
+ * (verl, TRL); the records are made by st_export_records (agents/dataset.c). */
 #include <errno.h>
-#include <fnmatch.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
-#include "agents/agents.h"
+#include "agents/dataset.h"
 #include "cli.h"
 #include "common/fs.h"
 #include "common/paths.h"
-#include "task/task.h"
-
-/* What a draft prompt says where a solve run would put the Planner's plan: a gen record stands
- * for the one-shot case, with no Planner before it. */
-#define NO_PLAN "no plan: design and write it in one go"
 
 static void usage(FILE *f)
 {
@@ -63,42 +48,6 @@ static void usage(FILE *f)
 	        st_cli_tasks_root());
 }
 
-/* ---- small containers ------------------------------------------------------------------------ */
-
-typedef struct strlist {
-	char **v;
-	int n, cap;
-} strlist;
-
-static int strlist_add(strlist *l, const char *s)
-{
-	if (l->n == l->cap) {
-		int cap = l->cap ? 2 * l->cap : 8;
-		char **v = realloc(l->v, (size_t)cap * sizeof *v);
-		if (!v)
-			return -1;
-		l->v = v;
-		l->cap = cap;
-	}
-	if (!(l->v[l->n] = strdup(s)))
-		return -1;
-	l->n++;
-	return 0;
-}
-
-static void strlist_free(strlist *l)
-{
-	for (int i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-	memset(l, 0, sizeof *l);
-}
-
-static int by_string(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 typedef struct sbuf {
 	char *p;
 	size_t n, cap;
@@ -122,588 +71,15 @@ static int sb_add(sbuf *b, const char *s)
 	return 0;
 }
 
-/* ---- options and the run's state ------------------------------------------------------------- */
-
-typedef struct exporter {
-	const char *skill, *glob, *backend, *prompts_arg;
-	char prompts[4200];
-	strlist traj_dirs, task_dirs;
-	/* Tasks loaded so far, one allocation each: a pointer stays valid while more are added. */
-	st_task **tasks;
-	int n_tasks, cap_tasks;
-	json_t *records; /* array, in output order */
-	st_err err;
-	st_status status;
-} exporter;
-
-static const char *str_or(const char *s, const char *fallback)
-{
-	return s ? s : fallback;
-}
-
-static int fail(exporter *X, st_status s, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(exporter *X, st_status s, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(X->err.msg, sizeof X->err.msg, fmt, ap);
-	va_end(ap);
-	X->status = s;
-	return -1;
-}
-
-static int oom(exporter *X)
-{
-	return fail(X, ST_E_NOMEM, "out of memory");
-}
-
-static int task_matches(const exporter *X, const char *id)
-{
-	return !X->glob || !fnmatch(X->glob, id, 0);
-}
-
-/* Load a task folder unless a task of that id is loaded already; *out is the task. */
-static int task_add(exporter *X, const char *dir, st_task **out)
-{
-	st_task *t = calloc(1, sizeof *t);
-	if (!t)
-		return oom(X);
-	st_err e;
-	st_status s = st_task_load(dir, t, &e);
-	if (s) {
-		free(t);
-		return fail(X, s == ST_E_NOMEM ? s : ST_E_INVALID, "%s", e.msg);
-	}
-	for (int i = 0; i < X->n_tasks; i++)
-		if (!strcmp(X->tasks[i]->id, t->id)) {
-			/* The same task named twice (--task-dir given twice, or also in the suite). */
-			st_task_free(t);
-			free(t);
-			*out = X->tasks[i];
-			return 0;
-		}
-	if (X->n_tasks == X->cap_tasks) {
-		int cap = X->cap_tasks ? 2 * X->cap_tasks : 16;
-		st_task **v = realloc(X->tasks, (size_t)cap * sizeof *v);
-		if (!v) {
-			st_task_free(t);
-			free(t);
-			return oom(X);
-		}
-		X->tasks = v;
-		X->cap_tasks = cap;
-	}
-	X->tasks[X->n_tasks++] = t;
-	*out = t;
-	return 0;
-}
-
-/* The task a trajectory names: one of the --task-dir folders, else the suite's. */
-static int task_find(exporter *X, const char *id, st_task **out)
-{
-	for (int i = 0; i < X->n_tasks; i++)
-		if (!strcmp(X->tasks[i]->id, id)) {
-			*out = X->tasks[i];
-			return 0;
-		}
-	char dir[4096];
-	st_err e;
-	if (st_task_resolve(id, st_cli_tasks_root(), dir, sizeof dir, &e))
-		return fail(X, ST_E_INVALID, "task %s: %s; give its folder with --task-dir", id, e.msg);
-	return task_add(X, dir, out);
-}
-
-/* The variables every Coder prompt draws on, made as st_solve's set-up makes them (workflow.c):
- * a change there must be mirrored here or the dataset drifts from what the agents are sent. */
-static int set_str(json_t *vars, const char *key, const char *value)
-{
-	return json_object_set_new(vars, key, json_string(value ? value : ""));
-}
-
-/* One dataset record; `baseline` is borrowed (NULL: no timing recorded). */
-static int add_record(exporter *X, const char *prompt, const char *task_id, const char *tmpl,
-                      const char *backend, const json_t *baseline, const char *source)
-{
-	json_t *rec = json_pack("{s:[{s:s,s:s}],s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s,s:O,s:s,"
-	                        "s:I}}",
-	                        "prompt", "role", "user", "content", prompt, "data_source", "stitch",
-	                        "ability", "cuda", "reward_model", "style", "rule", "ground_truth", "",
-	                        "extra_info", "task_id", task_id, "skill", X->skill, "template", tmpl,
-	                        "size_set", "eval", "backend", backend, "baseline_ms",
-	                        baseline ? baseline : json_null(), "source", source, "index",
-	                        (json_int_t)json_array_size(X->records));
-	if (!rec || json_array_append_new(X->records, rec))
-		return oom(X);
-	return 0;
-}
-
-static int render(exporter *X, const char *tmpl, const json_t *vars, char **prompt)
-{
-	st_err e;
-	st_status s = st_prompt_render(X->prompts, tmpl, vars, prompt, &e);
-	if (s)
-		return fail(X, s == ST_E_NOMEM ? s : ST_E_INVALID, "%s", e.msg);
-	return 0;
-}
-
-/* ---- skill gen: one first-draft prompt per task ---------------------------------------------- */
-
-static int by_task_id(const void *a, const void *b)
-{
-	return strcmp((*(st_task *const *)a)->id, (*(st_task *const *)b)->id);
-}
-
-static int export_gen(exporter *X)
-{
-	st_task *t;
-	if (!X->task_dirs.n) { /* else the --task-dir tasks, loaded already, are the suite */
-		char **dirs;
-		int n;
-		st_err e;
-		st_status s = st_task_list(st_cli_tasks_root(), &dirs, &n, &e);
-		if (s)
-			return fail(X, s == ST_E_NOMEM ? s : ST_E_INVALID, "%s", e.msg);
-		int r = 0;
-		for (int i = 0; i < n && !r; i++)
-			r = task_add(X, dirs[i], &t);
-		st_task_list_free(dirs, n);
-		if (r)
-			return -1;
-	}
-	qsort(X->tasks, (size_t)X->n_tasks, sizeof *X->tasks, by_task_id);
-	const char *backend = X->backend ? X->backend : "cuda";
-	int host = !strcmp(backend, "host");
-	for (int i = 0; i < X->n_tasks; i++) {
-		t = X->tasks[i];
-		if (!task_matches(X, t->id))
-			continue;
-		if (host && !t->host_reference) {
-			/* Nothing to check a host answer against: a prompt no reward could score. */
-			fprintf(stderr, "stitch: export: %s has no host reference; left out\n", t->id);
-			continue;
-		}
-		json_t *vars = st_agent_task_vars(t, host, host ? "host CPU" : "sm_90a", 2,
-		                         host ? "none (this backend has no profiler)" : "none");
-		if (!vars || set_str(vars, "plan", NO_PLAN) || set_str(vars, "step", NO_PLAN) ||
-		    set_str(vars, "history", "none yet") || set_str(vars, "previous_code", "") ||
-		    set_str(vars, "feedback", "none yet")) {
-			json_decref(vars);
-			return oom(X);
-		}
-		char *prompt = NULL;
-		int r = render(X, "coder-draft", vars, &prompt);
-		json_decref(vars);
-		if (!r)
-			r = add_record(X, prompt, t->id, "coder-draft", backend, NULL, "suite");
-		free(prompt);
-		if (r)
-			return -1;
-	}
-	return 0;
-}
-
-/* ---- skill opt: every version with feedback in the recorded runs ----------------------------- */
-
-/* Every trajectory.jsonl that --trajectories names: DIR's own, else its subfolders'. */
-static int find_trajectories(exporter *X, strlist *out)
-{
-	for (int i = 0; i < X->traj_dirs.n; i++) {
-		char dir[4096], path[4200];
-		snprintf(dir, sizeof dir, "%s", X->traj_dirs.v[i]);
-		for (size_t L = strlen(dir); L > 1 && dir[L - 1] == '/'; L--)
-			dir[L - 1] = '\0';
-		if (!st_dir_exists(dir))
-			return fail(X, ST_E_INVALID, "--trajectories %s: no such folder", dir);
-		snprintf(path, sizeof path, "%s/trajectory.jsonl", dir);
-		if (st_file_exists(path)) {
-			if (strlist_add(out, path))
-				return oom(X);
-			continue;
-		}
-		struct dirent **ents;
-		int n = scandir(dir, &ents, NULL, alphasort);
-		if (n < 0)
-			return fail(X, ST_E_IO, "--trajectories %s: %s", dir, strerror(errno));
-		int found = 0, r = 0;
-		for (int k = 0; k < n; k++) {
-			if (!r && ents[k]->d_name[0] != '.') {
-				snprintf(path, sizeof path, "%s/%s/trajectory.jsonl", dir, ents[k]->d_name);
-				if (st_file_exists(path)) {
-					found++;
-					r = strlist_add(out, path) ? oom(X) : 0;
-				}
-			}
-			free(ents[k]);
-		}
-		free(ents);
-		if (r)
-			return -1;
-		if (!found)
-			return fail(X, ST_E_INVALID,
-			            "--trajectories %s: no trajectory.jsonl in it or in its subfolders", dir);
-	}
-	qsort(out->v, (size_t)out->n, sizeof *out->v, by_string);
-	/* The same run named twice (a folder and its parent) would give every record twice. */
-	int w = 0;
-	for (int i = 0; i < out->n; i++) {
-		if (w && !strcmp(out->v[w - 1], out->v[i]))
-			free(out->v[i]);
-		else
-			out->v[w++] = out->v[i];
-	}
-	out->n = w;
-	return 0;
-}
-
-/* Where one run (a "start" record and what follows) stands as the file is read: enough to
- * rebuild each Coder prompt's variables the way the workflow had them. */
-typedef struct run_state {
-	int segment;
-	int skip;              /* filtered out by --tasks or --backend */
-	const char *task_id;   /* borrowed from the start record */
-	const char *backend;
-	double target_speedup;
-	json_t *vars;          /* made at the first record needing them */
-	json_t *plan;          /* the plan in effect (borrowed from its record) */
-	json_t *history;       /* entries {attempt, stage, status, speedup?} as remember() adds */
-	json_t *codes;         /* version path -> "code" record */
-	json_t *verdicts;      /* version path -> verdict */
-	int attempt;
-	const char *stage;
-	int attempt_no_code, attempt_feedback;
-} run_state;
-
-/* One pending record of a trajectory: held until the file is read, for the baselines that a
- * later version may supply and for dropping the versions a resumed run repeated. */
-typedef struct pending {
-	int segment, attempt, order;
-	char *path;   /* version path */
-	char *prompt, *source;
-	const char *tmpl;
-	char task_id[256], backend[16];
-	json_t *baseline;
-} pending;
-
-typedef struct pending_list {
-	pending *v;
-	int n, cap;
-} pending_list;
-
-static void pending_free(pending_list *l)
-{
-	for (int i = 0; i < l->n; i++) {
-		free(l->v[i].path);
-		free(l->v[i].prompt);
-		free(l->v[i].source);
-		json_decref(l->v[i].baseline);
-	}
-	free(l->v);
-	memset(l, 0, sizeof *l);
-}
-
-static int by_attempt(const void *a, const void *b)
-{
-	const pending *x = a, *y = b;
-	if (x->attempt != y->attempt)
-		return x->attempt < y->attempt ? -1 : 1;
-	if (x->segment != y->segment)
-		return x->segment < y->segment ? -1 : 1;
-	return (x->order > y->order) - (x->order < y->order);
-}
-
-static int remember(run_state *R, const char *stage, const char *status, double speedup)
-{
-	json_t *h = json_pack("{s:i,s:s,s:s}", "attempt", R->attempt, "stage", stage, "status",
-	                      status);
-	if (h && speedup > 0 && json_object_set_new(h, "speedup", json_real(speedup))) {
-		json_decref(h);
-		return -1;
-	}
-	return h ? json_array_append_new(R->history, h) : -1;
-}
-
-/* An attempt none of whose answers held code counts in the history as "no_code". */
-static int close_attempt(run_state *R)
-{
-	int r = 0;
-	if (R->attempt_no_code && !R->attempt_feedback)
-		r = remember(R, str_or(R->stage, "?"), "no_code", 0);
-	R->attempt_no_code = R->attempt_feedback = 0;
-	return r;
-}
-
-static void run_reset(run_state *R)
-{
-	json_decref(R->vars);
-	json_decref(R->history);
-	json_decref(R->codes);
-	json_decref(R->verdicts);
-	int segment = R->segment;
-	memset(R, 0, sizeof *R);
-	R->segment = segment;
-}
-
-static json_t *baseline_of(const json_t *verdict)
-{
-	const json_t *b = json_object_get(verdict, "baselines");
-	if (!json_is_object(b))
-		return NULL;
-	const json_t *r = json_object_get(b, "reference_ms"), *e = json_object_get(b, "expert_ms");
-	return json_pack("{s:O,s:O}", "reference", json_is_number(r) ? r : json_null(), "expert",
-	                 json_is_number(e) ? e : json_null());
-}
-
-/* A "feedback" record: the version it judged becomes a pending dataset record. */
-static int on_feedback(exporter *X, run_state *R, const json_t *rec, const char *file, int line,
-                       pending_list *out)
-{
-	R->attempt_feedback = 1;
-	const char *path = json_string_value(json_object_get(rec, "version"));
-	const char *text = json_string_value(json_object_get(rec, "text"));
-	if (!path || !text)
-		return fail(X, ST_E_INVALID, "%s:%d: a feedback record without version or text", file,
-		            line);
-	const json_t *verdict = json_object_get(R->verdicts, path);
-	const json_t *code_rec = json_object_get(R->codes, path);
-	const char *status = str_or(json_string_value(json_object_get(verdict, "status")), "?");
-	int ok = !strcmp(status, "ok");
-	double speedup = ok ? json_number_value(json_object_get(json_object_get(verdict, "speedup"),
-	                                                        "vs_reference"))
-	                    : 0;
-	if (remember(R, str_or(R->stage, "?"), status, speedup))
-		return oom(X);
-	const char *code = json_string_value(json_object_get(code_rec, "code"));
-	if (R->skip || !code)
-		return 0;
-	if (!R->vars) {
-		st_task *t;
-		if (task_find(X, R->task_id, &t))
-			return -1;
-		int host = !strcmp(R->backend, "host");
-		if (!(R->vars = st_agent_task_vars(t, host, "sm_90a", R->target_speedup,
-		                          host ? "none (this backend has no profiler)"
-		                               : "none (not recorded in the trajectory)")))
-			return oom(X);
-	}
-	/* The arch the version was built for, which the run's prompts named too. */
-	const char *arch = json_string_value(json_object_get(verdict, "arch"));
-	if (!strcmp(R->backend, "host"))
-		arch = "host CPU";
-	char *plan_txt = R->plan ? json_dumps(R->plan, JSON_INDENT(2)) : NULL;
-	char *steps = st_agent_steps_text(R->plan);
-	char *hist = st_agent_history_text(R->history);
-	int bad = !steps || !hist || set_str(R->vars, "arch", arch ? arch : "sm_90a") ||
-	          set_str(R->vars, "plan", plan_txt ? plan_txt : "{}") ||
-	          set_str(R->vars, "step", steps) ||
-	          set_str(R->vars, "history", *hist ? hist : "none yet") ||
-	          set_str(R->vars, "previous_code", code) || set_str(R->vars, "feedback", text);
-	free(plan_txt);
-	free(steps);
-	free(hist);
-	if (bad)
-		return oom(X);
-	const char *tmpl = ok ? "coder-optimise" : "coder-repair";
-	char *prompt = NULL;
-	if (render(X, tmpl, R->vars, &prompt))
-		return -1;
-	if (out->n == out->cap) {
-		int cap = out->cap ? 2 * out->cap : 16;
-		pending *v = realloc(out->v, (size_t)cap * sizeof *v);
-		if (!v) {
-			free(prompt);
-			return oom(X);
-		}
-		out->v = v;
-		out->cap = cap;
-	}
-	pending *p = &out->v[out->n];
-	memset(p, 0, sizeof *p);
-	p->segment = R->segment;
-	p->attempt = R->attempt;
-	p->order = out->n;
-	p->tmpl = tmpl;
-	p->prompt = prompt;
-	snprintf(p->task_id, sizeof p->task_id, "%s", R->task_id);
-	snprintf(p->backend, sizeof p->backend, "%s", R->backend);
-	const char *sha = str_or(json_string_value(json_object_get(code_rec, "version")), "?");
-	size_t slen = strlen(file) + strlen(sha) + 2;
-	p->path = strdup(path);
-	p->source = malloc(slen);
-	if (p->source)
-		snprintf(p->source, slen, "%s#%s", file, sha);
-	p->baseline = baseline_of(verdict);
-	out->n++; /* counted before the checks, so that pending_free releases what was made */
-	if (!p->path || !p->source)
-		return oom(X);
-	return 0;
-}
-
-/* One trajectory record, in file order. */
-static int on_record(exporter *X, run_state *R, json_t *rec, const char *file, int line,
-                     pending_list *out, json_t **first_baseline)
-{
-	const char *type = json_string_value(json_object_get(rec, "type"));
-	if (!type)
-		return fail(X, ST_E_INVALID, "%s:%d: a record without a \"type\"", file, line);
-	if (!strcmp(type, "start")) {
-		if (close_attempt(R))
-			return oom(X);
-		run_reset(R);
-		R->segment++;
-		R->task_id = json_string_value(json_object_get(rec, "task"));
-		R->backend = json_string_value(json_object_get(rec, "backend"));
-		if (!R->task_id || !R->backend)
-			return fail(X, ST_E_INVALID, "%s:%d: a start record without task or backend", file,
-			            line);
-		const json_t *ts = json_object_get(rec, "target_speedup");
-		R->target_speedup = json_is_number(ts) ? json_number_value(ts) : 2;
-		R->skip = !task_matches(X, R->task_id) || (X->backend && strcmp(X->backend, R->backend));
-		R->history = json_array();
-		R->codes = json_object();
-		R->verdicts = json_object();
-		if (!R->history || !R->codes || !R->verdicts)
-			return oom(X);
-		return 0;
-	}
-	if (!R->segment) {
-		/* Records before any start: not a stitch trajectory, or one cut at its head. */
-		return fail(X, ST_E_INVALID, "%s:%d: a \"%s\" record before the run's start record",
-		            file, line, type);
-	}
-	if (!strcmp(type, "request")) {
-		if (strcmp(str_or(json_string_value(json_object_get(rec, "agent")), ""), "coder"))
-			return 0;
-		if (close_attempt(R))
-			return oom(X);
-		R->attempt = (int)json_integer_value(json_object_get(rec, "attempt"));
-		R->stage = json_string_value(json_object_get(rec, "stage"));
-		return 0;
-	}
-	if (!strcmp(type, "no_code")) {
-		R->attempt_no_code = 1;
-		return 0;
-	}
-	if (!strcmp(type, "code")) {
-		const char *path = json_string_value(json_object_get(rec, "path"));
-		if (path && json_object_set(R->codes, path, rec))
-			return oom(X);
-		return 0;
-	}
-	if (!strcmp(type, "verdict")) {
-		json_t *v = json_object_get(rec, "verdict");
-		const char *path = json_string_value(json_object_get(v, "version_path"));
-		if (path && json_object_set(R->verdicts, path, v))
-			return oom(X);
-		if (!*first_baseline)
-			*first_baseline = baseline_of(v);
-		return 0;
-	}
-	if (!strcmp(type, "feedback"))
-		return on_feedback(X, R, rec, file, line, out);
-	if (!strcmp(type, "plan")) {
-		if (close_attempt(R))
-			return oom(X);
-		R->plan = json_object_get(rec, "plan"); /* rec lives as long as the file's records */
-		return 0;
-	}
-	if (!strcmp(type, "transition")) {
-		const char *to = json_string_value(json_object_get(rec, "to"));
-		const char *from = json_string_value(json_object_get(rec, "from"));
-		/* Back to the Planner after attempts: the workflow marks the replan in the history. */
-		if (to && from && !strcmp(to, "plan") && strcmp(from, "plan")) {
-			if (close_attempt(R) || remember(R, "plan", "replan", 0))
-				return oom(X);
-		}
-		return 0;
-	}
-	return 0;
-}
-
-static int export_trajectory(exporter *X, const char *file)
-{
-	char *data = NULL;
-	size_t len;
-	st_err e;
-	st_status s = st_read_file(file, &data, &len, &e);
-	if (s)
-		return fail(X, s, "%s", e.msg);
-	/* Every record stays alive until the file is done: the state borrows from them. */
-	json_t *lines = json_array();
-	run_state R = {0};
-	pending_list out = {0};
-	json_t *first_baseline = NULL;
-	int r = lines ? 0 : oom(X), line = 0;
-	for (char *p = data, *next; !r && p < data + len; p = next) {
-		char *nl = memchr(p, '\n', (size_t)(data + len - p));
-		next = nl ? nl + 1 : data + len;
-		line++;
-		size_t n = (size_t)((nl ? nl : data + len) - p);
-		if (!n || (n == 1 && *p == '\r'))
-			continue;
-		json_error_t je;
-		json_t *rec = json_loadb(p, n, 0, &je);
-		if (!rec || !json_is_object(rec)) {
-			json_decref(rec);
-			r = fail(X, ST_E_INVALID, "%s:%d: not a JSON object (%s)", file, line,
-			         rec ? "another JSON value" : je.text);
-			break;
-		}
-		if (json_array_append_new(lines, rec)) {
-			r = oom(X);
-			break;
-		}
-		r = on_record(X, &R, rec, file, line, &out, &first_baseline);
-	}
-	if (!r && close_attempt(&R))
-		r = oom(X);
-	/* A resumed run starts over and replays its cached answers, so the versions of an earlier
-	 * segment come again in a later one: keep only the later copy. */
-	for (int i = 0; !r && i < out.n; i++) {
-		pending *p = &out.v[i];
-		int repeated = 0;
-		for (int k = i + 1; k < out.n && !repeated; k++)
-			repeated = out.v[k].segment > p->segment && !strcmp(out.v[k].path, p->path);
-		if (repeated)
-			p->attempt = -1;
-	}
-	qsort(out.v, (size_t)out.n, sizeof *out.v, by_attempt);
-	for (int i = 0; !r && i < out.n; i++) {
-		pending *p = &out.v[i];
-		if (p->attempt < 0)
-			continue;
-		/* A version that was not timed (not correct) borrows the run's baselines: they are the
-		 * task's on that machine, not the version's. */
-		r = add_record(X, p->prompt, p->task_id, p->tmpl, p->backend,
-		               p->baseline ? p->baseline : first_baseline, p->source);
-	}
-	pending_free(&out);
-	json_decref(first_baseline);
-	run_reset(&R);
-	json_decref(lines);
-	free(data);
-	return r;
-}
-
-static int export_opt(exporter *X)
-{
-	strlist files = {0};
-	int r = find_trajectories(X, &files);
-	for (int i = 0; !r && i < files.n; i++)
-		r = export_trajectory(X, files.v[i]);
-	strlist_free(&files);
-	return r;
-}
-
 /* ---- the command ----------------------------------------------------------------------------- */
 
-static int write_output(exporter *X, const char *out)
+static int write_output(const json_t *records, const char *out, st_err *err)
 {
 	sbuf b = {0};
 	size_t i;
 	json_t *rec;
 	int r = sb_add(&b, "");
-	json_array_foreach(X->records, i, rec) {
+	json_array_foreach(records, i, rec) {
 		char *line = r ? NULL : json_dumps(rec, JSON_PRESERVE_ORDER);
 		if (!line || sb_add(&b, line) || sb_add(&b, "\n"))
 			r = -1;
@@ -713,25 +89,23 @@ static int write_output(exporter *X, const char *out)
 	}
 	if (r) {
 		free(b.p);
-		return oom(X);
+		return st_err_set(err, ST_E_NOMEM, "out of memory");
 	}
+	st_status s = ST_OK;
 	if (!out || !strcmp(out, "-")) {
-		if (fwrite(b.p, 1, b.n, stdout) != b.n || fflush(stdout)) {
-			free(b.p);
-			return fail(X, ST_E_IO, "cannot write the records to stdout: %s", strerror(errno));
-		}
+		if (fwrite(b.p, 1, b.n, stdout) != b.n || fflush(stdout))
+			s = st_err_set(err, ST_E_IO, "cannot write the records to stdout: %s",
+			               strerror(errno));
 	} else {
-		st_err e;
-		st_status s = st_write_file_atomic(out, b.p, b.n, &e);
-		if (s) {
-			free(b.p);
-			return fail(X, s, "%s", e.msg);
-		}
-		fprintf(stderr, "stitch: export: %zu records in %s\n", json_array_size(X->records), out);
+		s = st_write_file_atomic(out, b.p, b.n, err);
+		if (!s)
+			fprintf(stderr, "stitch: export: %zu records in %s\n", json_array_size(records), out);
 	}
 	free(b.p);
-	return 0;
+	return s;
 }
+
+#define MAX_DIRS 256
 
 int cmd_export(int argc, char **argv)
 {
@@ -739,68 +113,71 @@ int cmd_export(int argc, char **argv)
 		usage(stdout);
 		return ST_EXIT_OK;
 	}
-	exporter X = {0};
-	const char *out = NULL, *format = "jsonl";
-	int rc = ST_EXIT_USAGE;
+	st_export_opts o = {.tasks_root = st_cli_tasks_root()};
+	const char *traj[MAX_DIRS], *tdirs[MAX_DIRS];
+	const char *out = NULL, *format = "jsonl", *prompts_arg = NULL;
+	o.traj_dirs = traj;
+	o.task_dirs = tdirs;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		const char **str = !strcmp(a, "--skill")     ? &X.skill
-		                   : !strcmp(a, "--tasks")   ? &X.glob
-		                   : !strcmp(a, "--backend") ? &X.backend
+		const char **str = !strcmp(a, "--skill")     ? &o.skill
+		                   : !strcmp(a, "--tasks")   ? &o.glob
+		                   : !strcmp(a, "--backend") ? &o.backend
 		                   : !strcmp(a, "--out")     ? &out
 		                   : !strcmp(a, "--format")  ? &format
-		                   : !strcmp(a, "--prompts") ? &X.prompts_arg
+		                   : !strcmp(a, "--prompts") ? &prompts_arg
 		                                             : NULL;
-		strlist *list = !strcmp(a, "--trajectories") ? &X.traj_dirs
-		                : !strcmp(a, "--task-dir")   ? &X.task_dirs
-		                                             : NULL;
-		if (!str && !list) {
+		int *count = !strcmp(a, "--trajectories") ? &o.n_traj_dirs
+		             : !strcmp(a, "--task-dir")   ? &o.n_task_dirs
+		                                          : NULL;
+		if (!str && !count) {
 			st_cli_error("export: %s '%s'; see 'stitch export --help'",
 			             a[0] == '-' ? "unknown option" : "unexpected argument", a);
-			goto done;
+			return ST_EXIT_USAGE;
 		}
 		if (i + 1 >= argc || !argv[i + 1][0]) {
 			st_cli_error("export: %s needs a value", a);
-			goto done;
+			return ST_EXIT_USAGE;
 		}
 		if (str) {
 			*str = argv[++i];
-		} else if (strlist_add(list, argv[++i])) {
-			st_cli_error("export: out of memory");
-			rc = ST_EXIT_ENV;
-			goto done;
+		} else if (*count == MAX_DIRS) {
+			st_cli_error("export: more than %d %s folders", MAX_DIRS, a);
+			return ST_EXIT_USAGE;
+		} else {
+			(count == &o.n_traj_dirs ? traj : tdirs)[(*count)++] = argv[++i];
 		}
 	}
-	if (!X.skill || (strcmp(X.skill, "gen") && strcmp(X.skill, "opt"))) {
+	if (!o.skill || (strcmp(o.skill, "gen") && strcmp(o.skill, "opt"))) {
 		st_cli_error("export: --skill must be gen or opt%s%s%s; see 'stitch export --help'",
-		             X.skill ? " (not '" : "", X.skill ? X.skill : "", X.skill ? "')" : "");
-		goto done;
+		             o.skill ? " (not '" : "", o.skill ? o.skill : "", o.skill ? "')" : "");
+		return ST_EXIT_USAGE;
 	}
 	if (strcmp(format, "jsonl")) {
 		st_cli_error("export: --format %s: the only format is jsonl", format);
-		goto done;
+		return ST_EXIT_USAGE;
 	}
-	if (X.backend && strcmp(X.backend, "cuda") && strcmp(X.backend, "host")) {
-		st_cli_error("export: --backend %s: expected cuda or host", X.backend);
-		goto done;
+	if (o.backend && strcmp(o.backend, "cuda") && strcmp(o.backend, "host")) {
+		st_cli_error("export: --backend %s: expected cuda or host", o.backend);
+		return ST_EXIT_USAGE;
 	}
-	int opt = !strcmp(X.skill, "opt");
-	if (opt && !X.traj_dirs.n) {
+	int opt = !strcmp(o.skill, "opt");
+	if (opt && !o.n_traj_dirs) {
 		st_cli_error("export: --skill opt needs --trajectories DIR");
-		goto done;
+		return ST_EXIT_USAGE;
 	}
-	if (!opt && X.traj_dirs.n) {
+	if (!opt && o.n_traj_dirs) {
 		st_cli_error("export: --trajectories is for --skill opt only");
-		goto done;
+		return ST_EXIT_USAGE;
 	}
-	if (X.prompts_arg && !st_dir_exists(X.prompts_arg)) {
-		st_cli_error("export: --prompts %s: no such folder", X.prompts_arg);
-		goto done;
+	if (prompts_arg && !st_dir_exists(prompts_arg)) {
+		st_cli_error("export: --prompts %s: no such folder", prompts_arg);
+		return ST_EXIT_USAGE;
 	}
-	for (int i = 0; i < X.task_dirs.n; i++)
-		if (!st_dir_exists(X.task_dirs.v[i])) {
-			st_cli_error("export: --task-dir %s: no such folder", X.task_dirs.v[i]);
-			goto done;
+	for (int i = 0; i < o.n_task_dirs; i++)
+		if (!st_dir_exists(tdirs[i])) {
+			st_cli_error("export: --task-dir %s: no such folder", tdirs[i]);
+			return ST_EXIT_USAGE;
 		}
 	if (out && strcmp(out, "-")) {
 		/* Checked before the work, which on many runs is not instant, finds it cannot write. */
@@ -811,36 +188,24 @@ int cmd_export(int argc, char **argv)
 			slash[slash == dir] = '\0';
 		if (!st_dir_exists(slash ? dir : ".")) {
 			st_cli_error("export: --out %s: folder %s does not exist", out, dir);
-			goto done;
+			return ST_EXIT_USAGE;
 		}
 	}
-	if (X.prompts_arg)
-		snprintf(X.prompts, sizeof X.prompts, "%s", X.prompts_arg);
+	char prompts[4200];
+	if (prompts_arg)
+		snprintf(prompts, sizeof prompts, "%s", prompts_arg);
 	else
-		snprintf(X.prompts, sizeof X.prompts, "%s/prompts", st_home());
-	if (!(X.records = json_array())) {
-		st_cli_error("export: out of memory");
-		rc = ST_EXIT_ENV;
-		goto done;
+		snprintf(prompts, sizeof prompts, "%s/prompts", st_home());
+	o.prompts_dir = prompts;
+	json_t *records = NULL;
+	st_err err;
+	st_status s = st_export_records(&o, &records, &err);
+	if (!s)
+		s = write_output(records, out, &err);
+	json_decref(records);
+	if (s) {
+		st_cli_error("export: %s", err.msg);
+		return s == ST_E_INVALID ? ST_EXIT_USAGE : ST_EXIT_ENV;
 	}
-	st_task *t;
-	int r = 0;
-	for (int i = 0; i < X.task_dirs.n && !r; i++)
-		r = task_add(&X, X.task_dirs.v[i], &t);
-	if (r || (opt ? export_opt(&X) : export_gen(&X)) || write_output(&X, out)) {
-		st_cli_error("export: %s", X.err.msg);
-		rc = X.status == ST_E_INVALID ? ST_EXIT_USAGE : ST_EXIT_ENV;
-		goto done;
-	}
-	rc = ST_EXIT_OK;
-done:
-	for (int i = 0; i < X.n_tasks; i++) {
-		st_task_free(X.tasks[i]);
-		free(X.tasks[i]);
-	}
-	free(X.tasks);
-	json_decref(X.records);
-	strlist_free(&X.traj_dirs);
-	strlist_free(&X.task_dirs);
-	return rc;
+	return ST_EXIT_OK;
 }
