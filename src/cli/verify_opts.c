@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "common/fs.h"
 
 static int number(const char *opt, const char *v, double lo, double hi, double *out)
 {
@@ -29,6 +30,16 @@ int st_profile_opt_parse(st_verify_opts *o, int argc, char **argv, int *i)
 		return -1;
 	}
 	o->trace_path = argv[++*i];
+	/* Checked now: a profile that cannot be written should not cost a whole verify first. */
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", o->trace_path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		slash[slash == dir] = '\0';
+	if (!st_dir_exists(slash ? dir : ".")) {
+		st_cli_error("--trace %s: folder %s does not exist", o->trace_path, dir);
+		return -1;
+	}
 	return 1;
 }
 

@@ -31,6 +31,7 @@ bad "bad seeds" "--seeds" verify --seeds zero "$TASK" "$FIX/good.c"
 bad "unknown size set" "unknown size set" verify --backend host --sets medium "$TASK" "$FIX/good.c"
 bad "profile on the host backend" "needs the cuda backend" profile --backend host "$TASK" "$FIX/good.c"
 bad "trace without a file" "--trace needs a file name" verify --backend host "$TASK" "$FIX/good.c" --trace
+bad "trace into a missing folder" "does not exist" verify --backend host --trace "$WORK/no/such/t.json" "$TASK" "$FIX/good.c"
 bad "trace on the host backend" "--trace needs the cuda backend" verify --backend host --trace "$WORK/t.json" "$TASK" "$FIX/good.c"
 
 check "no core files" bash -c "! ls $WORK/core* >/dev/null 2>&1"
