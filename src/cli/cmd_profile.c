@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "task/task.h"
 #include "verify_opts.h"
 
 static void usage(FILE *f)
@@ -26,6 +25,14 @@ static void usage(FILE *f)
 	        st_cli_tasks_root());
 }
 
+static int profile_flag(st_verify_opts *o, const char *arg)
+{
+	if (strcmp(arg, "--timing"))
+		return 0;
+	o->timing = 1;
+	return 1;
+}
+
 int cmd_profile(int argc, char **argv)
 {
 	if (st_cli_wants_help(argc, argv)) {
@@ -38,37 +45,11 @@ int cmd_profile(int argc, char **argv)
 	o.seeds = 1;
 	int json = 0, quiet = 0;
 	const char *pos[2];
-	int n_pos = 0;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-			continue;
-		}
-		if (!strcmp(argv[i], "--timing")) {
-			o.timing = 1;
-			continue;
-		}
-		int r = st_profile_opt_parse(&o, argc, argv, &i);
-		if (!r)
-			r = st_verify_opt_parse(&o, argc, argv, &i, &quiet);
-		if (r < 0)
-			return ST_EXIT_USAGE;
-		if (r)
-			continue;
-		if (argv[i][0] == '-' && argv[i][1]) {
-			st_cli_error("profile: unknown option '%s'; see 'stitch profile --help'", argv[i]);
-			return ST_EXIT_USAGE;
-		}
-		if (n_pos == 2) {
-			st_cli_error("profile: too many arguments; see 'stitch profile --help'");
-			return ST_EXIT_USAGE;
-		}
-		pos[n_pos++] = argv[i];
-	}
-	if (n_pos != 2) {
+	int r = st_verify_cli_args("profile", argc, argv, &o, profile_flag, &json, &quiet, pos);
+	if (r == -2)
 		usage(stderr);
+	if (r)
 		return ST_EXIT_USAGE;
-	}
 	if (strcmp(o.backend, "cuda")) {
 		st_cli_error("profile: needs the cuda backend (CUPTI records GPU activity)");
 		return ST_EXIT_USAGE;
@@ -79,27 +60,13 @@ int cmd_profile(int argc, char **argv)
 		o.progress = st_verify_progress_stderr;
 		o.progress_arg = "profile: ";
 	}
-	char dir[4096];
-	st_err err;
-	if (st_task_resolve(pos[0], st_cli_tasks_root(), dir, sizeof dir, &err)) {
-		st_cli_error("%s", err.msg);
-		return ST_EXIT_USAGE;
-	}
 	json_t *verdict = NULL;
-	st_status s = st_verify(dir, pos[1], &o, &verdict, &err);
-	if (verdict) {
-		if (json)
-			json_dumpf(verdict, stdout, JSON_INDENT(2)), fputc('\n', stdout);
-		else if (s == ST_OK)
-			st_verdict_print(verdict, stdout);
-	}
-	const json_t *prof = verdict ? json_object_get(verdict, "profile") : NULL;
+	int rc = st_verify_cli_run(pos[0], pos[1], &o, json, &verdict);
+	if (rc)
+		return rc;
+	const json_t *prof = json_object_get(verdict, "profile");
 	int ok = prof && !json_object_get(prof, "error") &&
 	         !strcmp(json_string_value(json_object_get(verdict, "status")), "ok");
 	json_decref(verdict);
-	if (s) {
-		st_cli_error("%s", err.msg);
-		return s == ST_E_INVALID ? ST_EXIT_USAGE : ST_EXIT_ENV;
-	}
 	return ok ? ST_EXIT_OK : ST_EXIT_NO;
 }

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "task/task.h"
 #include "verify_opts.h"
 
 static void usage(FILE *f)
@@ -24,6 +23,14 @@ static void usage(FILE *f)
 	        st_cli_tasks_root());
 }
 
+static int verify_flag(st_verify_opts *o, const char *arg)
+{
+	if (strcmp(arg, "--no-profile"))
+		return 0;
+	o->profile = 0;
+	return 1;
+}
+
 int cmd_verify(int argc, char **argv)
 {
 	if (st_cli_wants_help(argc, argv)) {
@@ -34,37 +41,11 @@ int cmd_verify(int argc, char **argv)
 	st_verify_opts_default(&o);
 	int json = 0, quiet = 0;
 	const char *pos[2];
-	int n_pos = 0;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-			continue;
-		}
-		if (!strcmp(argv[i], "--no-profile")) {
-			o.profile = 0;
-			continue;
-		}
-		int r = st_profile_opt_parse(&o, argc, argv, &i);
-		if (!r)
-			r = st_verify_opt_parse(&o, argc, argv, &i, &quiet);
-		if (r < 0)
-			return ST_EXIT_USAGE;
-		if (r)
-			continue;
-		if (argv[i][0] == '-' && argv[i][1]) {
-			st_cli_error("verify: unknown option '%s'; see 'stitch verify --help'", argv[i]);
-			return ST_EXIT_USAGE;
-		}
-		if (n_pos == 2) {
-			st_cli_error("verify: too many arguments; see 'stitch verify --help'");
-			return ST_EXIT_USAGE;
-		}
-		pos[n_pos++] = argv[i];
-	}
-	if (n_pos != 2) {
+	int r = st_verify_cli_args("verify", argc, argv, &o, verify_flag, &json, &quiet, pos);
+	if (r == -2)
 		usage(stderr);
+	if (r)
 		return ST_EXIT_USAGE;
-	}
 	if (o.trace_path && (strcmp(o.backend, "cuda") || !o.profile)) {
 		st_cli_error("verify: --trace needs the cuda backend and the profile (no --no-profile)");
 		return ST_EXIT_USAGE;
@@ -73,25 +54,11 @@ int cmd_verify(int argc, char **argv)
 		o.progress = st_verify_progress_stderr;
 		o.progress_arg = "verify: ";
 	}
-	char dir[4096];
-	st_err err;
-	if (st_task_resolve(pos[0], st_cli_tasks_root(), dir, sizeof dir, &err)) {
-		st_cli_error("%s", err.msg);
-		return ST_EXIT_USAGE;
-	}
 	json_t *verdict = NULL;
-	st_status s = st_verify(dir, pos[1], &o, &verdict, &err);
-	if (verdict) {
-		if (json)
-			json_dumpf(verdict, stdout, JSON_INDENT(2)), fputc('\n', stdout);
-		else if (s == ST_OK)
-			st_verdict_print(verdict, stdout);
-	}
-	int ok = verdict && !strcmp(json_string_value(json_object_get(verdict, "status")), "ok");
+	int rc = st_verify_cli_run(pos[0], pos[1], &o, json, &verdict);
+	if (rc)
+		return rc;
+	int ok = !strcmp(json_string_value(json_object_get(verdict, "status")), "ok");
 	json_decref(verdict);
-	if (s) {
-		st_cli_error("%s", err.msg);
-		return s == ST_E_INVALID ? ST_EXIT_USAGE : ST_EXIT_ENV;
-	}
 	return ok ? ST_EXIT_OK : ST_EXIT_NO;
 }

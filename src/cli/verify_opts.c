@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "task/task.h"
 #include "common/fs.h"
 
 static int number(const char *opt, const char *v, double lo, double hi, double *out)
@@ -121,4 +122,63 @@ int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *q
 void st_verify_progress_stderr(void *arg, const char *line)
 {
 	fprintf(stderr, "%s%s\n", arg ? (const char *)arg : "", line);
+}
+
+int st_verify_cli_args(const char *verb, int argc, char **argv, st_verify_opts *o,
+                       int (*extra)(st_verify_opts *o, const char *arg), int *json, int *quiet,
+                       const char *pos[2])
+{
+	int n_pos = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			*json = 1;
+			continue;
+		}
+		if (extra && extra(o, argv[i]))
+			continue;
+		int r = st_profile_opt_parse(o, argc, argv, &i);
+		if (!r)
+			r = st_verify_opt_parse(o, argc, argv, &i, quiet);
+		if (r < 0)
+			return -1;
+		if (r)
+			continue;
+		if (argv[i][0] == '-' && argv[i][1]) {
+			st_cli_error("%s: unknown option '%s'; see 'stitch %s --help'", verb, argv[i], verb);
+			return -1;
+		}
+		if (n_pos == 2) {
+			st_cli_error("%s: too many arguments; see 'stitch %s --help'", verb, verb);
+			return -1;
+		}
+		pos[n_pos++] = argv[i];
+	}
+	return n_pos == 2 ? 0 : -2;
+}
+
+int st_verify_cli_run(const char *task, const char *solution, const st_verify_opts *o, int json,
+                      json_t **verdict)
+{
+	*verdict = NULL;
+	char dir[4096];
+	st_err err;
+	if (st_task_resolve(task, st_cli_tasks_root(), dir, sizeof dir, &err)) {
+		st_cli_error("%s", err.msg);
+		return ST_EXIT_USAGE;
+	}
+	json_t *v = NULL;
+	st_status s = st_verify(dir, solution, o, &v, &err);
+	if (v) {
+		if (json)
+			json_dumpf(v, stdout, JSON_INDENT(2)), fputc('\n', stdout);
+		else if (s == ST_OK)
+			st_verdict_print(v, stdout);
+	}
+	if (s) {
+		json_decref(v);
+		st_cli_error("%s", err.msg);
+		return s == ST_E_INVALID ? ST_EXIT_USAGE : ST_EXIT_ENV;
+	}
+	*verdict = v;
+	return ST_EXIT_OK;
 }
