@@ -17,6 +17,8 @@ fi
 TASK="$STITCH_SRC/tests/data/tasks/t1/scale"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/stitch-test.XXXXXX")
 export STITCH_CACHE_DIR="$WORK/cache"
+# bench records runs; never into the home folder of whoever runs the tests
+export STITCH_BENCH_DB="$WORK/bench.db"
 trap 'rm -rf "$WORK"' EXIT
 FAILED=0
 PASSED=0

@@ -30,6 +30,8 @@ typedef struct st_verify_opts {
 	                              CUPTI and add "profile" (timeline summary, roofline, findings)
 	                              to the verdict; cuda backend only */
 	const char *trace_path;    /* with profile: also write that timeline as a Chrome trace here */
+	int keep_samples;          /* 1: every timed sample goes into the verdict as
+	                              timing.<role>.raw: [[ms, wall_ms, sm_mhz, throttled], ...] */
 	/* Progress lines for a person watching; NULL for none. */
 	void (*progress)(void *arg, const char *line);
 	void *progress_arg;
@@ -44,6 +46,13 @@ void st_verify_opts_default(st_verify_opts *o);
  * fails). *verdict is set whenever it could be built; the caller frees it. */
 st_status st_verify(const char *task_dir, const char *solution, const st_verify_opts *o,
                     json_t **verdict, st_err *err);
+
+/* Compile everything st_verify(task_dir, solution, o) would compile (task hooks, reference,
+ * expert, solution) for `arch` into the compile cache, so that a later st_verify finds it there.
+ * Compile failures are not errors here (st_verify reports them); ST_E_INVALID for a task or file
+ * that cannot be read, ST_E_SYSTEM when no compiler runs. Safe to call from several threads. */
+st_status st_verify_precompile(const char *task_dir, const char *solution, const st_verify_opts *o,
+                               const char *arch, st_err *err);
 
 /* Human-readable rendering of a verdict. */
 void st_verdict_print(const json_t *verdict, FILE *f);

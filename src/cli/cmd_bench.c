@@ -1,46 +1,403 @@
-/* stitch bench (minimal): run every task's shipped expert against its reference through the
- * normal verifier and print one table row per task: status, times, speedup, SOL. */
+/* stitch bench: run a folder of solutions (default: the bundled experts) through the verifier
+ * over the suite, one task at a time on the GPU while the next ones compile, and report compile
+ * and correctness rates, fast_p, geometric-mean speedups and SOL per tier and per task. Every run
+ * goes into a SQLite store with its raw samples; --compare sets two stored runs side by side. */
 #include <fnmatch.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "store/bench.h"
+#include "store/sweep.h"
 #include "cli.h"
+#include "common/fs.h"
+#include "common/paths.h"
 #include "task/task.h"
 #include "verify_opts.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: stitch bench [options]\n\n"
-	        "Verify every task's expert against its reference (on the GPU, or with --backend host\n"
-	        "the host versions on the CPU) and print a table: task, status, reference ms,\n"
-	        "expert ms, speedup, SOL %%. Tasks come from %s.\n\n"
+	        "usage: stitch bench [options]\n"
+	        "       stitch bench --compare A B [--db FILE]\n\n"
+	        "Verify a solution for every task of the suite (%s) against the task's\n"
+	        "reference and expert: one task at a time on the GPU (or with --backend host on the\n"
+	        "CPU) while the next ones compile. Prints per task: status, reference, expert and\n"
+	        "solution ms, speedups and SOL; then per tier and overall: compile and correctness\n"
+	        "rates, fast_p (correct and more than p times faster, p = 1, 1.5, 2, 5) against the\n"
+	        "reference and the expert, geometric-mean speedups and mean SOL. Rows that look too\n"
+	        "good (over 3x the expert, above the roofline) are flagged suspicious.\n\n"
 	        "options:\n"
+	        "  --solutions DIR  solutions to run: DIR/<tier>/<task>.cu (.c for --backend host),\n"
+	        "                   e.g. DIR/t1/softmax.cu; a task without one counts as missing.\n"
+	        "                   Default: each task's bundled expert (trusted)\n"
+	        "  --tier N         only tasks of tier N (1 kernels, 2 modules, 3 applications,\n"
+	        "                   4 challenges)\n"
 	        "  --task GLOB      only tasks whose id matches GLOB (e.g. 't1/*')\n"
-	        "  --json           print an array of verdicts instead of the table\n" ST_VERIFY_OPTS_HELP
-	        "\nexit: 0 every expert correct, 1 some expert failed, 2 bad input, 3 no GPU or\n"
-	        "      another environment problem\n",
+	        "  --baseline B     reference (default) or expert: the headline speedup\n"
+	        "  --json           print {run, score, rows, verdicts} as JSON instead of the table\n"
+	        "  --csv            print one CSV line per task instead of the table\n"
+	        "  --md             print the Markdown report instead of the table\n"
+	        "  --report DIR     also write DIR/report.md and DIR/report.html (self-contained,\n"
+	        "                   SVG charts, opens with no network)\n"
+	        "  --db FILE        results store (SQLite; default $STITCH_BENCH_DB, else\n"
+	        "                   $XDG_DATA_HOME/stitch/bench.db or ~/.local/share/stitch/bench.db)\n"
+	        "  --no-db          do not record the run\n"
+	        "  --compare A B    compare two recorded runs (ids, 'last' or 'last~N') and exit\n"
+	        "  --jobs N         compile workers ahead of the GPU (default: online CPUs)\n"
+	        "  --verbose        the verifier's progress lines for every task\n" ST_VERIFY_OPTS_HELP
+	        "\nexit: 0 every solution correct, 1 some solution missing or not correct, 2 bad\n"
+	        "      input, 3 no GPU or another environment problem\n",
 	        st_cli_tasks_root());
 }
 
-static void row(const json_t *v, const char *id, FILE *f)
+typedef struct bench_args {
+	const char *solutions, *glob, *baseline, *report, *db, *cmp[2];
+	int tier, format, no_db, jobs, verbose, quiet;
+} bench_args;
+
+enum { FMT_TABLE, FMT_JSON, FMT_CSV, FMT_MD };
+
+static int need_value(int argc, char **argv, int i)
 {
-	const json_t *b = json_object_get(v, "baselines"), *sol = json_object_get(v, "sol");
-	double ref = json_number_value(json_object_get(b, "reference_ms"));
-	double exp = json_number_value(json_object_get(b, "expert_ms"));
-	fprintf(f, "%-20s %-14s", id, json_string_value(json_object_get(v, "status")));
-	if (ref > 0 && exp > 0)
-		fprintf(f, " %12.4f %12.4f %8.2fx", ref, exp, ref / exp);
-	else
-		fprintf(f, " %12s %12s %9s", "-", "-", "-");
-	if (sol && json_object_get(sol, "fraction"))
-		fprintf(f, " %6.1f%%", 100 * json_number_value(json_object_get(sol, "fraction")));
-	else
-		fprintf(f, " %7s", "-");
-	fputc('\n', f);
-	fflush(f);
+	if (i + 1 >= argc) {
+		st_cli_error("%s needs a value; see 'stitch bench --help'", argv[i]);
+		return 0;
+	}
+	return 1;
 }
+
+/* 0 ok, otherwise an exit code */
+static int parse(int argc, char **argv, bench_args *a, st_verify_opts *o)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *x = argv[i];
+		if (!strcmp(x, "--json") || !strcmp(x, "--csv") || !strcmp(x, "--md")) {
+			a->format = x[2] == 'j' ? FMT_JSON : x[2] == 'c' ? FMT_CSV : FMT_MD;
+		} else if (!strcmp(x, "--no-db")) {
+			a->no_db = 1;
+		} else if (!strcmp(x, "--verbose")) {
+			a->verbose = 1;
+		} else if (!strcmp(x, "--compare")) {
+			if (i + 2 >= argc) {
+				st_cli_error("--compare needs two runs, e.g. --compare last~1 last");
+				return ST_EXIT_USAGE;
+			}
+			a->cmp[0] = argv[++i];
+			a->cmp[1] = argv[++i];
+		} else if (!strcmp(x, "--solutions") || !strcmp(x, "--task") || !strcmp(x, "--baseline") ||
+		           !strcmp(x, "--report") || !strcmp(x, "--db") || !strcmp(x, "--tier") ||
+		           !strcmp(x, "--jobs")) {
+			if (!need_value(argc, argv, i))
+				return ST_EXIT_USAGE;
+			const char *v = argv[++i];
+			if (!strcmp(x, "--solutions"))
+				a->solutions = v;
+			else if (!strcmp(x, "--task"))
+				a->glob = v;
+			else if (!strcmp(x, "--baseline"))
+				a->baseline = v;
+			else if (!strcmp(x, "--report"))
+				a->report = v;
+			else if (!strcmp(x, "--db"))
+				a->db = v;
+			else {
+				char *end;
+				long n = strtol(v, &end, 10);
+				int is_tier = !strcmp(x, "--tier");
+				if (*v == 0 || *end || n < 1 || n > (is_tier ? 4 : 64)) {
+					st_cli_error("%s: '%s' is not %s", x, v,
+					             is_tier ? "a tier (1 to 4)" : "a worker count (1 to 64)");
+					return ST_EXIT_USAGE;
+				}
+				*(is_tier ? &a->tier : &a->jobs) = (int)n;
+			}
+		} else {
+			int r = st_verify_opt_parse(o, argc, argv, &i, &a->quiet);
+			if (r < 0)
+				return ST_EXIT_USAGE;
+			if (!r) {
+				st_cli_error("bench: unknown argument '%s'; see 'stitch bench --help'", x);
+				return ST_EXIT_USAGE;
+			}
+		}
+	}
+	if (strcmp(a->baseline, "reference") && strcmp(a->baseline, "expert")) {
+		st_cli_error("--baseline: '%s' is not reference or expert", a->baseline);
+		return ST_EXIT_USAGE;
+	}
+	if (a->solutions) {
+		struct stat sb;
+		if (stat(a->solutions, &sb) || !S_ISDIR(sb.st_mode)) {
+			st_cli_error("--solutions %s: no such folder", a->solutions);
+			return ST_EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+static const char *default_db(char *buf, size_t len)
+{
+	const char *env = getenv("STITCH_BENCH_DB");
+	if (env && *env)
+		return env;
+	const char *data = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+	if (data && *data)
+		snprintf(buf, len, "%s/stitch/bench.db", data);
+	else if (home && *home)
+		snprintf(buf, len, "%s/.local/share/stitch/bench.db", home);
+	else
+		return NULL;
+	return buf;
+}
+
+static int open_db(const char *path, st_bench_db **db)
+{
+	st_err err;
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		if (st_mkdirs(dir, &err)) {
+			st_cli_error("bench database: %s", err.msg);
+			return ST_EXIT_USAGE;
+		}
+	}
+	if (st_bench_db_open(path, db, &err)) {
+		st_cli_error("%s", err.msg);
+		return ST_EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int compare(const char *db_path, const char *a, const char *b)
+{
+	if (!db_path) {
+		st_cli_error("--compare needs a results store: --db FILE");
+		return ST_EXIT_USAGE;
+	}
+	st_bench_db *db;
+	int rc = open_db(db_path, &db);
+	if (rc)
+		return rc;
+	json_t *run[2] = {0}, *rows[2] = {0};
+	st_err err;
+	const char *ref[2] = {a, b};
+	for (int k = 0; k < 2 && !rc; k++)
+		if (st_bench_db_load(db, ref[k], &run[k], &rows[k], &err)) {
+			st_cli_error("%s", err.msg);
+			rc = ST_EXIT_USAGE;
+		}
+	if (!rc)
+		st_bench_print_compare(run[0], rows[0], run[1], rows[1], stdout);
+	for (int k = 0; k < 2; k++) {
+		json_decref(run[k]);
+		json_decref(rows[k]);
+	}
+	st_bench_db_close(db);
+	return rc;
+}
+
+/* ---- jobs ----------------------------------------------------------------------------------- */
+
+typedef struct job_list {
+	st_bench_job *jobs;
+	char **owned;   /* strings the jobs point into */
+	int n, n_owned;
+} job_list;
+
+static char *own(job_list *L, const char *s)
+{
+	char *d = strdup(s);
+	char **grown = realloc(L->owned, (size_t)(L->n_owned + 1) * sizeof *grown);
+	if (!d || !grown) {
+		free(d);
+		if (grown)
+			L->owned = grown;
+		return NULL;
+	}
+	L->owned = grown;
+	return L->owned[L->n_owned++] = d;
+}
+
+static void jobs_free(job_list *L)
+{
+	for (int i = 0; i < L->n_owned; i++)
+		free(L->owned[i]);
+	free(L->owned);
+	free(L->jobs);
+}
+
+/* The solution for task t: DIR/<tier folder>/<name>.<ext>, or the bundled expert. NULL with
+ * *skip = 1 when the task has nothing to run on this backend (no host versions). */
+static const char *solution_for(const bench_args *a, const st_task *t, int host, job_list *L,
+                                int *skip)
+{
+	*skip = 0;
+	const char *ref = host ? t->host_reference : t->reference;
+	if (!ref) {
+		*skip = 1;
+		return NULL;
+	}
+	if (!a->solutions) {
+		const char *e = host ? t->host_expert : (t->n_experts ? t->experts[0] : NULL);
+		*skip = e == NULL;
+		return e ? own(L, e) : NULL;
+	}
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s.%s", a->solutions, t->id, host ? "c" : "cu");
+	return st_file_exists(path) ? own(L, path) : NULL;
+}
+
+static int build_jobs(const bench_args *a, int host, job_list *L)
+{
+	char **dirs = NULL;
+	int n = 0;
+	st_err err;
+	if (st_task_list(st_cli_tasks_root(), &dirs, &n, &err)) {
+		st_cli_error("%s", err.msg);
+		return ST_EXIT_USAGE;
+	}
+	L->jobs = calloc((size_t)(n ? n : 1), sizeof *L->jobs);
+	int rc = L->jobs ? 0 : ST_EXIT_ENV;
+	for (int k = 0; k < n && !rc; k++) {
+		st_task t;
+		if (st_task_load(dirs[k], &t, &err)) {
+			st_cli_error("%s", err.msg);
+			rc = ST_EXIT_USAGE;
+			break;
+		}
+		int skip;
+		if ((a->glob && fnmatch(a->glob, t.id, 0)) || (a->tier && t.tier != a->tier)) {
+			st_task_free(&t);
+			continue;
+		}
+		const char *sol = solution_for(a, &t, host, L, &skip);
+		if (skip) {
+			if (!a->quiet)
+				fprintf(stderr, "  %s: no %s%s, skipped\n", t.id, host ? "host " : "",
+				        (host ? t.host_reference : t.reference) ? "expert" : "reference");
+		} else {
+			st_bench_job *j = &L->jobs[L->n++];
+			j->task_dir = own(L, dirs[k]);
+			j->task_id = own(L, t.id);
+			j->tier = t.tier;
+			j->solution = sol;
+			if (!j->task_dir || !j->task_id)
+				rc = ST_EXIT_ENV;
+		}
+		st_task_free(&t);
+	}
+	st_task_list_free(dirs, n);
+	if (!rc && L->n == 0) {
+		st_cli_error("bench: no task matched");
+		rc = ST_EXIT_USAGE;
+	}
+	return rc;
+}
+
+/* ---- progress ------------------------------------------------------------------------------- */
+
+typedef struct progress_state {
+	double t0;
+	int tty, quiet;
+} progress_state;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void on_progress(void *arg, int k, int n, const st_bench_job *job, const json_t *v)
+{
+	progress_state *p = arg;
+	if (p->quiet)
+		return;
+	double el = now_s() - p->t0;
+	if (!v && job->solution) {
+		/* before: a live bar on a terminal, nothing in a log */
+		if (p->tty)
+			fprintf(stderr, "\r\033[K[%d/%d] %s ... (%.0f s)", k + 1, n, job->task_id, el);
+		return;
+	}
+	const char *status = v ? json_string_value(json_object_get(v, "status")) : "missing";
+	const json_t *sp = json_object_get(v, "speedup");
+	double eta = k + 1 < n ? el / (k + 1) * (n - k - 1) : 0;
+	fprintf(stderr, "%s[%d/%d] %-24s %-14s", p->tty ? "\r\033[K" : "", k + 1, n, job->task_id,
+	        status ? status : "?");
+	if (json_is_number(json_object_get(sp, "vs_reference")))
+		fprintf(stderr, " %7.2fx vs reference", json_number_value(json_object_get(sp, "vs_reference")));
+	fprintf(stderr, "  %.0f s elapsed, about %.0f s left\n", el, eta);
+}
+
+/* ---- the run's facts --------------------------------------------------------------------------- */
+
+static json_t *commit_id(void)
+{
+	const char *env = getenv("STITCH_COMMIT");
+	if (env && *env)
+		return json_string(env);
+	char cmd[PATH_MAX + 64];
+	snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse --short HEAD 2>/dev/null", st_home());
+	FILE *p = popen(cmd, "r");
+	char buf[64] = "";
+	if (p) {
+		if (!fgets(buf, sizeof buf, p))
+			buf[0] = 0;
+		pclose(p);
+	}
+	buf[strcspn(buf, "\r\n")] = 0;
+	return buf[0] ? json_string(buf) : json_null();
+}
+
+static json_t *run_facts(const bench_args *a, const st_verify_opts *o, int argc, char **argv,
+                         json_t *const *verdicts, int n)
+{
+	char when[32], host[256] = "";
+	time_t now = time(NULL);
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	gethostname(host, sizeof host - 1);
+	char sols[PATH_MAX] = "bundled experts";
+	if (a->solutions && !realpath(a->solutions, sols))
+		snprintf(sols, sizeof sols, "%s", a->solutions);
+	json_t *run = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "started", when, "solutions", sols,
+	                        "backend", o->backend, "baseline", a->baseline, "host", host, "commit",
+	                        commit_id());
+	const json_t *dev = NULL;
+	for (int k = 0; k < n && !dev; k++)
+		dev = verdicts[k] ? json_object_get(verdicts[k], "device") : NULL;
+	const char *arch = NULL;
+	for (int k = 0; k < n && !arch; k++)
+		arch = verdicts[k] ? json_string_value(json_object_get(verdicts[k], "arch")) : NULL;
+	if (dev) {
+		json_object_set(run, "device", json_object_get(dev, "device"));
+		json_object_set(run, "driver", json_object_get(dev, "driver"));
+		json_object_set(run, "runtime", json_object_get(dev, "runtime"));
+	}
+	if (arch)
+		json_object_set_new(run, "arch", json_string(arch));
+	size_t len = 0;
+	for (int i = 1; i < argc; i++)
+		len += strlen(argv[i]) + 1;
+	char *cmd = calloc(len + 16, 1);
+	if (cmd) {
+		strcpy(cmd, "bench");
+		for (int i = 1; i < argc; i++)
+			strcat(strcat(cmd, " "), argv[i]);
+		json_object_set_new(run, "options", json_string(cmd));
+		free(cmd);
+	}
+	return run;
+}
+
+/* ---- the command ------------------------------------------------------------------------------ */
 
 int cmd_bench(int argc, char **argv)
 {
@@ -50,95 +407,114 @@ int cmd_bench(int argc, char **argv)
 	}
 	st_verify_opts o;
 	st_verify_opts_default(&o);
-	o.candidate_trusted = 1;
-	o.profile = 0; /* the table needs no profile; `stitch profile` gives one */
-	int json = 0, quiet = 0;
-	const char *glob = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-			continue;
-		}
-		if (!strcmp(argv[i], "--task")) {
-			if (i + 1 >= argc) {
-				st_cli_error("--task needs a value");
-				return ST_EXIT_USAGE;
-			}
-			glob = argv[++i];
-			continue;
-		}
-		int r = st_verify_opt_parse(&o, argc, argv, &i, &quiet);
-		if (r < 0)
-			return ST_EXIT_USAGE;
-		if (!r) {
-			st_cli_error("bench: unknown argument '%s'; see 'stitch bench --help'", argv[i]);
-			return ST_EXIT_USAGE;
-		}
-	}
+	o.profile = 0; /* the tables need no profile; `stitch profile` gives one */
+	bench_args a = {.baseline = "reference"};
+	int rc = parse(argc, argv, &a, &o);
+	if (rc)
+		return rc;
+	char db_buf[PATH_MAX];
+	const char *db_path = a.db ? a.db : a.no_db ? NULL : default_db(db_buf, sizeof db_buf);
+	if (a.cmp[0])
+		return compare(a.db ? a.db : default_db(db_buf, sizeof db_buf), a.cmp[0], a.cmp[1]);
+
 	int host = !strcmp(o.backend, "host");
-	if (!quiet) {
+	/* shipped experts link what their task ships; solutions from a folder are candidates */
+	o.candidate_trusted = a.solutions == NULL;
+	o.keep_samples = db_path != NULL;
+	if (a.verbose && !a.quiet) {
 		o.progress = st_verify_progress_stderr;
-		o.progress_arg = "  ";
+		o.progress_arg = "    ";
 	}
-	char **dirs = NULL;
-	int n = 0;
+	job_list L = {0};
+	rc = build_jobs(&a, host, &L);
+	st_bench_db *db = NULL;
+	if (!rc && db_path)
+		rc = open_db(db_path, &db);
+	if (rc) {
+		jobs_free(&L);
+		return rc;
+	}
+	json_t **verdicts = calloc((size_t)L.n, sizeof *verdicts);
+	if (!verdicts) {
+		st_cli_error("bench: out of memory");
+		jobs_free(&L);
+		st_bench_db_close(db);
+		return ST_EXIT_ENV;
+	}
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = a.jobs ? a.jobs : cpus < 1 ? 1 : cpus > 16 ? 16 : (int)cpus;
+	progress_state ps = {.t0 = now_s(), .tty = isatty(2), .quiet = a.quiet};
 	st_err err;
-	if (st_task_list(st_cli_tasks_root(), &dirs, &n, &err)) {
+	st_status s = st_bench_sweep(L.jobs, L.n, &o, threads, on_progress, &ps, verdicts, &err);
+	if (s == ST_E_NODEVICE) {
+		st_cli_error("%s\nstitch bench times the suite on the local GPU and found none; "
+		             "'stitch bench --backend host' runs the host versions on the CPU", err.msg);
+		rc = ST_EXIT_ENV;
+	} else if (s) {
 		st_cli_error("%s", err.msg);
-		return ST_EXIT_USAGE;
+		rc = s == ST_E_INVALID ? ST_EXIT_USAGE : ST_EXIT_ENV;
 	}
-	json_t *all = json_array();
-	int failed = 0, ran = 0, header = 0, rc = ST_EXIT_OK;
-	for (int k = 0; k < n && rc == ST_EXIT_OK; k++) {
-		st_task t;
-		if (st_task_load(dirs[k], &t, &err)) {
-			st_cli_error("%s", err.msg);
-			rc = ST_EXIT_USAGE;
-			break;
+
+	if (!rc) {
+		json_t *rows = json_array(), *vs = json_array();
+		int failed = 0;
+		for (int k = 0; k < L.n; k++) {
+			json_t *row = st_bench_row(L.jobs[k].task_id, L.jobs[k].tier, verdicts[k]);
+			failed += !json_is_true(json_object_get(row, "correct"));
+			json_array_append_new(rows, row);
+			json_array_append(vs, verdicts[k] ? verdicts[k] : json_null());
 		}
-		const char *expert = host ? t.host_expert : (t.n_experts ? t.experts[0] : NULL);
-		if ((glob && fnmatch(glob, t.id, 0)) || !expert) {
-			if (!expert && !quiet && !(glob && fnmatch(glob, t.id, 0)))
-				fprintf(stderr, "  %s: no %sexpert, skipped\n", t.id, host ? "host " : "");
-			st_task_free(&t);
-			continue;
-		}
-		if (!quiet)
-			fprintf(stderr, "%s: expert vs reference\n", t.id);
-		json_t *v = NULL;
-		st_status s = st_verify(dirs[k], expert, &o, &v, &err);
-		ran++;
-		if (s == ST_E_NODEVICE) {
-			st_cli_error("%s\nstitch bench times the suite on the local GPU and found none; "
-			             "'stitch bench --backend host' runs the host versions on the CPU", err.msg);
-			rc = ST_EXIT_ENV;
-		} else if (s) {
-			st_cli_error("%s: %s", t.id, err.msg);
-			rc = s == ST_E_INVALID ? ST_EXIT_USAGE : ST_EXIT_ENV;
-		} else {
-			if (strcmp(json_string_value(json_object_get(v, "status")), "ok"))
-				failed++;
-			if (json) {
-				json_array_append(all, v);
+		json_t *score = st_bench_score(rows);
+		json_t *run = run_facts(&a, &o, argc, argv, verdicts, L.n);
+		if (db) {
+			long long id;
+			if (st_bench_db_save(db, run, rows, vs, &id, &err)) {
+				st_cli_error("%s (the results are printed but not stored)", err.msg);
+				rc = ST_EXIT_ENV;
 			} else {
-				if (!header++)
-					printf("%-20s %-14s %12s %12s %9s %7s\n", "task", "status",
-					       "reference ms", "expert ms", "speedup", "SOL");
-				row(v, t.id, stdout);
+				json_object_set_new(run, "id", json_integer(id));
+				if (!a.quiet)
+					fprintf(stderr, "recorded as run %lld in %s\n", id, db_path);
 			}
 		}
-		json_decref(v);
-		st_task_free(&t);
+		if (a.report && st_bench_report(a.report, run, rows, score, a.baseline, &err)) {
+			st_cli_error("%s", err.msg);
+			rc = ST_EXIT_ENV;
+		}
+		if (a.format == FMT_JSON) {
+			/* verdicts without raw samples: those are in the store */
+			size_t i;
+			json_t *v;
+			json_array_foreach(vs, i, v) {
+				const char *key;
+				json_t *role;
+				json_object_foreach(json_object_get(v, "timing"), key, role)
+					if (json_is_object(role))
+						json_object_del(role, "raw");
+			}
+			json_t *all = json_pack("{s:O,s:O,s:O,s:O}", "run", run, "score", score, "rows", rows,
+			                        "verdicts", vs);
+			json_dumpf(all, stdout, JSON_INDENT(2));
+			fputc('\n', stdout);
+			json_decref(all);
+		} else if (a.format == FMT_CSV) {
+			st_bench_print_csv(rows, stdout);
+		} else if (a.format == FMT_MD) {
+			st_bench_print_md(run, rows, score, a.baseline, stdout);
+		} else {
+			st_bench_print_table(rows, score, a.baseline, stdout);
+		}
+		if (!rc && failed)
+			rc = ST_EXIT_NO;
+		json_decref(run);
+		json_decref(score);
+		json_decref(rows);
+		json_decref(vs);
 	}
-	for (int k = 0; k < n; k++)
-		free(dirs[k]);
-	free(dirs);
-	if (json && rc == ST_EXIT_OK)
-		json_dumpf(all, stdout, JSON_INDENT(2)), fputc('\n', stdout);
-	json_decref(all);
-	if (rc == ST_EXIT_OK && ran == 0) {
-		st_cli_error("bench: no task matched");
-		return ST_EXIT_USAGE;
-	}
-	return rc != ST_EXIT_OK ? rc : failed ? ST_EXIT_NO : ST_EXIT_OK;
+	for (int k = 0; k < L.n; k++)
+		json_decref(verdicts[k]);
+	free(verdicts);
+	jobs_free(&L);
+	st_bench_db_close(db);
+	return rc;
 }

@@ -9,6 +9,10 @@
 
 #define ST_PROTO_MAX_MSG (64u << 20)
 
+/* The shape of a runner's "peaks" reply; cached peaks of another version are measured again.
+ * 2: adds "fp8" (a number, or null where the device or library has no fp8 matmul). */
+#define ST_PEAKS_VERSION 2
+
 /* Send msg (not consumed); pass_fd >= 0 sends that descriptor along. */
 st_status st_proto_send(int sock, const json_t *msg, int pass_fd, st_err *err);
 

@@ -4,6 +4,7 @@
  * time, so the runner works where NVML is missing). */
 #include "backend.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/proto.h"
 #include "cuda_kernels.h"
 #include "profile_cupti.h"
 #include "verify/compile.h"
@@ -314,6 +316,101 @@ static int time_gemm(cublasHandle_t h, cudaDataType t, cublasComputeType_t ct, i
 	return 0;
 }
 
+/* FP8 needs cuBLASLt (cublasGemmEx has no fp8 types) and the "TN" layout fp8 tensor cores want.
+ * Loaded the same way as cuBLAS; any failure (an older GPU, an older library) leaves the fp8
+ * peak out rather than failing the probe. */
+static struct {
+	void *dl;
+	cublasStatus_t (*create)(cublasLtHandle_t *);
+	cublasStatus_t (*destroy)(cublasLtHandle_t);
+	cublasStatus_t (*desc_create)(cublasLtMatmulDesc_t *, cublasComputeType_t, cudaDataType_t);
+	cublasStatus_t (*desc_destroy)(cublasLtMatmulDesc_t);
+	cublasStatus_t (*desc_set)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, const void *,
+	                           size_t);
+	cublasStatus_t (*layout_create)(cublasLtMatrixLayout_t *, cudaDataType, uint64_t, uint64_t,
+	                                int64_t);
+	cublasStatus_t (*layout_destroy)(cublasLtMatrixLayout_t);
+	cublasStatus_t (*matmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *, const void *,
+	                         cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t,
+	                         const void *, const void *, cublasLtMatrixLayout_t, void *,
+	                         cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *, void *, size_t,
+	                         cudaStream_t);
+} g_lt;
+
+static int lt_open(void)
+{
+	if (g_lt.dl)
+		return 0;
+	g_lt.dl = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
+	if (!g_lt.dl)
+		g_lt.dl = dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
+	if (!g_lt.dl)
+		return -1;
+	*(void **)&g_lt.create = dlsym(g_lt.dl, "cublasLtCreate");
+	*(void **)&g_lt.destroy = dlsym(g_lt.dl, "cublasLtDestroy");
+	*(void **)&g_lt.desc_create = dlsym(g_lt.dl, "cublasLtMatmulDescCreate");
+	*(void **)&g_lt.desc_destroy = dlsym(g_lt.dl, "cublasLtMatmulDescDestroy");
+	*(void **)&g_lt.desc_set = dlsym(g_lt.dl, "cublasLtMatmulDescSetAttribute");
+	*(void **)&g_lt.layout_create = dlsym(g_lt.dl, "cublasLtMatrixLayoutCreate");
+	*(void **)&g_lt.layout_destroy = dlsym(g_lt.dl, "cublasLtMatrixLayoutDestroy");
+	*(void **)&g_lt.matmul = dlsym(g_lt.dl, "cublasLtMatmul");
+	if (!g_lt.create || !g_lt.destroy || !g_lt.desc_create || !g_lt.desc_destroy ||
+	    !g_lt.desc_set || !g_lt.layout_create || !g_lt.layout_destroy || !g_lt.matmul) {
+		dlclose(g_lt.dl);
+		g_lt.dl = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* D[n,n] (bf16) = A^T B with A, B e4m3, fp32 accumulation; a and b hold random e4m3 bytes, c the
+ * output followed by a workspace. TFLOP/s into *tflops; -1 when fp8 is not available here. */
+static int time_fp8(int n, void *a, void *b, void *c, size_t c_bytes, double *tflops)
+{
+	cublasLtHandle_t h = NULL;
+	cublasLtMatmulDesc_t desc = NULL;
+	cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+	int rc = -1;
+	size_t d_bytes = (size_t)n * n * 2, ws = 64u << 20;
+	if (lt_open() || d_bytes + ws > c_bytes)
+		return -1;
+	cublasOperation_t t = CUBLAS_OP_T;
+	float one = 1, zero = 0;
+	if (g_lt.create(&h) || g_lt.desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) ||
+	    g_lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t) ||
+	    g_lt.layout_create(&la, CUDA_R_8F_E4M3, n, n, n) ||
+	    g_lt.layout_create(&lb, CUDA_R_8F_E4M3, n, n, n) ||
+	    g_lt.layout_create(&ld, CUDA_R_16BF, n, n, n))
+		goto done;
+	int reps = 10;
+	for (int i = 0; i < reps + 2; i++) {
+		if (i == 2 && cudaEventRecord(g_ev0, g_stream))
+			goto done;
+		if (g_lt.matmul(h, desc, &one, a, la, b, lb, &zero, c, ld, c, ld, NULL,
+		                (char *)c + d_bytes, ws, g_stream))
+			goto done;
+	}
+	float ms;
+	if (cudaEventRecord(g_ev1, g_stream) || cudaEventSynchronize(g_ev1) ||
+	    cudaEventElapsedTime(&ms, g_ev0, g_ev1))
+		goto done;
+	*tflops = 2.0 * n * (double)n * n * reps / (ms * 1e-3) / 1e12;
+	rc = 0;
+done:
+	if (la)
+		g_lt.layout_destroy(la);
+	if (lb)
+		g_lt.layout_destroy(lb);
+	if (ld)
+		g_lt.layout_destroy(ld);
+	if (desc)
+		g_lt.desc_destroy(desc);
+	if (h)
+		g_lt.destroy(h);
+	cudaGetLastError();
+	return rc;
+}
+
 int rb_peaks(json_t *out, char *err, size_t len)
 {
 	size_t bytes = 1u << 30;
@@ -385,6 +482,12 @@ int rb_peaks(json_t *out, char *err, size_t len)
 		json_object_set_new(out, probes[i].name, json_real(tf));
 	}
 	json_object_set_new(out, "int", json_real(json_real_value(json_object_get(out, "fp32"))));
+	double fp8;
+	if (rb_fill(a, ST_F8E4M3, (int64_t)bytes, &init, 11, err, len) ||
+	    rb_fill(b, ST_F8E4M3, (int64_t)bytes, &init, 12, err, len))
+		goto done;
+	json_object_set_new(out, "fp8", time_fp8(8192, a, b, c, bytes, &fp8) ? json_null() : json_real(fp8));
+	json_object_set_new(out, "version", json_integer(ST_PEAKS_VERSION));
 	rc = 0;
 done:
 	if (h)

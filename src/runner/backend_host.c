@@ -2,6 +2,7 @@
  * malloc'd, the stream is NULL, and a sample is CPU wall time. It lets CI drive the whole
  * parent/runner/compare/timing pipeline on a machine without a GPU. */
 #include "backend.h"
+#include "common/proto.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,8 @@ int rb_peaks(json_t *out, char *err, size_t len)
 	json_object_set_new(out, "fp16", json_real(fp32));
 	json_object_set_new(out, "bf16", json_real(fp32));
 	json_object_set_new(out, "int", json_real(fp32));
+	json_object_set_new(out, "fp8", json_null());
+	json_object_set_new(out, "version", json_integer(ST_PEAKS_VERSION));
 	free(a);
 	free(b);
 	return 0;

@@ -28,7 +28,8 @@ typedef struct loader {
 
 static const char *const known_libraries[] = {"cublas", "cublasLt", "cusparse", "cufft", "curand",
                                               NULL};
-static const char *const known_units[] = {"fp32", "tf32", "fp16", "bf16", "fp64", "int", NULL};
+static const char *const known_units[] = {"fp32", "tf32", "fp16", "bf16", "fp8", "fp64", "int",
+                                             NULL};
 
 static st_status bad(loader *L, const char *field, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

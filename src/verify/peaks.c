@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/fs.h"
+#include "common/proto.h"
 
 st_status st_peaks_get(st_runner *r, double timeout_s, json_t **peaks, st_err *err)
 {
@@ -18,7 +19,8 @@ st_status st_peaks_get(st_runner *r, double timeout_s, json_t **peaks, st_err *e
 	snprintf(path, sizeof path, "%s/peaks/%s.json", dir, uuid ? uuid : "unknown");
 	json_error_t je;
 	*peaks = json_load_file(path, 0, &je);
-	if (*peaks && json_object_get(*peaks, "bw_gbs"))
+	if (*peaks && json_object_get(*peaks, "bw_gbs") &&
+	    json_integer_value(json_object_get(*peaks, "version")) == ST_PEAKS_VERSION)
 		return ST_OK;
 	json_decref(*peaks);
 	*peaks = NULL;

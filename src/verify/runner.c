@@ -112,7 +112,9 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 	r->pid = -1;
 	snprintf(r->label, sizeof r->label, "%s", label);
 	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/stitch-runner-%s", st_runner_dir(), backend);
+	if ((size_t)snprintf(path, sizeof path, "%s/stitch-runner-%s", st_runner_dir(), backend) >=
+	    sizeof path)
+		return st_err_set(err, ST_E_INVALID, "runner path too long");
 	if (access(path, X_OK))
 		return st_err_set(err, ST_E_SYSTEM, "runner %s: %s (backend '%s' not built?)", path,
 		                  strerror(errno), backend);

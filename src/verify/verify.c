@@ -373,13 +373,55 @@ static void *compile_thread(void *arg)
 	return NULL;
 }
 
+/* What every compile of this task shares; include_dir must outlive the options. */
+static st_compile_opts base_compile_opts(const st_verify_opts *o, const char *arch,
+                                         char *include_dir, size_t len)
+{
+	snprintf(include_dir, len, "%s/include", st_home());
+	return (st_compile_opts){.arch = arch, .include_dir = include_dir,
+	                         .timeout_s = o->compile_timeout_s, .no_cache = o->no_cache};
+}
+
+/* Shipped (trusted) solutions link what the task ships; a candidate only what its policy allows. */
+static st_compile_opts solution_compile_opts(const st_task *t, st_compile_opts co, int trusted)
+{
+	co.libraries = (const char *const *)(trusted ? t->solution_libraries : t->libraries);
+	co.n_libraries = trusted ? t->n_solution_libraries : t->n_libraries;
+	return co;
+}
+
+st_status st_verify_precompile(const char *task_dir, const char *solution, const st_verify_opts *o,
+                               const char *arch, st_err *err)
+{
+	if (o->no_cache)
+		return ST_OK; /* st_verify compiles anyway */
+	st_task t;
+	st_status s = st_task_load(task_dir, &t, err);
+	if (s)
+		return s;
+	int host = !strcmp(o->backend, "host");
+	char include_dir[4096];
+	st_compile_opts co = base_compile_opts(o, arch, include_dir, sizeof include_dir);
+	const char *paths[4] = {t.hooks, host ? t.host_reference : t.reference,
+	                        host ? t.host_expert : (t.n_experts ? t.experts[0] : NULL), solution};
+	for (int i = 0; i < 4 && !s; i++) {
+		if (!paths[i])
+			continue;
+		st_compile_opts one = i == 0 ? co : solution_compile_opts(&t, co, i < 3 || o->candidate_trusted);
+		st_compile_result r;
+		s = st_compile(paths[i], &one, &r, err);
+		if (!s)
+			st_compile_result_free(&r);
+	}
+	st_task_free(&t);
+	return s;
+}
+
 static st_status compile_all(vctx *v, const char *arch, st_err *err)
 {
 	const st_task *t = v->task;
 	char include_dir[4096];
-	snprintf(include_dir, sizeof include_dir, "%s/include", st_home());
-	st_compile_opts co = {.arch = arch, .include_dir = include_dir,
-	                      .timeout_s = v->o->compile_timeout_s, .no_cache = v->o->no_cache};
+	st_compile_opts co = base_compile_opts(v->o, arch, include_dir, sizeof include_dir);
 	if (t->hooks) {
 		st_compile_result hr;
 		st_status s = st_compile(t->hooks, &co, &hr, err);
@@ -407,14 +449,7 @@ static st_status compile_all(vctx *v, const char *arch, st_err *err)
 	int started[MAX_SOLS] = {0};
 	for (int i = 0; i < v->n_sols; i++) {
 		jobs[i].so = &v->sols[i];
-		jobs[i].opts = co;
-		if (v->sols[i].trusted) {
-			jobs[i].opts.libraries = (const char *const *)t->solution_libraries;
-			jobs[i].opts.n_libraries = t->n_solution_libraries;
-		} else {
-			jobs[i].opts.libraries = (const char *const *)t->libraries;
-			jobs[i].opts.n_libraries = t->n_libraries;
-		}
+		jobs[i].opts = solution_compile_opts(t, co, v->sols[i].trusted);
 		started[i] = pthread_create(&threads[i], NULL, compile_thread, &jobs[i]) == 0;
 		if (!started[i])
 			compile_thread(&jobs[i]);
@@ -746,6 +781,17 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 	return ST_OK;
 }
 
+static json_t *raw_samples(const sol *so)
+{
+	json_t *a = json_array();
+	for (int k = 0; k < so->n_samples; k++) {
+		const st_sample *x = &so->samples[k];
+		json_array_append_new(a, json_pack("[f,f,i,b]", x->ms, x->wall_ms, x->sm_mhz,
+		                                   x->throttled));
+	}
+	return a;
+}
+
 static json_t *stats_json(const st_stats *s)
 {
 	return json_pack("{s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:i}", "samples", s->n,
@@ -822,6 +868,8 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 		med[i] = st.median;
 		json_t *sj = stats_json(&st);
 		json_object_set_new(sj, "timing_wall_ms", json_real(v->sols[i].timing_wall_ms));
+		if (v->o->keep_samples)
+			json_object_set_new(sj, "raw", raw_samples(&v->sols[i]));
 		json_object_set_new(timing, role_of(v, i), sj);
 		/* Work the solution's stream does not see (a side stream, another thread, the legacy
 		 * default stream) shows as host wall time to the whole-device sync beyond event time. */

@@ -51,7 +51,7 @@ static char task_dir[PATH_MAX]; /* tmp/t1/softmax */
 static void write_file(const char *dir, const char *name, const char *text)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
+	assert_true((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) < sizeof path);
 	FILE *f = fopen(path, "w");
 	assert_non_null(f);
 	assert_int_equal(fputs(text, f) >= 0, 1);

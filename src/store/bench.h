@@ -1,0 +1,64 @@
+/* stitch bench's model: one row per task of a run (what the solution did against the task's
+ * reference and expert), the scores a suite run is judged by (compile and correctness rates,
+ * fast_p, geometric-mean speedups, SOL fractions, per tier), the SQLite store that keeps runs and
+ * their raw samples for comparison, and the table/CSV/Markdown/HTML renderings. Rows are jansson
+ * objects so that a fresh run and one read back from the store go through the same code. */
+#ifndef ST_BENCH_H
+#define ST_BENCH_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "common/st_error.h"
+
+/* The thresholds fast_p is reported at: the share of tasks that are correct AND more than p
+ * times faster than the baseline (fast_0 is the correctness rate). */
+#define ST_BENCH_NP 5
+extern const double st_bench_p[ST_BENCH_NP];
+
+/* A speedup over the expert above this, or a SOL fraction above 1 (faster than the roofline
+ * allows), marks a row suspicious: most likely a measurement or verification gap, worth a look
+ * before anyone believes it. */
+#define ST_BENCH_SUSPICIOUS_VS_EXPERT 3.0
+
+/* One row from a verdict (NULL verdict: the solution was missing from DIR). Keys: task, tier,
+ * status, reason, compiled, correct, reference_ms, expert_ms, solution_ms, vs_reference,
+ * vs_expert, sol_fraction, suspicious (array of strings), flags (the verdict's). Times and
+ * speedups are null when unknown. */
+json_t *st_bench_row(const char *task_id, int tier, const json_t *verdict);
+
+/* Scores of a set of rows: {"all": S, "tiers": {"1": S, ...}} where S = {tasks, compiled,
+ * correct, compile_rate, correct_rate, fast_p: {reference: {"0": x, "1": x, "1.5": x, "2": x,
+ * "5": x}, expert: {...}}, geomean: {reference: {correct, faster}, expert: {...}}, sol:
+ * {mean, median, n}, suspicious}. Rates are over every row, missing solutions included. */
+json_t *st_bench_score(const json_t *rows);
+
+/* Renderings. `baseline` ("reference" or "expert") picks the headline speedup column. */
+void st_bench_print_table(const json_t *rows, const json_t *score, const char *baseline, FILE *f);
+void st_bench_print_csv(const json_t *rows, FILE *f);
+void st_bench_print_md(const json_t *run, const json_t *rows, const json_t *score,
+                       const char *baseline, FILE *f);
+void st_bench_print_html(const json_t *run, const json_t *rows, const json_t *score,
+                         const char *baseline, FILE *f);
+/* A per-task comparison of two runs (rows of A and of B) with the change in time and scores. */
+void st_bench_print_compare(const json_t *run_a, const json_t *rows_a, const json_t *run_b,
+                            const json_t *rows_b, FILE *f);
+
+/* Write report.md and report.html into dir (created if missing). */
+st_status st_bench_report(const char *dir, const json_t *run, const json_t *rows,
+                          const json_t *score, const char *baseline, st_err *err);
+
+/* The results store (SQLite; schema in docs/bench.md). */
+typedef struct st_bench_db st_bench_db;
+st_status st_bench_db_open(const char *path, st_bench_db **db, st_err *err);
+void st_bench_db_close(st_bench_db *db);
+/* Record a run: `run` holds started, solutions, backend, baseline, device, arch, driver, runtime,
+ * commit, host, options; rows as from st_bench_row; verdicts parallel to rows (entries may be
+ * null) give the raw samples. Sets *id. */
+st_status st_bench_db_save(st_bench_db *db, const json_t *run, const json_t *rows,
+                           const json_t *verdicts, long long *id, st_err *err);
+/* Read a run back by reference: an id, "last" or "last~N" (N runs before the last). */
+st_status st_bench_db_load(st_bench_db *db, const char *ref, json_t **run, json_t **rows,
+                           st_err *err);
+
+#endif

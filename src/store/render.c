@@ -1,0 +1,504 @@
+/* Renderings of a bench run for people and tools: the terminal table, CSV, Markdown, a
+ * self-contained HTML page with inline SVG charts (no scripts, no network: it opens from a file
+ * anywhere), and the comparison of two runs. */
+#include <math.h>
+#include <string.h>
+
+#include "bench.h"
+
+static double num(const json_t *o, const char *k)
+{
+	const json_t *x = json_object_get(o, k);
+	return json_is_number(x) ? json_number_value(x) : 0;
+}
+
+static const char *str(const json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s ? s : "";
+}
+
+static void ms(FILE *f, double x, int width)
+{
+	if (x > 0)
+		fprintf(f, " %*.4f", width, x);
+	else
+		fprintf(f, " %*s", width, "-");
+}
+
+static void times(FILE *f, double x, int width)
+{
+	if (x > 0)
+		fprintf(f, " %*.2fx", width - 1, x);
+	else
+		fprintf(f, " %*s", width, "-");
+}
+
+static void pct(FILE *f, const json_t *x, int width)
+{
+	if (json_is_number(x))
+		fprintf(f, " %*.0f%%", width - 1, 100 * json_number_value(x));
+	else
+		fprintf(f, " %*s", width, "-");
+}
+
+static const json_t *fastp(const json_t *s, const char *base, double p)
+{
+	char key[16];
+	snprintf(key, sizeof key, "%g", p);
+	return json_object_get(json_object_get(json_object_get(s, "fast_p"), base), key);
+}
+
+static const json_t *geomean(const json_t *s, const char *base, const char *which)
+{
+	return json_object_get(json_object_get(json_object_get(s, "geomean"), base), which);
+}
+
+/* ---- terminal table --------------------------------------------------------------------------- */
+
+static void score_line(const char *label, const json_t *s, const char *base, FILE *f)
+{
+	fprintf(f, "%-8s %3d tasks  compiled", label, (int)json_integer_value(json_object_get(s, "tasks")));
+	pct(f, json_object_get(s, "compile_rate"), 5);
+	fprintf(f, "  correct");
+	pct(f, json_object_get(s, "correct_rate"), 5);
+	fprintf(f, "  fast_1/1.5/2/5 vs %s", base);
+	for (int k = 1; k < ST_BENCH_NP; k++)
+		pct(f, fastp(s, base, st_bench_p[k]), 4);
+	fprintf(f, "  geomean");
+	const json_t *g = geomean(s, base, "correct");
+	times(f, json_is_number(g) ? json_number_value(g) : 0, 7);
+	fprintf(f, "  SOL mean");
+	pct(f, json_object_get(json_object_get(s, "sol"), "mean"), 4);
+	int sus = (int)json_integer_value(json_object_get(s, "suspicious"));
+	if (sus)
+		fprintf(f, "  suspicious %d", sus);
+	fputc('\n', f);
+}
+
+void st_bench_print_table(const json_t *rows, const json_t *score, const char *baseline, FILE *f)
+{
+	fprintf(f, "%-24s %-14s %12s %12s %12s %8s %9s %6s\n", "task", "status", "reference ms",
+	        "expert ms", "solution ms", "vs ref", "vs expert", "SOL");
+	size_t i;
+	const json_t *r;
+	json_array_foreach(rows, i, r) {
+		fprintf(f, "%-24s %-14s", str(r, "task"), str(r, "status"));
+		ms(f, num(r, "reference_ms"), 12);
+		ms(f, num(r, "expert_ms"), 12);
+		ms(f, num(r, "solution_ms"), 12);
+		times(f, num(r, "vs_reference"), 8);
+		times(f, num(r, "vs_expert"), 9);
+		pct(f, json_object_get(r, "sol_fraction"), 6);
+		if (json_array_size(json_object_get(r, "suspicious")))
+			fprintf(f, "  suspicious: %s",
+			        json_string_value(json_array_get(json_object_get(r, "suspicious"), 0)));
+		fputc('\n', f);
+	}
+	fputc('\n', f);
+	const char *key;
+	const json_t *s;
+	json_object_foreach((json_t *)json_object_get(score, "tiers"), key, s) {
+		char label[16];
+		snprintf(label, sizeof label, "tier %s", key);
+		score_line(label, s, baseline, f);
+	}
+	score_line("all", json_object_get(score, "all"), baseline, f);
+}
+
+/* ---- CSV ------------------------------------------------------------------------------------ */
+
+static void csv_field(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void csv_num(FILE *f, const json_t *r, const char *k)
+{
+	const json_t *x = json_object_get(r, k);
+	if (json_is_number(x))
+		fprintf(f, ",%.6g", json_number_value(x));
+	else
+		fputc(',', f);
+}
+
+void st_bench_print_csv(const json_t *rows, FILE *f)
+{
+	fprintf(f, "task,tier,status,compiled,correct,reference_ms,expert_ms,solution_ms,"
+	           "vs_reference,vs_expert,sol_fraction,suspicious,reason\n");
+	size_t i;
+	const json_t *r;
+	json_array_foreach(rows, i, r) {
+		csv_field(f, str(r, "task"));
+		fprintf(f, ",%d,", (int)json_integer_value(json_object_get(r, "tier")));
+		csv_field(f, str(r, "status"));
+		fprintf(f, ",%d,%d", json_is_true(json_object_get(r, "compiled")),
+		        json_is_true(json_object_get(r, "correct")));
+		const char *nums[] = {"reference_ms", "expert_ms", "solution_ms", "vs_reference",
+		                      "vs_expert", "sol_fraction"};
+		for (size_t k = 0; k < sizeof nums / sizeof *nums; k++)
+			csv_num(f, r, nums[k]);
+		fputc(',', f);
+		const json_t *sus = json_array_get(json_object_get(r, "suspicious"), 0);
+		csv_field(f, sus ? json_string_value(sus) : "");
+		fputc(',', f);
+		csv_field(f, str(r, "reason"));
+		fputc('\n', f);
+	}
+}
+
+/* ---- Markdown -------------------------------------------------------------------------------- */
+
+/* Markdown table cells: a pipe or a newline in a reason would break the row. */
+static void md_text(FILE *f, const char *s, size_t max)
+{
+	for (size_t n = 0; *s && n < max; s++, n++)
+		fputs(*s == '|' ? "\\|" : *s == '\n' ? " " : (char[]){*s, 0}, f);
+}
+
+static void run_facts(const json_t *run, FILE *f, int html)
+{
+	const char *keys[] = {"id", "started", "device", "arch", "driver", "runtime", "commit", "host",
+	                      "solutions", "backend", "baseline"};
+	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+		const json_t *x = json_object_get(run, keys[i]);
+		if (!x || json_is_null(x))
+			continue;
+		char buf[512];
+		if (json_is_string(x))
+			snprintf(buf, sizeof buf, "%s", json_string_value(x));
+		else if (json_is_integer(x))
+			snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(x));
+		else
+			continue;
+		if (html) {
+			fprintf(f, "<tr><th>%s</th><td>", keys[i]);
+			for (const char *c = buf; *c; c++)
+				fputs(*c == '<' ? "&lt;" : *c == '>' ? "&gt;" : *c == '&' ? "&amp;" : (char[]){*c, 0}, f);
+			fputs("</td></tr>\n", f);
+		} else {
+			fprintf(f, "| %s | ", keys[i]);
+			md_text(f, buf, 400);
+			fputs(" |\n", f);
+		}
+	}
+}
+
+static void md_score_row(FILE *f, const char *label, const json_t *s)
+{
+	fprintf(f, "| %s | %d |", label, (int)json_integer_value(json_object_get(s, "tasks")));
+	pct(f, json_object_get(s, "compile_rate"), 1);
+	fputs(" |", f);
+	pct(f, json_object_get(s, "correct_rate"), 1);
+	fputs(" |", f);
+	for (int b = 0; b < 2; b++) {
+		const char *base = b ? "expert" : "reference";
+		for (int k = 1; k < ST_BENCH_NP; k++) {
+			pct(f, fastp(s, base, st_bench_p[k]), 1);
+			fputs(k + 1 < ST_BENCH_NP ? " /" : " |", f);
+		}
+		const json_t *g = geomean(s, base, "correct"), *g1 = geomean(s, base, "faster");
+		times(f, json_is_number(g) ? json_number_value(g) : 0, 1);
+		fputs(" /", f);
+		times(f, json_is_number(g1) ? json_number_value(g1) : 0, 1);
+		fputs(" |", f);
+	}
+	pct(f, json_object_get(json_object_get(s, "sol"), "mean"), 1);
+	fprintf(f, " | %d |\n", (int)json_integer_value(json_object_get(s, "suspicious")));
+}
+
+void st_bench_print_md(const json_t *run, const json_t *rows, const json_t *score,
+                       const char *baseline, FILE *f)
+{
+	fprintf(f, "# stitch bench\n\n| | |\n|---|---|\n");
+	run_facts(run, f, 0);
+	fprintf(f, "\n## Scores\n\nfast_p: share of all tasks that are correct and more than p times "
+	           "faster than the baseline (p = 1 / 1.5 / 2 / 5). Geomean: over correct tasks / "
+	           "over those faster than the baseline. Headline baseline: %s.\n\n", baseline);
+	fprintf(f, "| scope | tasks | compiled | correct | fast_p vs reference | geomean vs reference "
+	           "| fast_p vs expert | geomean vs expert | SOL mean | suspicious |\n"
+	           "|---|---|---|---|---|---|---|---|---|---|\n");
+	const char *key;
+	const json_t *s;
+	json_object_foreach((json_t *)json_object_get(score, "tiers"), key, s) {
+		char label[16];
+		snprintf(label, sizeof label, "tier %s", key);
+		md_score_row(f, label, s);
+	}
+	md_score_row(f, "all", json_object_get(score, "all"));
+	json_int_t tier = -1;
+	size_t i;
+	const json_t *r;
+	json_array_foreach(rows, i, r) {
+		json_int_t t = json_integer_value(json_object_get(r, "tier"));
+		if (t != tier) {
+			tier = t;
+			fprintf(f, "\n## Tier %lld\n\n| task | status | reference ms | expert ms | solution ms "
+			           "| vs reference | vs expert | SOL | notes |\n"
+			           "|---|---|---|---|---|---|---|---|---|\n", (long long)t);
+		}
+		fprintf(f, "| %s | %s |", str(r, "task"), str(r, "status"));
+		const char *k3[] = {"reference_ms", "expert_ms", "solution_ms"};
+		for (int k = 0; k < 3; k++) {
+			ms(f, num(r, k3[k]), 1);
+			fputs(" |", f);
+		}
+		times(f, num(r, "vs_reference"), 1);
+		fputs(" |", f);
+		times(f, num(r, "vs_expert"), 1);
+		fputs(" |", f);
+		pct(f, json_object_get(r, "sol_fraction"), 1);
+		fputs(" | ", f);
+		const json_t *sus = json_array_get(json_object_get(r, "suspicious"), 0);
+		if (sus)
+			md_text(f, json_string_value(sus), 200);
+		else if (!json_is_true(json_object_get(r, "correct")))
+			md_text(f, str(r, "reason"), 200);
+		fputs(" |\n", f);
+	}
+}
+
+/* ---- HTML ------------------------------------------------------------------------------------- */
+
+static void html_text(FILE *f, const char *s, size_t max)
+{
+	for (size_t n = 0; *s && n < max; s++, n++) {
+		switch (*s) {
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '&': fputs("&amp;", f); break;
+		case '"': fputs("&quot;", f); break;
+		default: fputc(*s, f);
+		}
+	}
+}
+
+/* Horizontal bars of each task's speedup over the baseline on a log2 axis, 1x marked: a task
+ * below the line is slower than its baseline. */
+static void svg_speedups(const json_t *rows, const char *baseline, FILE *f)
+{
+	char key[32];
+	snprintf(key, sizeof key, "vs_%s", baseline);
+	const int bar = 16, left = 190, width = 520, top = 28;
+	int n = (int)json_array_size(rows);
+	double lo = 0.25, hi = 4;
+	size_t i;
+	const json_t *r;
+	json_array_foreach(rows, i, r) {
+		double s = num(r, key);
+		if (s > 0) {
+			while (s < lo)
+				lo /= 2;
+			while (s > hi)
+				hi *= 2;
+		}
+	}
+	double span = log2(hi) - log2(lo);
+	int h = top + n * bar + 24;
+	fprintf(f, "<svg class=\"chart\" id=\"speedups\" xmlns=\"http://www.w3.org/2000/svg\" "
+	           "width=\"%d\" height=\"%d\" role=\"img\">\n", left + width + 70, h);
+	fprintf(f, "<text x=\"%d\" y=\"16\" class=\"title\">speedup over the %s per task (log scale)"
+	           "</text>\n", left, baseline);
+	for (double g = lo; g <= hi * 1.0001; g *= 2) {
+		double x = left + width * (log2(g) - log2(lo)) / span;
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"%s\"/>"
+		           "<text x=\"%.1f\" y=\"%d\" class=\"tick\">%gx</text>\n",
+		        x, top - 4, x, top + n * bar, g == 1 ? "one" : "grid", x - 8, top + n * bar + 14, g);
+	}
+	double x1 = left + width * (0 - log2(lo)) / span;
+	json_array_foreach(rows, i, r) {
+		int y = top + (int)i * bar;
+		fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"label\">", left - 6, y + bar - 4);
+		html_text(f, str(r, "task"), 64);
+		fputs("</text>", f);
+		double s = num(r, key);
+		if (s > 0) {
+			double x = left + width * (log2(s) - log2(lo)) / span;
+			double a = x < x1 ? x : x1, w = fabs(x - x1);
+			fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" class=\"%s\">"
+			           "<title>%.3gx</title></rect><text x=\"%.1f\" y=\"%d\" class=\"value\">%.2fx</text>",
+			        a, y + 2, w < 1 ? 1 : w, bar - 4,
+			        json_array_size(json_object_get(r, "suspicious")) ? "bar sus" : s >= 1 ? "bar" : "bar slow",
+			        s, (x > x1 ? x : x1) + 4, y + bar - 4, s);
+		} else {
+			fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"fail\">%s</text>", x1 + 4, y + bar - 4,
+			        str(r, "status"));
+		}
+		fputc('\n', f);
+	}
+	fputs("</svg>\n", f);
+}
+
+/* Mean SOL fraction per tier as vertical bars against the 100 % roof. */
+static void svg_sol(const json_t *score, FILE *f)
+{
+	const json_t *tiers = json_object_get(score, "tiers");
+	int n = (int)json_object_size(tiers);
+	const int bw = 70, gap = 30, left = 50, top = 30, hgt = 200;
+	fprintf(f, "<svg class=\"chart\" id=\"sol\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+	           "height=\"%d\" role=\"img\">\n", left + n * (bw + gap) + 20, top + hgt + 40);
+	fprintf(f, "<text x=\"%d\" y=\"16\" class=\"title\">mean SOL fraction per tier</text>\n", left);
+	for (int p = 0; p <= 100; p += 25) {
+		int y = top + hgt - hgt * p / 100;
+		fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"%s\"/><text x=\"%d\" "
+		           "y=\"%d\" class=\"tick\">%d%%</text>\n", left, y, left + n * (bw + gap), y,
+		        p == 100 ? "one" : "grid", 8, y + 4, p);
+	}
+	int k = 0;
+	const char *key;
+	const json_t *s;
+	json_object_foreach((json_t *)tiers, key, s) {
+		const json_t *m = json_object_get(json_object_get(s, "sol"), "mean");
+		double v = json_is_number(m) ? json_number_value(m) : 0;
+		double hv = hgt * (v > 1.2 ? 1.2 : v);
+		int x = left + gap / 2 + k * (bw + gap);
+		fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" class=\"bar\">"
+		           "<title>%.1f%%</title></rect><text x=\"%d\" y=\"%.1f\" class=\"value\">%.0f%%</text>"
+		           "<text x=\"%d\" y=\"%d\" class=\"label2\">tier %s</text>\n",
+		        x, top + hgt - hv, bw, hv, 100 * v, x + 18, top + hgt - hv - 4, 100 * v, x + 14,
+		        top + hgt + 16, key);
+		k++;
+	}
+	fputs("</svg>\n", f);
+}
+
+void st_bench_print_html(const json_t *run, const json_t *rows, const json_t *score,
+                         const char *baseline, FILE *f)
+{
+	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+	      "<title>stitch bench</title>\n<style>\n"
+	      "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\n"
+	      "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
+	      "text-align:right}td:first-child,th:first-child{text-align:left}\n"
+	      ".chart{display:block;margin:1em 0}.title{font-weight:bold;font-size:13px}"
+	      ".label{font-size:11px;text-anchor:end}.label2,.value,.tick,.fail{font-size:11px}"
+	      ".fail{fill:#b00}.bar{fill:#4a7ebb}.bar.slow{fill:#d08c2c}.bar.sus{fill:#b03030}"
+	      ".grid{stroke:#ddd}.one{stroke:#555;stroke-dasharray:3 2}\n"
+	      ".facts td{text-align:left}\n"
+	      "</style></head><body>\n<h1>stitch bench</h1>\n<table class=\"facts\">\n", f);
+	run_facts(run, f, 1);
+	fputs("</table>\n<h2>Scores</h2>\n<table><tr><th>scope</th><th>tasks</th><th>compiled</th>"
+	      "<th>correct</th>", f);
+	for (int b = 0; b < 2; b++)
+		for (int k = 1; k < ST_BENCH_NP; k++)
+			fprintf(f, "<th>fast_%g vs %s</th>", st_bench_p[k], b ? "expert" : "ref");
+	fputs("<th>geomean vs ref</th><th>geomean vs expert</th><th>SOL mean</th><th>suspicious</th></tr>\n", f);
+	json_t *scopes = json_deep_copy(json_object_get(score, "tiers"));
+	json_object_set(scopes, "all", json_object_get(score, "all"));
+	const char *key;
+	json_t *s;
+	json_object_foreach(scopes, key, s) {
+		fprintf(f, "<tr><td>%s%s</td><td>%d</td><td>", strcmp(key, "all") ? "tier " : "", key,
+		        (int)json_integer_value(json_object_get(s, "tasks")));
+		pct(f, json_object_get(s, "compile_rate"), 1);
+		fputs("</td><td>", f);
+		pct(f, json_object_get(s, "correct_rate"), 1);
+		for (int b = 0; b < 2; b++)
+			for (int k = 1; k < ST_BENCH_NP; k++) {
+				fputs("</td><td>", f);
+				pct(f, fastp(s, b ? "expert" : "reference", st_bench_p[k]), 1);
+			}
+		for (int b = 0; b < 2; b++) {
+			fputs("</td><td>", f);
+			const json_t *g = geomean(s, b ? "expert" : "reference", "correct");
+			times(f, json_is_number(g) ? json_number_value(g) : 0, 1);
+		}
+		fputs("</td><td>", f);
+		pct(f, json_object_get(json_object_get(s, "sol"), "mean"), 1);
+		fprintf(f, "</td><td>%d</td></tr>\n", (int)json_integer_value(json_object_get(s, "suspicious")));
+	}
+	json_decref(scopes);
+	fputs("</table>\n", f);
+	svg_speedups(rows, baseline, f);
+	svg_sol(score, f);
+	fputs("<h2>Tasks</h2>\n<table><tr><th>task</th><th>status</th><th>reference ms</th>"
+	      "<th>expert ms</th><th>solution ms</th><th>vs reference</th><th>vs expert</th>"
+	      "<th>SOL</th><th>notes</th></tr>\n", f);
+	size_t i;
+	const json_t *r;
+	json_array_foreach(rows, i, r) {
+		fputs("<tr><td>", f);
+		html_text(f, str(r, "task"), 128);
+		fputs("</td><td>", f);
+		html_text(f, str(r, "status"), 32);
+		const char *k3[] = {"reference_ms", "expert_ms", "solution_ms"};
+		for (int k = 0; k < 3; k++) {
+			fputs("</td><td>", f);
+			ms(f, num(r, k3[k]), 1);
+		}
+		fputs("</td><td>", f);
+		times(f, num(r, "vs_reference"), 1);
+		fputs("</td><td>", f);
+		times(f, num(r, "vs_expert"), 1);
+		fputs("</td><td>", f);
+		pct(f, json_object_get(r, "sol_fraction"), 1);
+		fputs("</td><td style=\"text-align:left\">", f);
+		const json_t *sus = json_array_get(json_object_get(r, "suspicious"), 0);
+		html_text(f, sus ? json_string_value(sus)
+		                 : json_is_true(json_object_get(r, "correct")) ? "" : str(r, "reason"), 300);
+		fputs("</td></tr>\n", f);
+	}
+	fputs("</table>\n</body></html>\n", f);
+}
+
+/* ---- comparison ------------------------------------------------------------------------------- */
+
+static const json_t *row_for(const json_t *rows, const char *task)
+{
+	size_t i;
+	const json_t *r;
+	json_array_foreach(rows, i, r)
+		if (!strcmp(str(r, "task"), task))
+			return r;
+	return NULL;
+}
+
+void st_bench_print_compare(const json_t *run_a, const json_t *rows_a, const json_t *run_b,
+                            const json_t *rows_b, FILE *f)
+{
+	fprintf(f, "A: run %lld  %s  %s  %s\nB: run %lld  %s  %s  %s\n\n",
+	        (long long)json_integer_value(json_object_get(run_a, "id")), str(run_a, "started"),
+	        str(run_a, "solutions"), str(run_a, "commit"),
+	        (long long)json_integer_value(json_object_get(run_b, "id")), str(run_b, "started"),
+	        str(run_b, "solutions"), str(run_b, "commit"));
+	fprintf(f, "%-24s %-14s %-14s %12s %12s %9s %9s %9s\n", "task", "status A", "status B",
+	        "solution A", "solution B", "B vs A", "ref A/B", "SOL B");
+	json_t *tasks = json_array();
+	size_t i;
+	const json_t *r;
+	json_array_foreach(rows_a, i, r)
+		json_array_append_new(tasks, json_string(str(r, "task")));
+	json_array_foreach(rows_b, i, r)
+		if (!row_for(rows_a, str(r, "task")))
+			json_array_append_new(tasks, json_string(str(r, "task")));
+	const json_t *t;
+	json_array_foreach(tasks, i, t) {
+		const char *id = json_string_value(t);
+		const json_t *a = row_for(rows_a, id), *b = row_for(rows_b, id);
+		fprintf(f, "%-24s %-14s %-14s", id, a ? str(a, "status") : "(absent)",
+		        b ? str(b, "status") : "(absent)");
+		double ma = a ? num(a, "solution_ms") : 0, mb = b ? num(b, "solution_ms") : 0;
+		ms(f, ma, 12);
+		ms(f, mb, 12);
+		/* > 1: B is faster than A */
+		times(f, ma > 0 && mb > 0 ? ma / mb : 0, 9);
+		/* the reference's own drift between the runs: how far the machines differ */
+		double ra = a ? num(a, "reference_ms") : 0, rb = b ? num(b, "reference_ms") : 0;
+		times(f, ra > 0 && rb > 0 ? ra / rb : 0, 9);
+		pct(f, b ? json_object_get(b, "sol_fraction") : NULL, 9);
+		fputc('\n', f);
+	}
+	json_decref(tasks);
+	json_t *sa = st_bench_score(rows_a), *sb = st_bench_score(rows_b);
+	fputc('\n', f);
+	score_line("A", json_object_get(sa, "all"), "reference", f);
+	score_line("B", json_object_get(sb, "all"), "reference", f);
+	json_decref(sa);
+	json_decref(sb);
+}

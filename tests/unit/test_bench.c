@@ -1,0 +1,292 @@
+/* Unit tests for stitch bench's model: rows built from verdicts (missing, failed, correct,
+ * suspicious), the scores (rates over every row, fast_p at each threshold against both
+ * baselines, geometric means, SOL mean/median, per tier), the SQLite store (a run saved with raw
+ * samples and read back by id, 'last' and 'last~1', bad references refused) and the renderings
+ * (CSV quoting, HTML escaping and its two SVG charts, the comparison of two runs). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/bench.h"
+
+#define EPS 1e-9
+
+/* A verdict as st_verify shapes it, reduced to what rows read. */
+static json_t *verdict(const char *status, int compiled, double ref, double exp, double cand,
+                       double sol)
+{
+	json_t *v = json_pack("{s:s,s:s,s:{s:b}}", "status", status, "reason",
+	                      strcmp(status, "ok") ? "set small: C[3] off" : "", "compile", "ok",
+	                      compiled);
+	if (cand > 0) {
+		json_object_set_new(v, "baselines", json_pack("{s:f,s:f}", "reference_ms", ref,
+		                                              "expert_ms", exp));
+		json_object_set_new(v, "timing",
+		                    json_pack("{s:{s:f,s:[[f,f,i,b],[f,f,i,b]]},s:{s:f}}", "candidate",
+		                              "median_ms", cand, "raw", cand, cand + 0.01, 1980, 0,
+		                              cand * 1.01, cand + 0.02, 1975, 0, "reference",
+		                              "median_ms", ref));
+		json_object_set_new(v, "speedup", json_pack("{s:f,s:f}", "vs_reference", ref / cand,
+		                                            "vs_expert", exp / cand));
+		json_object_set_new(v, "sol", json_pack("{s:f}", "fraction", sol));
+	}
+	json_object_set_new(v, "flags", json_array());
+	return v;
+}
+
+/* Five tasks in two tiers: missing, compile error, incorrect, correct 2x, correct 8x vs the
+ * reference (and 4x the expert: suspicious). */
+static json_t *sample_rows(json_t **verdicts_out)
+{
+	json_t *rows = json_array(), *vs = json_array();
+	struct { const char *id; int tier; json_t *v; } t[] = {
+		{"t1/a", 1, NULL},
+		{"t1/b", 1, verdict("compile_error", 0, 0, 0, 0, 0)},
+		{"t1/c", 1, verdict("incorrect", 1, 0, 0, 0, 0)},
+		{"t2/d", 2, verdict("ok", 1, 2.0, 1.0, 1.0, 0.5)},
+		{"t2/e", 2, verdict("ok", 1, 8.0, 4.0, 1.0, 0.9)},
+	};
+	for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+		json_array_append_new(rows, st_bench_row(t[i].id, t[i].tier, t[i].v));
+		json_array_append_new(vs, t[i].v ? t[i].v : json_null());
+	}
+	*verdicts_out = vs;
+	return rows;
+}
+
+static double get(const json_t *o, const char *path)
+{
+	char buf[256];
+	snprintf(buf, sizeof buf, "%s", path);
+	const json_t *x = o;
+	for (char *k = strtok(buf, "."); k; k = strtok(NULL, "."))
+		x = json_object_get(x, k);
+	if (!json_is_number(x))
+		fail_msg("%s is not a number", path);
+	return json_number_value(x);
+}
+
+/* fast_p keys contain dots ("1.5"), so they get their own lookup */
+static double fp(const json_t *scope, const char *base, const char *p)
+{
+	const json_t *x = json_object_get(json_object_get(json_object_get(scope, "fast_p"), base), p);
+	if (!json_is_number(x))
+		fail_msg("fast_p.%s[%s] is not a number", base, p);
+	return json_number_value(x);
+}
+
+static void test_rows(void **state)
+{
+	(void)state;
+	json_t *vs, *rows = sample_rows(&vs);
+	const json_t *miss = json_array_get(rows, 0), *ce = json_array_get(rows, 1),
+	             *d = json_array_get(rows, 3), *e = json_array_get(rows, 4);
+	assert_string_equal(json_string_value(json_object_get(miss, "status")), "missing");
+	assert_true(json_is_false(json_object_get(miss, "compiled")));
+	assert_true(json_is_null(json_object_get(miss, "solution_ms")));
+	assert_true(json_is_false(json_object_get(ce, "compiled")));
+	assert_true(json_is_true(json_object_get(d, "correct")));
+	assert_float_equal(get(d, "vs_reference"), 2.0, EPS);
+	assert_float_equal(get(d, "solution_ms"), 1.0, EPS);
+	assert_int_equal(json_array_size(json_object_get(d, "suspicious")), 0);
+	/* 4x the expert: suspicious */
+	assert_int_equal(json_array_size(json_object_get(e, "suspicious")), 1);
+	/* faster than the roof */
+	json_t *v = verdict("ok", 1, 2, 1, 1, 1.3);
+	json_t *r = st_bench_row("t1/x", 1, v);
+	assert_int_equal(json_array_size(json_object_get(r, "suspicious")), 1);
+	assert_non_null(strstr(json_string_value(json_array_get(json_object_get(r, "suspicious"), 0)),
+	                       "roofline"));
+	json_decref(r);
+	json_decref(v);
+	json_decref(rows);
+	json_decref(vs);
+}
+
+static void test_score(void **state)
+{
+	(void)state;
+	json_t *vs, *rows = sample_rows(&vs);
+	json_t *s = st_bench_score(rows);
+	const json_t *all = json_object_get(s, "all");
+	assert_int_equal(json_integer_value(json_object_get(all, "tasks")), 5);
+	assert_float_equal(get(all, "compile_rate"), 3.0 / 5, EPS);
+	assert_float_equal(get(all, "correct_rate"), 2.0 / 5, EPS);
+	/* vs reference: speedups 2 and 8 */
+	assert_float_equal(fp(all, "reference", "0"), 2.0 / 5, EPS);
+	assert_float_equal(fp(all, "reference", "1"), 2.0 / 5, EPS);
+	assert_float_equal(fp(all, "reference", "1.5"), 2.0 / 5, EPS);
+	assert_float_equal(fp(all, "reference", "2"), 1.0 / 5, EPS); /* 2 is not > 2 */
+	assert_float_equal(fp(all, "reference", "5"), 1.0 / 5, EPS);
+	/* vs expert: 1 and 4 */
+	assert_float_equal(fp(all, "expert", "1"), 1.0 / 5, EPS);
+	assert_float_equal(fp(all, "expert", "5"), 0, EPS);
+	assert_float_equal(get(all, "geomean.reference.correct"), 4.0, 1e-9); /* sqrt(2*8) */
+	assert_float_equal(get(all, "geomean.expert.correct"), 2.0, 1e-9);    /* sqrt(1*4) */
+	assert_float_equal(get(all, "geomean.expert.faster"), 4.0, 1e-9);     /* only 4 > 1 */
+	assert_float_equal(get(all, "sol.mean"), 0.7, 1e-9);
+	assert_float_equal(get(all, "sol.median"), 0.7, 1e-9);
+	assert_int_equal(json_integer_value(json_object_get(all, "suspicious")), 1);
+	const json_t *t1 = json_object_get(json_object_get(s, "tiers"), "1"),
+	             *t2 = json_object_get(json_object_get(s, "tiers"), "2");
+	assert_float_equal(get(t1, "correct_rate"), 0, EPS);
+	assert_true(json_is_null(json_object_get(json_object_get(json_object_get(t1, "geomean"),
+	                                                         "reference"), "correct")));
+	assert_float_equal(get(t2, "correct_rate"), 1, EPS);
+	assert_float_equal(fp(t2, "reference", "5"), 0.5, EPS);
+	json_decref(s);
+	json_decref(rows);
+	json_decref(vs);
+}
+
+static char *render(void (*fn)(FILE *, void *), void *arg)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fn(f, arg);
+	fclose(f);
+	return buf;
+}
+
+static void csv_fn(FILE *f, void *rows) { st_bench_print_csv(rows, f); }
+
+static void html_fn(FILE *f, void *rows)
+{
+	json_t *s = st_bench_score(rows);
+	json_t *run = json_pack("{s:s,s:s}", "started", "2026-11-29T00:00:00Z", "device", "GPU <x>");
+	st_bench_print_html(run, rows, s, "reference", f);
+	json_decref(run);
+	json_decref(s);
+}
+
+static void test_render(void **state)
+{
+	(void)state;
+	json_t *vs, *rows = sample_rows(&vs);
+	json_object_set_new(json_array_get(rows, 2), "reason", json_string("got \"<nan>\", a|b"));
+	char *csv = render(csv_fn, rows);
+	assert_non_null(strstr(csv, "task,tier,status,"));
+	assert_non_null(strstr(csv, "\"got \"\"<nan>\"\", a|b\""));
+	assert_non_null(strstr(csv, "\"t2/e\",2,\"ok\",1,1,8,4,1,8,4,0.9,"));
+	char *html = render(html_fn, rows);
+	assert_non_null(strstr(html, "<svg class=\"chart\" id=\"speedups\""));
+	assert_non_null(strstr(html, "<svg class=\"chart\" id=\"sol\""));
+	assert_non_null(strstr(html, "GPU &lt;x&gt;"));
+	assert_non_null(strstr(html, "got &quot;&lt;nan&gt;&quot;"));
+	assert_null(strstr(html, "<nan>"));
+	assert_null(strstr(html, "<script"));
+	free(csv);
+	free(html);
+	json_decref(rows);
+	json_decref(vs);
+}
+
+static void test_db(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/stitch-test-bench-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	unlink(path);
+	st_bench_db *db;
+	st_err err;
+	assert_int_equal(st_bench_db_open(path, &db, &err), ST_OK);
+	json_t *vs, *rows = sample_rows(&vs);
+	json_t *run = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:s}", "started", "2026-11-29T01:02:03Z",
+	                        "solutions", "/x", "backend", "cuda", "baseline", "reference",
+	                        "device", "H200", "driver", 13000, "commit", "abc1234");
+	long long id1, id2;
+	assert_int_equal(st_bench_db_save(db, run, rows, vs, &id1, &err), ST_OK);
+	json_object_set_new(json_array_get(rows, 3), "solution_ms", json_real(0.5));
+	assert_int_equal(st_bench_db_save(db, run, rows, vs, &id2, &err), ST_OK);
+	assert_int_equal(id2, id1 + 1);
+
+	json_t *r, *rr;
+	assert_int_equal(st_bench_db_load(db, "last~1", &r, &rr, &err), ST_OK);
+	assert_int_equal(json_integer_value(json_object_get(r, "id")), id1);
+	assert_string_equal(json_string_value(json_object_get(r, "commit")), "abc1234");
+	assert_int_equal(json_integer_value(json_object_get(r, "driver")), 13000);
+	assert_int_equal(json_array_size(rr), 5);
+	/* a row reads back as it was written, order included */
+	const json_t *d = json_array_get(rr, 3);
+	assert_string_equal(json_string_value(json_object_get(d, "task")), "t2/d");
+	assert_true(json_is_true(json_object_get(d, "correct")));
+	assert_float_equal(get(d, "solution_ms"), 1.0, EPS);
+	assert_true(json_is_null(json_object_get(json_array_get(rr, 0), "solution_ms")));
+	assert_int_equal(json_array_size(json_object_get(json_array_get(rr, 4), "suspicious")), 1);
+	json_t *s1 = st_bench_score(rows), *s2 = st_bench_score(rr);
+	assert_float_equal(get(json_object_get(s1, "all"), "geomean.reference.correct"),
+	                   get(json_object_get(s2, "all"), "geomean.reference.correct"), 1e-12);
+	json_decref(s1);
+	json_decref(s2);
+	json_decref(r);
+	json_decref(rr);
+	assert_int_equal(st_bench_db_load(db, "last", &r, &rr, &err), ST_OK);
+	assert_float_equal(get(json_array_get(rr, 3), "solution_ms"), 0.5, EPS);
+	json_decref(r);
+	json_decref(rr);
+	char idbuf[32];
+	snprintf(idbuf, sizeof idbuf, "%lld", id1);
+	assert_int_equal(st_bench_db_load(db, idbuf, &r, &rr, &err), ST_OK);
+	json_decref(r);
+	json_decref(rr);
+	assert_int_equal(st_bench_db_load(db, "99", &r, &rr, &err), ST_E_INVALID);
+	assert_non_null(strstr(err.msg, "no run '99'"));
+	assert_int_equal(st_bench_db_load(db, "first", &r, &rr, &err), ST_E_INVALID);
+	assert_int_equal(st_bench_db_load(db, "last~x", &r, &rr, &err), ST_E_INVALID);
+	st_bench_db_close(db);
+
+	/* the raw samples of the candidate went into their own table: 2 per saved run */
+	sqlite3 *raw;
+	sqlite3_stmt *st;
+	assert_int_equal(sqlite3_open(path, &raw), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(raw, "SELECT count(*), sum(ms) FROM samples WHERE task = "
+	                                    "'t2/d' AND role = 'candidate'", -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(st, 0), 4);
+	assert_float_equal(sqlite3_column_double(st, 1), 2 * (1.0 + 1.01), 1e-9);
+	sqlite3_finalize(st);
+	/* the stored verdict leaves them out */
+	assert_int_equal(sqlite3_prepare_v2(raw, "SELECT verdict FROM results WHERE task = 't2/d'", -1,
+	                                    &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_null(strstr((const char *)sqlite3_column_text(st, 0), "\"raw\""));
+	assert_non_null(strstr((const char *)sqlite3_column_text(st, 0), "\"median_ms\""));
+	sqlite3_finalize(st);
+	sqlite3_close(raw);
+
+	/* not a database */
+	FILE *f = fopen(path, "w");
+	fputs("this is not sqlite, not at all, not even close to a header\n", f);
+	fclose(f);
+	assert_int_not_equal(st_bench_db_open(path, &db, &err), ST_OK);
+	assert_non_null(strstr(err.msg, path));
+	unlink(path);
+	json_decref(run);
+	json_decref(rows);
+	json_decref(vs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rows),
+		cmocka_unit_test(test_score),
+		cmocka_unit_test(test_render),
+		cmocka_unit_test(test_db),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
