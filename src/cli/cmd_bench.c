@@ -50,8 +50,10 @@ static void usage(FILE *f)
 	        "  --compare A B    compare two recorded runs (ids, 'last' or 'last~N') and exit\n"
 	        "  --jobs N         compile workers ahead of the GPU (default: online CPUs)\n"
 	        "  --verbose        the verifier's progress lines for every task\n" ST_VERIFY_OPTS_HELP
+	        "\nA task the verifier cannot run (a broken task file or baseline) gets status 'error'\n"
+	        "and the run goes on.\n"
 	        "\nexit: 0 every solution correct, 1 some solution missing or not correct, 2 bad\n"
-	        "      input, 3 no GPU or another environment problem\n",
+	        "      input, 3 no GPU, or some task could not be verified (status error)\n",
 	        st_cli_tasks_root());
 }
 
@@ -335,6 +337,9 @@ static void on_progress(void *arg, int k, int n, const st_bench_job *job, const 
 	if (json_is_number(json_object_get(sp, "vs_reference")))
 		fprintf(stderr, " %7.2fx vs reference", json_number_value(json_object_get(sp, "vs_reference")));
 	fprintf(stderr, "  %.0f s elapsed, about %.0f s left\n", el, eta);
+	const char *reason = json_string_value(json_object_get(v, "reason"));
+	if (status && strcmp(status, "ok") && reason && *reason)
+		fprintf(stderr, "        %.300s\n", reason);
 }
 
 /* ---- the run's facts --------------------------------------------------------------------------- */
@@ -457,10 +462,11 @@ int cmd_bench(int argc, char **argv)
 
 	if (!rc) {
 		json_t *rows = json_array(), *vs = json_array();
-		int failed = 0;
+		int failed = 0, broken = 0;
 		for (int k = 0; k < L.n; k++) {
 			json_t *row = st_bench_row(L.jobs[k].task_id, L.jobs[k].tier, verdicts[k]);
 			failed += !json_is_true(json_object_get(row, "correct"));
+			broken += !strcmp(json_string_value(json_object_get(row, "status")), "error");
 			json_array_append_new(rows, row);
 			json_array_append(vs, verdicts[k] ? verdicts[k] : json_null());
 		}
@@ -503,6 +509,11 @@ int cmd_bench(int argc, char **argv)
 			st_bench_print_md(run, rows, score, a.baseline, stdout);
 		} else {
 			st_bench_print_table(rows, score, a.baseline, stdout);
+		}
+		if (!rc && broken) {
+			st_cli_error("bench: %d task%s could not be verified (status error: a broken task or "
+			             "baseline, see the reasons above)", broken, broken == 1 ? "" : "s");
+			rc = ST_EXIT_ENV;
 		}
 		if (!rc && failed)
 			rc = ST_EXIT_NO;

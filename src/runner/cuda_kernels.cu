@@ -65,7 +65,12 @@ template <typename T> struct float_pair_math {
 			v[0] = (float)f.a + (float)(f.b - f.a) * st_bits_uniform01(bits[0]);
 			v[1] = (float)f.a + (float)(f.b - f.a) * st_bits_uniform01(bits[1]);
 		} else {
-			pair_math<T>::gen(f, j, out);
+			/* randint and const: the double recipe (pair_math<T> is this struct for T, so
+			 * calling it here would recurse forever) */
+			double d[2];
+			st_gen_pair(f.dist, f.a, f.b, f.lo, f.hi, f.seed, j, d);
+			out[0] = convert<T>(d[0]);
+			out[1] = convert<T>(d[1]);
 			return;
 		}
 		out[0] = convertf<T>(v[0]);

@@ -90,10 +90,17 @@ st_status st_bench_sweep(const st_bench_job *jobs, int n, const st_verify_opts *
 				/* a solution that is not one (no ABI): a verdict, not a stop */
 				s = ST_OK;
 			}
-			if (s) {
+			if (s == ST_E_NODEVICE) {
 				json_decref(v);
-				s = st_err_wrap(err, s, "%s", jobs[k].task_id);
 				break;
+			}
+			if (s) {
+				/* The task or a baseline is broken, not the solution: an "error" row, and the
+				 * sweep goes on to the next task. */
+				json_decref(v);
+				v = json_pack("{s:s,s:s,s:s,s:s}", "status", "error", "reason", err->msg,
+				              "task", jobs[k].task_id, "solution", jobs[k].solution);
+				s = ST_OK;
 			}
 			if (!p.arch[0]) {
 				const char *a = o->arch ? o->arch : json_string_value(json_object_get(v, "arch"));

@@ -21,8 +21,9 @@ typedef void (*st_bench_progress_fn)(void *arg, int k, int n, const st_bench_job
                                      const json_t *verdict);
 
 /* Verify every job with `o`, compiling ahead with `threads` workers. verdicts[k] receives job
- * k's verdict (NULL when its solution is missing); the caller frees them. Stops at the first
- * job the environment cannot run (no GPU, a broken baseline, a bad task): that status. */
+ * k's verdict (NULL when its solution is missing); the caller frees them. A job the verifier
+ * cannot run (a bad task, a baseline that fails) gets {"status": "error", "reason": ...} and the
+ * sweep goes on; only a missing GPU stops it (ST_E_NODEVICE). */
 st_status st_bench_sweep(const st_bench_job *jobs, int n, const st_verify_opts *o, int threads,
                          st_bench_progress_fn progress, void *arg, json_t **verdicts,
                          st_err *err);

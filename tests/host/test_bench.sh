@@ -114,6 +114,19 @@ else
 	echo "SKIP (part): no chromium here, the HTML report is checked as text only; scripts/bootstrap installs it"
 fi
 
+# a task whose baseline crashes: an "error" row, the others still run, exit 3
+cp -r "$SUITE/t1/scale" "$SUITE/t1/scalebad"
+sed -i 's/"name": *"scale"/"name": "scalebad"/' "$SUITE/t1/scalebad/task.json"
+cp "$FIX/segv.c" "$SUITE/t1/scalebad/reference.c"
+"$STITCH" bench "${FAST[@]}" --tier 1 --no-db >"$WORK/err.out" 2>"$WORK/err.err"
+rc=$?
+cat "$WORK/err.out"
+check "broken baseline: exit 3 (got $rc)" [ "$rc" -eq 3 ]
+check "broken baseline: an error row" grep -Eq '^t1/scalebad +error ' "$WORK/err.out"
+check "broken baseline: the other tasks still ran" grep -Eq '^t1/softmax +ok ' "$WORK/err.out"
+check "broken baseline: the reason is said" grep -q "could not be verified" "$WORK/err.err"
+rm -rf "$SUITE/t1/scalebad"
+
 # bad input
 "$STITCH" bench --solutions "$WORK/nope" >/dev/null 2>"$WORK/bad1.err"
 check "missing --solutions folder: exit 2" [ $? -eq 2 ]

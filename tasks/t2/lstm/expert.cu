@@ -1,0 +1,381 @@
+/* Expert for t2/lstm: the input projection for all time steps in one TF32 cuBLAS GEMM
+ * (Gx[T*B, 4H] = x·W_ih^T, the half of the FLOPs that does not depend on the recurrence), then
+ * the T dependent steps as one fused kernel each, replayed from a CUDA graph captured in
+ * st_init. A step kernel computes h_{t-1}·W_hh^T for a tile of 32 batch rows by 8 hidden units,
+ * i.e. the i, f, g and o columns of those units together, on TF32 mma.sync with fp32
+ * accumulators, and finishes the cell in its epilogue (Gx + bias + product, sigmoid/tanh, c and
+ * h), so each step is one launch and the [B, 4H] gates never touch memory. W_hh is re-laid out
+ * once in st_init (the four gate rows of a unit tile adjacent, pre-rounded to TF32, zero-padded)
+ * and h and c live in padded buffers of the context, so every load of the step's reduction is an
+ * aligned 16-byte cp.async. Input and output pointers change between calls, so the graph never
+ * sees them: st_run copies h0 and c0 into the state buffers and writes the addresses of h_seq and
+ * c_final into a small device table that the step kernels read. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include "stitch/solution.h"
+
+#define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "lstm expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+            cudaGetErrorString(e_)); return 1; } } while (0)
+#define CUBLAS_CHECK(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) { \
+    fprintf(stderr, "lstm expert: %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, \
+            #call, (int)s_); return 1; } } while (0)
+
+#define WORKSPACE_BYTES ((size_t)32 << 20)
+#define BB 32              /* batch rows per step block */
+#define UJ 8               /* hidden units per step block */
+#define NC (4 * UJ)        /* GEMM columns per block: i, f, g, o of each unit */
+#define KC 32              /* reduction chunk per pipeline stage */
+#define KS (KC + 4)        /* smem row stride in floats: conflict-free fragment loads */
+#define STAGES 4
+#define STEP_THREADS 128   /* 4 warps, 2 x 2 over the 32 x 32 tile */
+#define PAIRS ((BB * UJ) / STEP_THREADS) /* (batch row, unit) cells per thread */
+
+/* where this call's outputs are; written by st_run's prep kernel, read by the graph */
+typedef struct {
+    float *h_seq;
+    float *c_final;
+} lstm_io;
+
+typedef struct {
+    int T, B, I, H, Hpad, Bpad, njt;
+    const float *W_ih;          /* owned by the harness, live until st_free */
+    float *wp;                  /* [njt*NC, Hpad]: W_hh rows regrouped by unit tile, TF32, zero padded */
+    float *bp;                  /* [njt*NC]: b regrouped the same way */
+    float *gx;                  /* [T*B, 4H] */
+    float *h_state;             /* [2, Bpad, Hpad]: ping-pong, padding stays zero */
+    float *c_state;             /* [Bpad, Hpad] */
+    lstm_io *io;                /* device */
+    void *workspace;
+    cublasHandle_t handle;
+    cudaStream_t capture;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+} lstm_ctx;
+
+// ----------------------------------------------------------------------------
+
+__device__ __forceinline__ unsigned to_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* D += A·B for one m16n8k8 TF32 tile; A row-major, B column-major fragments */
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                         unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// ----------------------------------------------------------------------------
+// st_init: regroup W_hh and b so that a block's 32 GEMM columns are contiguous rows
+
+__global__ void regroup_kernel(const float *w_hh, const float *b, float *wp, float *bp, int H,
+                               int Hpad, int njt) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)njt * NC * Hpad) return;
+    const int row = (int)(i / Hpad), k = (int)(i % Hpad);
+    const int jt = row / NC, gate = row % NC / UJ, u = row % UJ;
+    const int j = jt * UJ + u;
+    const bool valid = j < H;
+    float v = 0.0f;
+    if (valid && k < H) v = __uint_as_float(to_tf32(w_hh[(int64_t)(gate * H + j) * H + k]));
+    wp[i] = v;
+    if (k == 0) bp[row] = valid ? b[gate * H + j] : 0.0f;
+}
+
+// ----------------------------------------------------------------------------
+// st_run, outside the graph: this call's initial state and output addresses
+
+__global__ void prep_kernel(const float *h0, const float *c0, float *h_state, float *c_state,
+                            int B, int H, int Hpad, lstm_io *io, float *h_seq, float *c_final) {
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e == 0) {
+        io->h_seq = h_seq;
+        io->c_final = c_final;
+    }
+    if (e >= (int64_t)B * H) return;
+    const int b = (int)(e / H), j = (int)(e % H);
+    h_state[(int64_t)b * Hpad + j] = h0[e];
+    c_state[(int64_t)b * Hpad + j] = c0[e];
+}
+
+// ----------------------------------------------------------------------------
+// one time step
+
+__global__ void __launch_bounds__(STEP_THREADS)
+lstm_step_kernel(int t, int T, int B, int H, int Hpad, const float *__restrict__ gx,
+                 const float *__restrict__ wp, const float *__restrict__ bp,
+                 const float *__restrict__ h_prev, float *__restrict__ h_next,
+                 float *__restrict__ c_state, const lstm_io *__restrict__ io) {
+    __shared__ __align__(16) float As[STAGES][BB][KS]; /* h rows (batch) x k */
+    __shared__ __align__(16) float Bs[STAGES][NC][KS]; /* gate columns x k */
+    __shared__ float Ps[BB][NC + 1];                   /* the block's h·W_hh^T */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp >> 1, wn = warp & 1;          /* 16 batch rows x 16 columns per warp */
+    const int g = lane >> 2, tg = lane & 3;
+    const int jt = blockIdx.x, b0 = blockIdx.y * BB;
+    const float *hsrc = h_prev + (size_t)b0 * Hpad;
+    const float *wsrc = wp + (size_t)jt * NC * Hpad;
+    const int nk = Hpad / KC;
+
+    auto load_stage = [&](int s, int k0) {
+        for (int c = tid; c < BB * (KC / 4); c += STEP_THREADS) {
+            const int r = c / (KC / 4), col = (c % (KC / 4)) * 4;
+            cp_async16(&As[s][r][col], hsrc + (size_t)r * Hpad + k0 + col);
+        }
+        for (int c = tid; c < NC * (KC / 4); c += STEP_THREADS) {
+            const int r = c / (KC / 4), col = (c % (KC / 4)) * 4;
+            cp_async16(&Bs[s][r][col], wsrc + (size_t)r * Hpad + k0 + col);
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < nk) load_stage(s, s * KC);
+        cp_async_commit();
+    }
+
+    /* The epilogue's operands do not depend on the product: fetch them now so that their DRAM
+     * latency hides behind the reduction instead of adding to the step. */
+    float zin[PAIRS][4], c_prev[PAIRS];
+    bool live[PAIRS];
+    const float *bias = bp + jt * NC;
+#pragma unroll
+    for (int q = 0; q < PAIRS; q++) {
+        const int e = tid + q * STEP_THREADS, bl = e / UJ, u = e % UJ;
+        const int b = b0 + bl, j = jt * UJ + u;
+        live[q] = b < B && j < H;
+        c_prev[q] = 0.0f;
+#pragma unroll
+        for (int gate = 0; gate < 4; gate++) zin[q][gate] = 0.0f;
+        if (live[q]) {
+            const float *z = gx + ((size_t)t * B + b) * 4 * H + j;
+#pragma unroll
+            for (int gate = 0; gate < 4; gate++) zin[q][gate] = z[(size_t)gate * H] + bias[gate * UJ + u];
+            c_prev[q] = c_state[(size_t)b * Hpad + j];
+        }
+    }
+
+    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    for (int kc = 0; kc < nk; kc++) {
+        cp_async_wait<STAGES - 2>(); /* this thread's copies of stage kc have landed */
+        __syncthreads();             /* everyone's have, and stage kc-1's buffer is free */
+        const int nxt = kc + STAGES - 1;
+        if (nxt < nk) load_stage(nxt % STAGES, nxt * KC);
+        cp_async_commit();
+        const int s = kc % STAGES;
+#pragma unroll
+        for (int kk = 0; kk < KC; kk += 8) {
+            unsigned a[4];
+            const int r = wm * 16 + g;
+            a[0] = to_tf32(As[s][r][kk + tg]);
+            a[1] = to_tf32(As[s][r + 8][kk + tg]);
+            a[2] = to_tf32(As[s][r][kk + tg + 4]);
+            a[3] = to_tf32(As[s][r + 8][kk + tg + 4]);
+#pragma unroll
+            for (int ni = 0; ni < 2; ni++) {
+                const int n = wn * 16 + ni * 8 + g;
+                mma_tf32(acc[ni], a, __float_as_uint(Bs[s][n][kk + tg]),
+                         __float_as_uint(Bs[s][n][kk + tg + 4]));
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+#pragma unroll
+    for (int ni = 0; ni < 2; ni++) {
+        const int n = wn * 16 + ni * 8 + tg * 2, r = wm * 16 + g;
+        Ps[r][n] = acc[ni][0];
+        Ps[r][n + 1] = acc[ni][1];
+        Ps[r + 8][n] = acc[ni][2];
+        Ps[r + 8][n + 1] = acc[ni][3];
+    }
+    __syncthreads();
+
+    float *h_seq = io->h_seq + (size_t)t * B * H;
+    float *c_final = io->c_final;
+#pragma unroll
+    for (int q = 0; q < PAIRS; q++) {
+        if (!live[q]) continue;
+        const int e = tid + q * STEP_THREADS, bl = e / UJ, u = e % UJ;
+        const int b = b0 + bl, j = jt * UJ + u;
+        const float i = sigmoidf(zin[q][0] + Ps[bl][u]);
+        const float f = sigmoidf(zin[q][1] + Ps[bl][UJ + u]);
+        const float gc = tanhf(zin[q][2] + Ps[bl][2 * UJ + u]);
+        const float o = sigmoidf(zin[q][3] + Ps[bl][3 * UJ + u]);
+        const float c = f * c_prev[q] + i * gc;
+        const float h = o * tanhf(c);
+        c_state[(size_t)b * Hpad + j] = c;
+        h_next[(size_t)b * Hpad + j] = h;
+        h_seq[(size_t)b * H + j] = h;
+        if (t == T - 1) c_final[(size_t)b * H + j] = c;
+    }
+}
+
+// ----------------------------------------------------------------------------
+
+static int cfg_get(const st_config *cfg, const char *name, int64_t *v) {
+    for (int i = 0; i < cfg->n; i++)
+        if (strcmp(cfg->names[i], name) == 0) { *v = cfg->values[i]; return 0; }
+    fprintf(stderr, "lstm expert: size '%s' missing from the config\n", name);
+    return 1;
+}
+
+static int check_tensor(const st_tensor *t, const char *what, int ndim, int64_t d0, int64_t d1,
+                        int64_t d2) {
+    const int64_t d[3] = {d0, d1, d2};
+    int ok = t->dtype == ST_F32 && t->ndim == ndim && t->data != NULL &&
+             (uintptr_t)t->data % sizeof(float) == 0;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == d[i];
+    if (!ok) fprintf(stderr, "lstm expert: %s: wrong dtype, shape or alignment\n", what);
+    return !ok;
+}
+
+extern "C" void st_free(void *p) {
+    lstm_ctx *ctx = (lstm_ctx *)p;
+    if (!ctx) return;
+    /* st_free has no way to report; a failing destroy here would only hide the real error. */
+    if (ctx->exec) cudaGraphExecDestroy(ctx->exec);
+    if (ctx->graph) cudaGraphDestroy(ctx->graph);
+    if (ctx->capture) cudaStreamDestroy(ctx->capture);
+    if (ctx->handle) cublasDestroy(ctx->handle);
+    cudaFree(ctx->wp);
+    cudaFree(ctx->bp);
+    cudaFree(ctx->gx);
+    cudaFree(ctx->h_state);
+    cudaFree(ctx->c_state);
+    cudaFree(ctx->io);
+    cudaFree(ctx->workspace);
+    free(ctx);
+}
+
+/* The T step launches, recorded once. Step t reads h_state[t % 2] and writes h_state[(t+1) % 2]. */
+static int capture_steps(lstm_ctx *ctx) {
+    const size_t state = (size_t)ctx->Bpad * ctx->Hpad;
+    const dim3 grid((unsigned)ctx->njt, (unsigned)(ctx->Bpad / BB));
+    CUDA_CHECK(cudaStreamBeginCapture(ctx->capture, cudaStreamCaptureModeThreadLocal));
+    for (int t = 0; t < ctx->T; t++) {
+        lstm_step_kernel<<<grid, STEP_THREADS, 0, ctx->capture>>>(
+            t, ctx->T, ctx->B, ctx->H, ctx->Hpad, ctx->gx, ctx->wp, ctx->bp,
+            ctx->h_state + (size_t)(t & 1) * state, ctx->h_state + (size_t)((t + 1) & 1) * state,
+            ctx->c_state, ctx->io);
+    }
+    /* a failed launch inside the capture shows up here or in EndCapture; end it either way */
+    const cudaError_t launch = cudaGetLastError();
+    const cudaError_t end = cudaStreamEndCapture(ctx->capture, &ctx->graph);
+    CUDA_CHECK(launch);
+    CUDA_CHECK(end);
+    CUDA_CHECK(cudaGraphInstantiate(&ctx->exec, ctx->graph, 0));
+    return 0;
+}
+
+static int init_ctx(lstm_ctx *ctx, const st_config *cfg, const st_tensor *params, int32_t n_params,
+                    cudaStream_t stream) {
+    int64_t T, B, I, H;
+    if (cfg_get(cfg, "T", &T) || cfg_get(cfg, "B", &B) || cfg_get(cfg, "I", &I) || cfg_get(cfg, "H", &H))
+        return 1;
+    /* cuBLAS and the kernels take int dimensions */
+    if (T < 1 || B < 1 || I < 1 || H < 1 || T * B > INT32_MAX || 4 * H > INT32_MAX ||
+        (B + BB) * (H + KC) > INT32_MAX || B / BB >= 65535) {
+        fprintf(stderr, "lstm expert: sizes out of range\n");
+        return 1;
+    }
+    if (n_params != 3) {
+        fprintf(stderr, "lstm expert: expected 3 params, got %d\n", n_params);
+        return 1;
+    }
+    if (check_tensor(&params[0], "W_ih", 2, 4 * H, I, 0) || check_tensor(&params[1], "W_hh", 2, 4 * H, H, 0) ||
+        check_tensor(&params[2], "b", 1, 4 * H, 0, 0))
+        return 1;
+    ctx->T = (int)T; ctx->B = (int)B; ctx->I = (int)I; ctx->H = (int)H;
+    ctx->Hpad = (int)((H + KC - 1) / KC * KC);
+    ctx->Bpad = (int)((B + BB - 1) / BB * BB);
+    ctx->njt = (int)((H + UJ - 1) / UJ);
+    ctx->W_ih = (const float *)params[0].data;
+
+    const size_t state = (size_t)ctx->Bpad * ctx->Hpad;
+    const int64_t n_wp = (int64_t)ctx->njt * NC * ctx->Hpad;
+    CUDA_CHECK(cudaMalloc(&ctx->wp, (size_t)n_wp * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&ctx->bp, (size_t)ctx->njt * NC * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&ctx->gx, (size_t)T * B * 4 * H * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&ctx->h_state, 2 * state * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&ctx->c_state, state * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&ctx->io, sizeof(lstm_io)));
+    CUDA_CHECK(cudaMalloc(&ctx->workspace, WORKSPACE_BYTES));
+    /* the padding rows and columns are read by the MMAs and never written: keep them zero */
+    CUDA_CHECK(cudaMemsetAsync(ctx->h_state, 0, 2 * state * sizeof(float), stream));
+    CUDA_CHECK(cudaMemsetAsync(ctx->c_state, 0, state * sizeof(float), stream));
+    regroup_kernel<<<(unsigned)((n_wp + 255) / 256), 256, 0, stream>>>(
+        (const float *)params[1].data, (const float *)params[2].data, ctx->wp, ctx->bp, ctx->H,
+        ctx->Hpad, ctx->njt);
+    CUDA_CHECK(cudaGetLastError());
+    /* st_run may get another stream: everything above must be done before st_init returns */
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+
+    CUBLAS_CHECK(cublasCreate(&ctx->handle));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->capture, cudaStreamNonBlocking));
+    return capture_steps(ctx);
+}
+
+extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
+                       cudaStream_t stream, void **out_ctx) {
+    *out_ctx = NULL;
+    lstm_ctx *ctx = (lstm_ctx *)calloc(1, sizeof(lstm_ctx));
+    if (!ctx) return 1;
+    if (init_ctx(ctx, cfg, params, n_params, stream)) { st_free(ctx); return 1; }
+    *out_ctx = ctx;
+    return 0;
+}
+
+extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
+                      cudaStream_t stream) {
+    lstm_ctx *ctx = (lstm_ctx *)p;
+    if (n_in != 3 || n_out != 2) {
+        fprintf(stderr, "lstm expert: expected 3 inputs and 2 outputs, got %d and %d\n", n_in, n_out);
+        return 1;
+    }
+    const int T = ctx->T, B = ctx->B, I = ctx->I, H = ctx->H;
+    if (check_tensor(&in[0], "x", 3, T, B, I) || check_tensor(&in[1], "h0", 2, B, H, 0) ||
+        check_tensor(&in[2], "c0", 2, B, H, 0) || check_tensor(&out[0], "h_seq", 3, T, B, H) ||
+        check_tensor(&out[1], "c_final", 2, B, H, 0))
+        return 1;
+    const float one = 1.0f, zero = 0.0f;
+
+    /* Gx[T*B, 4H] = x·W_ih^T: column-major Gx^T = W_ih·x^T, and row-major W_ih[4H, I] is
+     * W_ih^T in column-major form, so it is transposed back */
+    CUBLAS_CHECK(cublasSetStream(ctx->handle, stream));
+    CUBLAS_CHECK(cublasSetWorkspace(ctx->handle, ctx->workspace, WORKSPACE_BYTES));
+    CUBLAS_CHECK(cublasGemmEx(ctx->handle, CUBLAS_OP_T, CUBLAS_OP_N, 4 * H, T * B, I, &one,
+                              ctx->W_ih, CUDA_R_32F, I, in[0].data, CUDA_R_32F, I, &zero, ctx->gx,
+                              CUDA_R_32F, 4 * H, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+
+    const int64_t cells = (int64_t)B * H;
+    prep_kernel<<<(unsigned)((cells + 255) / 256), 256, 0, stream>>>(
+        (const float *)in[1].data, (const float *)in[2].data, ctx->h_state, ctx->c_state, B, H,
+        ctx->Hpad, ctx->io, (float *)out[0].data, (float *)out[1].data);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaGraphLaunch(ctx->exec, stream));
+    return 0;
+}

@@ -1,0 +1,361 @@
+/* Expert for t2/moe_router: a routed top-2 mixture of experts that does only the useful GEMM
+ * work. One kernel computes each token's router logits (a warp per token), picks its two experts
+ * and their gates; a single-block kernel counts the tokens per expert and gives every (token,
+ * expert) pair a stable slot, grouping the pairs by expert; a gather kernel copies each token's
+ * row into its two slots. The host learns the group sizes (one small copy and an event wait,
+ * overlapped with the gather), then runs one cuBLAS GEMM per non-empty expert over its contiguous
+ * group; a last kernel reads each token's two results and writes the gate-weighted sum. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cublas_v2.h>
+#include "stitch/solution.h"
+
+#define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "moe_router expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+            cudaGetErrorString(e_)); return 1; } } while (0)
+#define CUBLAS_CHECK(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) { \
+    fprintf(stderr, "moe_router expert: %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, \
+            #call, (int)s_); return 1; } } while (0)
+
+#define WORKSPACE_BYTES ((size_t)32 << 20)
+#define MAX_EXPERTS 64
+#define ROUTER_WARPS 8   /* tokens per router block */
+#define SCAN_THREADS 1024
+#define THREADS 256
+
+typedef __nv_bfloat16 bf16;
+
+typedef struct {
+    int T, C, F, E;
+    const bf16 *Wr, *W;   /* owned by the harness, live until st_free */
+    int2 *sel;            /* [T] the two experts of each token, larger logit first */
+    float2 *gate;         /* [T] their gates */
+    int2 *slot;           /* [T] the rows of x_perm / y_perm that hold them */
+    int *offsets;         /* [E + 1] group starts (device) */
+    int *h_offsets;       /* the same, pinned host copy */
+    bf16 *x_perm;         /* [2T, C] token rows grouped by expert */
+    bf16 *y_perm;         /* [2T, F] their expert outputs */
+    void *workspace;
+    cublasHandle_t handle;
+    cudaEvent_t counted;  /* h_offsets has arrived */
+} moe_ctx;
+
+/* ------------------------------------------------------------------------------------------ */
+/* routing */
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+/* One warp per token: lane-strided dot products against the E router columns (kept in EMAX
+ * registers), warp sums, then top 2 with the lower index winning ties and the gates
+ * g_a = 1 / (1 + e^(l_b - l_a)), g_b = 1 - g_a up to rounding: the softmax of the two logits.
+ * The task's inputs make the fp32 logits exact in any order, so every lane agrees bit for bit. */
+template <int EMAX>
+__global__ void __launch_bounds__(32 * ROUTER_WARPS)
+router_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ Wr, int T, int C, int E,
+              int2 *__restrict__ sel, float2 *__restrict__ gate) {
+    const int t = blockIdx.x * ROUTER_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (t >= T) return; /* whole warps leave; no block barrier follows */
+    const bf16 *xt = x + (size_t)t * C;
+    float acc[EMAX];
+#pragma unroll
+    for (int e = 0; e < EMAX; e++) acc[e] = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        const float xv = __bfloat162float(xt[c]);
+        const bf16 *w = Wr + (size_t)c * E;
+#pragma unroll
+        for (int e = 0; e < EMAX; e++)
+            if (e < E) acc[e] += xv * __bfloat162float(__ldg(w + e));
+    }
+#pragma unroll
+    for (int e = 0; e < EMAX; e++)
+        if (e < E) acc[e] = warp_sum(acc[e]);
+    if (lane != 0) return;
+    /* fixed-index scans keep acc in registers (a dynamic index would spill it) */
+    float va = acc[0];
+    int a = 0;
+#pragma unroll
+    for (int e = 1; e < EMAX; e++)
+        if (e < E && acc[e] > va) { va = acc[e]; a = e; }
+    float vb = 0.0f;
+    int b = -1;
+#pragma unroll
+    for (int e = 0; e < EMAX; e++)
+        if (e < E && e != a && (b < 0 || acc[e] > vb)) { vb = acc[e]; b = e; }
+    const float r = expf(vb - va); /* <= 1 */
+    sel[t] = make_int2(a, b);
+    gate[t] = make_float2(1.0f / (1.0f + r), r / (1.0f + r));
+}
+
+/* One block. Pass e gives the pairs routed to expert e consecutive slots from offsets[e], in
+ * token order (then first choice before second): deterministic groups. Each thread owns a
+ * contiguous run of tokens; a block-wide exclusive scan of the per-thread counts places it. */
+__global__ void __launch_bounds__(SCAN_THREADS)
+route_scan_kernel(const int2 *__restrict__ sel, int T, int E, int2 *__restrict__ slot,
+                  int *__restrict__ offsets) {
+    __shared__ int warp_incl[SCAN_THREADS / 32];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int nwarps = SCAN_THREADS / 32;
+    const int per = (T + SCAN_THREADS - 1) / SCAN_THREADS;
+    const int t0 = min(T, tid * per), t1 = min(T, t0 + per);
+    int base = 0; /* slots used by experts before e; the same in every thread */
+    for (int e = 0; e < E; e++) {
+        int cnt = 0;
+        for (int t = t0; t < t1; t++) {
+            const int2 s = sel[t];
+            cnt += (s.x == e) + (s.y == e);
+        }
+        int incl = cnt;
+        for (int off = 1; off < 32; off *= 2) {
+            const int v = __shfl_up_sync(0xffffffffu, incl, off);
+            if (lane >= off) incl += v;
+        }
+        if (lane == 31) warp_incl[warp] = incl;
+        __syncthreads();
+        if (warp == 0) {
+            int w = lane < nwarps ? warp_incl[lane] : 0;
+            for (int off = 1; off < 32; off *= 2) {
+                const int v = __shfl_up_sync(0xffffffffu, w, off);
+                if (lane >= off) w += v;
+            }
+            if (lane < nwarps) warp_incl[lane] = w;
+        }
+        __syncthreads();
+        int p = base + (warp > 0 ? warp_incl[warp - 1] : 0) + incl - cnt;
+        for (int t = t0; t < t1; t++) {
+            const int2 s = sel[t];
+            if (s.x == e) slot[t].x = p++;
+            if (s.y == e) slot[t].y = p++;
+        }
+        if (tid == 0) offsets[e] = base;
+        base += warp_incl[nwarps - 1];
+        __syncthreads(); /* warp_incl is rewritten by the next pass */
+    }
+    if (tid == 0) offsets[E] = base;
+}
+
+/* x_perm[slot] = x[t] for both slots of every token. VEC: 16-byte chunks (C % 8 == 0 and x
+ * aligned; x_perm rows then are too). */
+template <bool VEC>
+__global__ void __launch_bounds__(THREADS)
+gather_kernel(const bf16 *__restrict__ x, const int2 *__restrict__ slot, bf16 *__restrict__ x_perm,
+              int T, int C) {
+    const int per_row = VEC ? C / 8 : C;
+    const int64_t total = (int64_t)T * per_row;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int t = (int)(i / per_row), j = (int)(i % per_row);
+        const int2 s = slot[t];
+        if (VEC) {
+            const uint4 v = __ldg((const uint4 *)(x + (size_t)t * C) + j);
+            ((uint4 *)(x_perm + (size_t)s.x * C))[j] = v;
+            ((uint4 *)(x_perm + (size_t)s.y * C))[j] = v;
+        } else {
+            const bf16 v = x[(size_t)t * C + j];
+            x_perm[(size_t)s.x * C + j] = v;
+            x_perm[(size_t)s.y * C + j] = v;
+        }
+    }
+}
+
+/* out[t] = g_lo * y_perm[slot_lo] + g_hi * y_perm[slot_hi], lo/hi by expert index (the order
+ * the dense reference adds them in). VEC: 16-byte chunks (F % 8 == 0 and out aligned). */
+template <bool VEC>
+__global__ void __launch_bounds__(THREADS)
+combine_kernel(const bf16 *__restrict__ y_perm, const int2 *__restrict__ sel,
+               const int2 *__restrict__ slot, const float2 *__restrict__ gate,
+               bf16 *__restrict__ out, int T, int F) {
+    const int per_row = VEC ? F / 8 : F;
+    const int64_t total = (int64_t)T * per_row;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int t = (int)(i / per_row), j = (int)(i % per_row);
+        const int2 s = sel[t], p = slot[t];
+        const float2 g = gate[t];
+        const bool first_lo = s.x < s.y;
+        const int p_lo = first_lo ? p.x : p.y, p_hi = first_lo ? p.y : p.x;
+        const float g_lo = first_lo ? g.x : g.y, g_hi = first_lo ? g.y : g.x;
+        if (VEC) {
+            const uint4 ul = __ldg((const uint4 *)(y_perm + (size_t)p_lo * F) + j);
+            const uint4 uh = __ldg((const uint4 *)(y_perm + (size_t)p_hi * F) + j);
+            __nv_bfloat162 bl[4], bh[4], br[4]; /* memcpy, not pointer casts: no aliasing */
+            memcpy(bl, &ul, sizeof(ul));
+            memcpy(bh, &uh, sizeof(uh));
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float2 fl = __bfloat1622float2(bl[k]), fh = __bfloat1622float2(bh[k]);
+                br[k] = __floats2bfloat162_rn(fmaf(g_hi, fh.x, g_lo * fl.x), fmaf(g_hi, fh.y, g_lo * fl.y));
+            }
+            uint4 r;
+            memcpy(&r, br, sizeof(r));
+            ((uint4 *)(out + (size_t)t * F))[j] = r;
+        } else {
+            const float yl = __bfloat162float(y_perm[(size_t)p_lo * F + j]);
+            const float yh = __bfloat162float(y_perm[(size_t)p_hi * F + j]);
+            out[(size_t)t * F + j] = __float2bfloat16(fmaf(g_hi, yh, g_lo * yl));
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* launch helpers */
+
+static unsigned int grid_for(int64_t items) {
+    int64_t b = (items + THREADS - 1) / THREADS;
+    return (unsigned int)(b < 1 ? 1 : b > 65535 * 32 ? 65535 * 32 : b); /* grid-stride beyond */
+}
+
+static cudaError_t launch_router(const moe_ctx *c, const bf16 *x, cudaStream_t s) {
+    const unsigned int grid = (unsigned int)((c->T + ROUTER_WARPS - 1) / ROUTER_WARPS);
+    const int block = 32 * ROUTER_WARPS;
+#define ROUTER(n) router_kernel<n><<<grid, block, 0, s>>>(x, c->Wr, c->T, c->C, c->E, c->sel, c->gate)
+    if (c->E <= 8) ROUTER(8);
+    else if (c->E <= 16) ROUTER(16);
+    else if (c->E <= 32) ROUTER(32);
+    else ROUTER(64);
+#undef ROUTER
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* ABI */
+
+static int cfg_get(const st_config *cfg, const char *name, int64_t *v) {
+    for (int i = 0; i < cfg->n; i++)
+        if (strcmp(cfg->names[i], name) == 0) { *v = cfg->values[i]; return 0; }
+    fprintf(stderr, "moe_router expert: size '%s' missing from the config\n", name);
+    return 1;
+}
+
+/* dims beyond ndim are ignored; bf16 pointers must be at least 2-byte aligned */
+static int check_tensor(const st_tensor *t, const char *what, int ndim, int64_t d0, int64_t d1,
+                        int64_t d2) {
+    int ok = t->dtype == ST_BF16 && t->ndim == ndim && t->shape[0] == d0 &&
+             (ndim < 2 || t->shape[1] == d1) && (ndim < 3 || t->shape[2] == d2) &&
+             t->data != NULL && ((uintptr_t)t->data & 1) == 0;
+    if (!ok) fprintf(stderr, "moe_router expert: %s: wrong dtype, shape or pointer\n", what);
+    return !ok;
+}
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+extern "C" void st_free(void *p) {
+    moe_ctx *ctx = (moe_ctx *)p;
+    if (!ctx) return;
+    /* st_free has no way to report; a failing free here would only hide the real error. */
+    if (ctx->handle) cublasDestroy(ctx->handle);
+    if (ctx->counted) cudaEventDestroy(ctx->counted);
+    cudaFree(ctx->sel);
+    cudaFree(ctx->gate);
+    cudaFree(ctx->slot);
+    cudaFree(ctx->offsets);
+    cudaFreeHost(ctx->h_offsets);
+    cudaFree(ctx->x_perm);
+    cudaFree(ctx->y_perm);
+    cudaFree(ctx->workspace);
+    free(ctx);
+}
+
+static int init_ctx(moe_ctx *ctx, const st_config *cfg, const st_tensor *params, int32_t n_params) {
+    int64_t T, C, F, E;
+    if (cfg_get(cfg, "T", &T) || cfg_get(cfg, "C", &C) || cfg_get(cfg, "F", &F) || cfg_get(cfg, "E", &E))
+        return 1;
+    /* slots (2T) and cuBLAS dimensions are int */
+    if (T <= 0 || C <= 0 || F <= 0 || E < 2 || E > MAX_EXPERTS || T > INT32_MAX / 2 ||
+        C > INT32_MAX || F > INT32_MAX) {
+        fprintf(stderr, "moe_router expert: sizes out of range (2 <= E <= %d)\n", MAX_EXPERTS);
+        return 1;
+    }
+    ctx->T = (int)T;
+    ctx->C = (int)C;
+    ctx->F = (int)F;
+    ctx->E = (int)E;
+    if (n_params != 2) {
+        fprintf(stderr, "moe_router expert: expected 2 params, got %d\n", n_params);
+        return 1;
+    }
+    if (check_tensor(&params[0], "Wr", 2, C, E, 0) || check_tensor(&params[1], "W", 3, E, C, F)) return 1;
+    ctx->Wr = (const bf16 *)params[0].data;
+    ctx->W = (const bf16 *)params[1].data;
+    CUDA_CHECK(cudaMalloc(&ctx->sel, sizeof(int2) * (size_t)T));
+    CUDA_CHECK(cudaMalloc(&ctx->gate, sizeof(float2) * (size_t)T));
+    CUDA_CHECK(cudaMalloc(&ctx->slot, sizeof(int2) * (size_t)T));
+    CUDA_CHECK(cudaMalloc(&ctx->offsets, sizeof(int) * (size_t)(E + 1)));
+    CUDA_CHECK(cudaMallocHost(&ctx->h_offsets, sizeof(int) * (size_t)(E + 1)));
+    CUDA_CHECK(cudaMalloc(&ctx->x_perm, sizeof(bf16) * (size_t)(2 * T * C)));
+    CUDA_CHECK(cudaMalloc(&ctx->y_perm, sizeof(bf16) * (size_t)(2 * T * F)));
+    CUDA_CHECK(cudaMalloc(&ctx->workspace, WORKSPACE_BYTES));
+    CUDA_CHECK(cudaEventCreateWithFlags(&ctx->counted, cudaEventDisableTiming));
+    CUBLAS_CHECK(cublasCreate(&ctx->handle));
+    return 0;
+}
+
+extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
+                       cudaStream_t stream, void **out_ctx) {
+    (void)stream;
+    *out_ctx = NULL;
+    moe_ctx *ctx = (moe_ctx *)calloc(1, sizeof(moe_ctx));
+    if (!ctx) return 1;
+    if (init_ctx(ctx, cfg, params, n_params)) { st_free(ctx); return 1; }
+    *out_ctx = ctx;
+    return 0;
+}
+
+extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
+                      cudaStream_t stream) {
+    moe_ctx *ctx = (moe_ctx *)p;
+    if (n_in != 1 || n_out != 1) {
+        fprintf(stderr, "moe_router expert: expected 1 input and 1 output, got %d and %d\n", n_in, n_out);
+        return 1;
+    }
+    const int T = ctx->T, C = ctx->C, F = ctx->F, E = ctx->E;
+    if (check_tensor(&in[0], "x", 2, T, C, 0) || check_tensor(&out[0], "out", 2, T, F, 0)) return 1;
+    const bf16 *x = (const bf16 *)in[0].data;
+    bf16 *y = (bf16 *)out[0].data;
+
+    CUDA_CHECK(launch_router(ctx, x, stream));
+    route_scan_kernel<<<1, SCAN_THREADS, 0, stream>>>(ctx->sel, T, E, ctx->slot, ctx->offsets);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpyAsync(ctx->h_offsets, ctx->offsets, sizeof(int) * (size_t)(E + 1),
+                               cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaEventRecord(ctx->counted, stream));
+    /* the gather runs while the host waits for the counts */
+    if (C % 8 == 0 && aligned16(x))
+        gather_kernel<true><<<grid_for((int64_t)T * (C / 8)), THREADS, 0, stream>>>(x, ctx->slot, ctx->x_perm, T, C);
+    else
+        gather_kernel<false><<<grid_for((int64_t)T * C), THREADS, 0, stream>>>(x, ctx->slot, ctx->x_perm, T, C);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaEventSynchronize(ctx->counted));
+
+    /* setting the stream resets cuBLAS to its default workspace, so hand ours over again */
+    CUBLAS_CHECK(cublasSetStream(ctx->handle, stream));
+    CUBLAS_CHECK(cublasSetWorkspace(ctx->handle, ctx->workspace, WORKSPACE_BYTES));
+    const float one = 1.0f, zero = 0.0f;
+    for (int e = 0; e < E; e++) {
+        const int start = ctx->h_offsets[e], n = ctx->h_offsets[e + 1] - start;
+        if (n <= 0) continue;
+        /* row-major y_perm[group, F] = x_perm[group, C] · W[e][C, F], i.e. column-major
+         * y^T = W[e]^T · x^T: operands swapped, untransposed */
+        CUBLAS_CHECK(cublasGemmEx(ctx->handle, CUBLAS_OP_N, CUBLAS_OP_N, F, n, C, &one,
+                                  ctx->W + (size_t)e * C * F, CUDA_R_16BF, F,
+                                  ctx->x_perm + (size_t)start * C, CUDA_R_16BF, C, &zero,
+                                  ctx->y_perm + (size_t)start * F, CUDA_R_16BF, F,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+
+    if (F % 8 == 0 && aligned16(y))
+        combine_kernel<true><<<grid_for((int64_t)T * (F / 8)), THREADS, 0, stream>>>(
+            ctx->y_perm, ctx->sel, ctx->slot, ctx->gate, y, T, F);
+    else
+        combine_kernel<false><<<grid_for((int64_t)T * F), THREADS, 0, stream>>>(
+            ctx->y_perm, ctx->sel, ctx->slot, ctx->gate, y, T, F);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
+}

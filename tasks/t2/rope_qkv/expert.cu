@@ -1,0 +1,352 @@
+/* Expert for t2/rope_qkv: the QKV projection as one cuBLASLt matmul whose epilogue adds the bias
+ * (so the [T, 3C] intermediate is written once, in bf16), then one kernel that reads it once and
+ * writes q, k and v in their [H, T, D] head layout, rotating q and k on the way (rotate-half
+ * RoPE, cos/sin from a table built in st_init from the sizes alone). The rotation pairs element
+ * i with i + D/2 of the same head, so a thread takes 8 consecutive dims from each half (two
+ * 16-byte loads, two 16-byte stores); v is a 16-byte copy. When D % 16 != 0 or a pointer is not
+ * 16-byte aligned, the same pass runs element-wise. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cublasLt.h>
+#include "stitch/solution.h"
+
+#define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "rope_qkv expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+            cudaGetErrorString(e_)); return 1; } } while (0)
+#define CUBLAS_CHECK(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) { \
+    fprintf(stderr, "rope_qkv expert: %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, \
+            #call, (int)s_); return 1; } } while (0)
+
+#define WORKSPACE_BYTES ((size_t)32 << 20)
+#define ROPE_THETA 10000.0
+#define THREADS 256
+
+typedef __nv_bfloat16 bf16;
+
+/* One planned matmul: column-major qkv^T[3C, T] = W^T[3C, C] · x^T[C, T] + bias[3C]. */
+typedef struct {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+    unsigned int align; /* byte alignment of x this algorithm was chosen for; 0: none found */
+} lt_gemm;
+
+typedef struct {
+    int64_t T, H, D, C;
+    const bf16 *W;         /* owned by the harness, live until st_free */
+    bf16 *qkv;             /* [T, 3C], bias already added */
+    float *cos_t, *sin_t;  /* [T, D/2] */
+    void *workspace;
+    cublasLtHandle_t lt;
+    lt_gemm fast, safe;    /* for x aligned as the layouts allow, and for any bf16 pointer */
+} rope_ctx;
+
+/* ------------------------------------------------------------------------------------------ */
+/* the split/rotate pass */
+
+/* memcpy between register values instead of pointer casts: no aliasing questions, and the
+ * compiler turns it into plain register moves */
+__device__ __forceinline__ void unpack8(uint4 u, float f[8]) {
+    __nv_bfloat162 p[4];
+    memcpy(p, &u, sizeof(u));
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 t = __bfloat1622float2(p[i]);
+        f[2 * i] = t.x;
+        f[2 * i + 1] = t.y;
+    }
+}
+
+__device__ __forceinline__ uint4 pack8(const float f[8]) {
+    __nv_bfloat162 p[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) p[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    uint4 u;
+    memcpy(&u, p, sizeof(u));
+    return u;
+}
+
+/* Work items of token t, ordered so that neighbouring threads touch neighbouring memory:
+ * [0, C/16) q chunk pairs, [C/16, C/8) k chunk pairs, [C/8, C/4) v chunks. A chunk pair is
+ * dims [8j, 8j+8) and [D/2 + 8j, D/2 + 8j + 8) of one head. Needs D % 16 == 0, 16-byte aligned
+ * pointers, and C % 8 == 0 for the rows of qkv (implied by D % 16 == 0). */
+__global__ void __launch_bounds__(THREADS)
+rope_split_vec_kernel(const bf16 *__restrict__ qkv, const float *__restrict__ cos_t,
+                      const float *__restrict__ sin_t, bf16 *__restrict__ q,
+                      bf16 *__restrict__ k, bf16 *__restrict__ v, int T, int H, int D) {
+    const int C = H * D, half = D / 2;
+    const int pairs = C / 16;              /* per token, for q and for k */
+    const int per_token = C / 4;
+    const int64_t total = (int64_t)T * per_token;
+    for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < total;
+         it += (int64_t)gridDim.x * blockDim.x) {
+        const int t = (int)(it / per_token), w = (int)(it % per_token);
+        const bf16 *row = qkv + (size_t)t * 3 * C;
+        if (w < 2 * pairs) {
+            const int s = w / pairs, pw = w % pairs; /* s: 0 = q, 1 = k */
+            const int h = pw / (half / 8), j = pw % (half / 8);
+            const bf16 *src = row + s * C + h * D + 8 * j;
+            float a[8], b[8], c[8], sn[8];
+            unpack8(*(const uint4 *)src, a);
+            unpack8(*(const uint4 *)(src + half), b);
+            const float4 *c4 = (const float4 *)(cos_t + (size_t)t * half + 8 * j);
+            const float4 *s4 = (const float4 *)(sin_t + (size_t)t * half + 8 * j);
+#pragma unroll
+            for (int q4 = 0; q4 < 2; q4++) {
+                const float4 cv = __ldg(c4 + q4), sv = __ldg(s4 + q4);
+                c[4 * q4] = cv.x, c[4 * q4 + 1] = cv.y, c[4 * q4 + 2] = cv.z, c[4 * q4 + 3] = cv.w;
+                sn[4 * q4] = sv.x, sn[4 * q4 + 1] = sv.y, sn[4 * q4 + 2] = sv.z, sn[4 * q4 + 3] = sv.w;
+            }
+            float lo[8], hi[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                lo[i] = a[i] * c[i] - b[i] * sn[i];
+                hi[i] = b[i] * c[i] + a[i] * sn[i];
+            }
+            bf16 *dst = (s == 0 ? q : k) + ((size_t)h * T + t) * D + 8 * j;
+            *(uint4 *)dst = pack8(lo);
+            *(uint4 *)(dst + half) = pack8(hi);
+        } else {
+            const int vw = w - 2 * pairs; /* chunk index within the v columns */
+            const int h = vw / (D / 8), j = vw % (D / 8);
+            *(uint4 *)(v + ((size_t)h * T + t) * D + 8 * j) =
+                *(const uint4 *)(row + 2 * C + h * D + 8 * j);
+        }
+    }
+}
+
+/* Element-wise version for any even D and 2-byte aligned pointers: items of token t are
+ * [0, C/2) q pairs, [C/2, C) k pairs, [C, 2C) v elements. */
+__global__ void __launch_bounds__(THREADS)
+rope_split_scalar_kernel(const bf16 *__restrict__ qkv, const float *__restrict__ cos_t,
+                         const float *__restrict__ sin_t, bf16 *__restrict__ q,
+                         bf16 *__restrict__ k, bf16 *__restrict__ v, int T, int H, int D) {
+    const int C = H * D, half = D / 2;
+    const int per_token = 2 * C;
+    const int64_t total = (int64_t)T * per_token;
+    for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < total;
+         it += (int64_t)gridDim.x * blockDim.x) {
+        const int t = (int)(it / per_token), w = (int)(it % per_token);
+        const bf16 *row = qkv + (size_t)t * 3 * C;
+        if (w < C) {
+            const int s = w / (C / 2), pw = w % (C / 2);
+            const int h = pw / half, i = pw % half;
+            const bf16 *src = row + s * C + h * D;
+            const float a = __bfloat162float(src[i]), b = __bfloat162float(src[i + half]);
+            const float c = cos_t[(size_t)t * half + i], sn = sin_t[(size_t)t * half + i];
+            bf16 *dst = (s == 0 ? q : k) + ((size_t)h * T + t) * D;
+            dst[i] = __float2bfloat16(a * c - b * sn);
+            dst[i + half] = __float2bfloat16(b * c + a * sn);
+        } else {
+            const int vw = w - C, h = vw / D, d = vw % D;
+            v[((size_t)h * T + t) * D + d] = row[2 * C + vw];
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* cuBLASLt plan */
+
+/* Row-major qkv[T, 3C] = x[T, C] · W[C, 3C] + b, seen column-major, is
+ * qkv^T[3C, T] = W^T[3C, C] · x^T[C, T] + b: the row-major buffers already are W^T, x^T and
+ * qkv^T in column-major form (leading dimensions 3C, C, 3C), and the epilogue's bias runs along
+ * D's rows, our 3C columns, which is where bqkv belongs. `align` is what the heuristic may
+ * assume of every pointer; the leading dimensions limit it too (see st_init). */
+static int plan_gemm(cublasLtHandle_t lt, lt_gemm *g, int64_t T, int64_t C, const void *bias,
+                     unsigned int align) {
+    const int64_t N = 3 * C;
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    g->align = align;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    /* bias type defaults to D's type (bf16), which is what bqkv is */
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, (uint64_t)N, (uint64_t)C, N));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, (uint64_t)C, (uint64_t)T, C));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->d, CUDA_R_16BF, (uint64_t)N, (uint64_t)T, N));
+
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = WORKSPACE_BYTES;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref,
+        CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    const cublasLtMatmulPreferenceAttributes_t align_attrs[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    uint32_t a32 = align;
+    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &a32, sizeof(a32));
+    cublasLtMatmulHeuristicResult_t res;
+    int n_res = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(lt, g->desc, g->a, g->b, g->d, g->d, pref, 1, &res, &n_res);
+    cublasLtMatmulPreferenceDestroy(pref);
+    CUBLAS_CHECK(st);
+    if (n_res < 1) {
+        fprintf(stderr, "rope_qkv expert: no cuBLASLt algorithm for T=%lld C=%lld (alignment %u)\n",
+                (long long)T, (long long)C, align);
+        return 1;
+    }
+    g->algo = res.algo;
+    return 0;
+}
+
+static void gemm_free(lt_gemm *g) {
+    if (g->a) cublasLtMatrixLayoutDestroy(g->a);
+    if (g->b) cublasLtMatrixLayoutDestroy(g->b);
+    if (g->d) cublasLtMatrixLayoutDestroy(g->d);
+    if (g->desc) cublasLtMatmulDescDestroy(g->desc);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* ABI */
+
+static int cfg_get(const st_config *cfg, const char *name, int64_t *v) {
+    for (int i = 0; i < cfg->n; i++)
+        if (strcmp(cfg->names[i], name) == 0) { *v = cfg->values[i]; return 0; }
+    fprintf(stderr, "rope_qkv expert: size '%s' missing from the config\n", name);
+    return 1;
+}
+
+/* dims beyond ndim are ignored; bf16 pointers must be at least 2-byte aligned */
+static int check_tensor(const st_tensor *t, const char *what, int ndim, int64_t d0, int64_t d1,
+                        int64_t d2) {
+    int ok = t->dtype == ST_BF16 && t->ndim == ndim && t->shape[0] == d0 &&
+             (ndim < 2 || t->shape[1] == d1) && (ndim < 3 || t->shape[2] == d2) &&
+             t->data != NULL && ((uintptr_t)t->data & 1) == 0;
+    if (!ok) fprintf(stderr, "rope_qkv expert: %s: wrong dtype, shape or pointer\n", what);
+    return !ok;
+}
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+extern "C" void st_free(void *p) {
+    rope_ctx *ctx = (rope_ctx *)p;
+    if (!ctx) return;
+    /* st_free has no way to report; a failing destroy here would only hide the real error. */
+    gemm_free(&ctx->fast);
+    gemm_free(&ctx->safe);
+    if (ctx->lt) cublasLtDestroy(ctx->lt);
+    cudaFree(ctx->qkv);
+    cudaFree(ctx->cos_t);
+    cudaFree(ctx->sin_t);
+    cudaFree(ctx->workspace);
+    free(ctx);
+}
+
+/* cos/sin of t * 10000^(-2i/D), computed in double once and stored in fp32: it depends on the
+ * sizes only, like a framework's rotary cache */
+static int build_table(rope_ctx *ctx) {
+    const int64_t half = ctx->D / 2, n = ctx->T * half;
+    float *hc = (float *)malloc(sizeof(float) * (size_t)n), *hs = (float *)malloc(sizeof(float) * (size_t)n);
+    if (!hc || !hs) {
+        free(hc);
+        free(hs);
+        fprintf(stderr, "rope_qkv expert: out of host memory for the rotary table\n");
+        return 1;
+    }
+    for (int64_t i = 0; i < half; i++) {
+        const double theta = pow(ROPE_THETA, -2.0 * (double)i / (double)ctx->D);
+        for (int64_t t = 0; t < ctx->T; t++) {
+            hc[t * half + i] = (float)cos((double)t * theta);
+            hs[t * half + i] = (float)sin((double)t * theta);
+        }
+    }
+    cudaError_t e = cudaMemcpy(ctx->cos_t, hc, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(ctx->sin_t, hs, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice);
+    free(hc);
+    free(hs);
+    CUDA_CHECK(e);
+    return 0;
+}
+
+static int init_ctx(rope_ctx *ctx, const st_config *cfg, const st_tensor *params, int32_t n_params) {
+    if (cfg_get(cfg, "T", &ctx->T) || cfg_get(cfg, "H", &ctx->H) || cfg_get(cfg, "D", &ctx->D)) return 1;
+    ctx->C = ctx->H * ctx->D;
+    /* the kernels index tokens and columns with int */
+    if (ctx->T <= 0 || ctx->H <= 0 || ctx->D <= 0 || ctx->D % 2 || 3 * ctx->C > INT32_MAX ||
+        ctx->T > INT32_MAX) {
+        fprintf(stderr, "rope_qkv expert: sizes out of range (D must be even)\n");
+        return 1;
+    }
+    if (n_params != 2) {
+        fprintf(stderr, "rope_qkv expert: expected 2 params, got %d\n", n_params);
+        return 1;
+    }
+    if (check_tensor(&params[0], "Wqkv", 2, ctx->C, 3 * ctx->C, 0) ||
+        check_tensor(&params[1], "bqkv", 1, 3 * ctx->C, 0, 0))
+        return 1;
+    ctx->W = (const bf16 *)params[0].data;
+    const size_t table = (size_t)(ctx->T * (ctx->D / 2)) * sizeof(float);
+    CUDA_CHECK(cudaMalloc(&ctx->qkv, (size_t)(ctx->T * 3 * ctx->C) * sizeof(bf16)));
+    CUDA_CHECK(cudaMalloc(&ctx->cos_t, table));
+    CUDA_CHECK(cudaMalloc(&ctx->sin_t, table));
+    CUDA_CHECK(cudaMalloc(&ctx->workspace, WORKSPACE_BYTES));
+    CUBLAS_CHECK(cublasLtCreate(&ctx->lt));
+    /* Rows of x and qkv are C and 3C elements apart: only when C % 8 == 0 can every row of every
+     * operand sit on a 16-byte boundary. The weight, bias and workspace come aligned; x may
+     * not, so a second plan for 2-byte alignment covers any x. */
+    unsigned int align = 16;
+    while (align > 2 && (ctx->C * 2) % align) align /= 2;
+    if (plan_gemm(ctx->lt, &ctx->fast, ctx->T, ctx->C, params[1].data, align)) return 1;
+    if (align > 2 && plan_gemm(ctx->lt, &ctx->safe, ctx->T, ctx->C, params[1].data, 2)) {
+        /* not fatal: only a misaligned x would need it, and st_run says so if one comes */
+        ctx->safe.align = 0;
+    }
+    return build_table(ctx);
+}
+
+extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
+                       cudaStream_t stream, void **out_ctx) {
+    (void)stream;
+    *out_ctx = NULL;
+    rope_ctx *ctx = (rope_ctx *)calloc(1, sizeof(rope_ctx));
+    if (!ctx) return 1;
+    if (init_ctx(ctx, cfg, params, n_params)) { st_free(ctx); return 1; }
+    *out_ctx = ctx;
+    return 0;
+}
+
+extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
+                      cudaStream_t stream) {
+    rope_ctx *ctx = (rope_ctx *)p;
+    if (n_in != 1 || n_out != 3) {
+        fprintf(stderr, "rope_qkv expert: expected 1 input and 3 outputs, got %d and %d\n", n_in, n_out);
+        return 1;
+    }
+    const int64_t T = ctx->T, H = ctx->H, D = ctx->D, C = ctx->C;
+    if (check_tensor(&in[0], "x", 2, T, C, 0) || check_tensor(&out[0], "q", 3, H, T, D) ||
+        check_tensor(&out[1], "k", 3, H, T, D) || check_tensor(&out[2], "v", 3, H, T, D))
+        return 1;
+    const bf16 *x = (const bf16 *)in[0].data;
+    bf16 *q = (bf16 *)out[0].data, *k = (bf16 *)out[1].data, *v = (bf16 *)out[2].data;
+
+    /* x arrives fresh on every call: take the fast plan only when it is aligned as planned */
+    const lt_gemm *g = ((uintptr_t)x % ctx->fast.align) == 0 ? &ctx->fast : &ctx->safe;
+    if (g->align == 0) {
+        fprintf(stderr, "rope_qkv expert: x is only %u-byte aligned and no cuBLASLt algorithm "
+                "was found for that\n", (unsigned int)((uintptr_t)x & 15));
+        return 1;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(ctx->lt, g->desc, &one, ctx->W, g->a, x, g->b, &zero, ctx->qkv, g->d,
+                                ctx->qkv, g->d, &g->algo, ctx->workspace, WORKSPACE_BYTES, stream));
+
+    const bool vec = D % 16 == 0 && aligned16(q) && aligned16(k) && aligned16(v);
+    const int64_t items = vec ? T * (C / 4) : T * 2 * C;
+    int64_t blocks = (items + THREADS - 1) / THREADS;
+    if (blocks > 65535 * 64) blocks = 65535 * 64; /* grid-stride loop beyond */
+    if (vec)
+        rope_split_vec_kernel<<<(unsigned int)blocks, THREADS, 0, stream>>>(
+            ctx->qkv, ctx->cos_t, ctx->sin_t, q, k, v, (int)T, (int)H, (int)D);
+    else
+        rope_split_scalar_kernel<<<(unsigned int)blocks, THREADS, 0, stream>>>(
+            ctx->qkv, ctx->cos_t, ctx->sin_t, q, k, v, (int)T, (int)H, (int)D);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
+}

@@ -1,0 +1,301 @@
+/* Expert for t3/kmeans: I iterations of Lloyd's algorithm, three kernels per iteration and no
+ * [n, k] distance matrix. The assignment is a register-tiled SGEMM with an argmin epilogue: a
+ * block takes 128 points and walks all centroids in chunks of 128, 32 dimensions at a time staged
+ * in shared memory (points transposed on the way in, centroids read from a transposed copy kept up
+ * to date by the update kernel), each thread accumulating an 8 x 8 tile of dot products with
+ * FFMA, then folding |c|^2 - 2 x.c into a running (distance, index) minimum for its 8 points; the
+ * 16 threads that share a point merge at the end, ties to the lower index. The scatter of points
+ * into cluster sums goes through per-block float sums in shared memory (when k*d fits), flushed
+ * once per block to double sums with atomics. The update kernel divides, keeps empty clusters,
+ * writes the transposed copy and |c|^2 for the next assignment, and clears the sums. fp32
+ * throughout (no TF32): the distances decide near-ties, and the task forbids a precision cut. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "stitch/solution.h"
+
+#define BM 128          /* points per block */
+#define BN 128          /* centroids per chunk */
+#define BK 32           /* dimensions per stage */
+#define LDX (BM + 4)    /* transposed point tile row: 16-byte rows, 4-way conflicts on the store only */
+#define THREADS 256
+#define ACC_WARPS 8     /* scatter kernel: warps per block, one point per warp at a time */
+#define SMEM_ACC_MAX (48 * 1024)
+
+#define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "kmeans expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+            cudaGetErrorString(e_)); return 1; } } while (0)
+
+typedef struct {
+    int n, d, k, iters;
+    int acc_blocks;
+    size_t acc_smem; /* 0: scatter straight to global */
+    float *ct;       /* [d, k] current centroids, transposed */
+    float *cnorm;    /* [k] |c|^2 */
+    double *sum;     /* [k, d] */
+    int *count;      /* [k] */
+} km_ctx;
+
+static int cfg_get(const st_config *cfg, const char *name, int64_t *v) {
+    for (int i = 0; i < cfg->n; i++)
+        if (strcmp(cfg->names[i], name) == 0) { *v = cfg->values[i]; return 0; }
+    fprintf(stderr, "kmeans expert: size '%s' missing from the config\n", name);
+    return 1;
+}
+
+static int check(const st_tensor *t, st_dtype dt, int64_t rows, int64_t cols) {
+    int ok = t->dtype == dt && t->data && t->shape[0] == rows &&
+             (cols ? t->ndim == 2 && t->shape[1] == cols : t->ndim == 1);
+    if (!ok) fprintf(stderr, "kmeans expert: %s: wrong dtype or shape\n", t->name);
+    return !ok;
+}
+
+// ----------------------------------------------------------------------------
+// assignment
+
+/* Thread (tm, tn) = (tid % 16, tid / 16) owns points {4tm .. 4tm+3, 64+4tm .. 64+4tm+3} and
+ * centroids {4tn .. 4tn+3, 64+4tn .. 64+4tn+3} of the tile: two float4 reads per operand per
+ * dimension, conflict-free for the points (16 distinct) and broadcast for the centroids (2
+ * distinct per warp). Rows, dimensions and centroids past the ends are zero-padded; padded
+ * centroids are skipped by the epilogue. */
+__global__ void __launch_bounds__(THREADS, 2)
+assign_kernel(const float *__restrict__ pts, const float *__restrict__ ct, const float *__restrict__ cnorm,
+              int *__restrict__ label, int n, int d, int k) {
+    __shared__ __align__(16) float sm[BK * LDX + BK * BN];
+    float(*xs)[LDX] = (float(*)[LDX])sm;
+    float(*cs)[BN] = (float(*)[BN])(sm + BK * LDX);
+    const int tid = threadIdx.x, tm = tid % 16, tn = tid / 16;
+    const int p0 = blockIdx.x * BM;
+    float best[8];
+    int arg[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        best[i] = INFINITY;
+        arg[i] = 0;
+    }
+    for (int c0 = 0; c0 < k; c0 += BN) {
+        float acc[8][8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int q = 0; q < 8; q++) acc[i][q] = 0.0f;
+        for (int j0 = 0; j0 < d; j0 += BK) {
+            /* points: a warp reads 32 consecutive dimensions of one point */
+#pragma unroll 4
+            for (int r = 0; r < BM * BK / THREADS; r++) {
+                const int e = tid + r * THREADS, m = e / BK, j = e % BK;
+                const int gi = p0 + m, gj = j0 + j;
+                xs[j][m] = gi < n && gj < d ? pts[(size_t)gi * d + gj] : 0.0f;
+            }
+            /* centroids: a warp reads 32 consecutive centroids of one dimension */
+#pragma unroll 4
+            for (int r = 0; r < BK * BN / THREADS; r++) {
+                const int e = tid + r * THREADS, j = e / BN, c = e % BN;
+                const int gj = j0 + j, gc = c0 + c;
+                cs[j][c] = gj < d && gc < k ? ct[(size_t)gj * k + gc] : 0.0f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int j = 0; j < BK; j++) {
+                const float4 a0 = *(const float4 *)&xs[j][4 * tm], a1 = *(const float4 *)&xs[j][64 + 4 * tm];
+                const float4 b0 = *(const float4 *)&cs[j][4 * tn], b1 = *(const float4 *)&cs[j][64 + 4 * tn];
+                const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+                const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+#pragma unroll
+                    for (int q = 0; q < 8; q++) acc[i][q] = fmaf(a[i], b[q], acc[i][q]);
+            }
+            __syncthreads(); /* the tiles are overwritten next stage */
+        }
+        /* |x - c|^2 - |x|^2 = |c|^2 - 2 x.c; centroids visited in increasing index, so a strict
+         * comparison keeps the lowest index among this thread's ties */
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            const int c = c0 + (q < 4 ? 4 * tn + q : 64 + 4 * tn + q - 4);
+            if (c < k) {
+                const float cn = cnorm[c];
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    const float dist = fmaf(-2.0f, acc[i][q], cn);
+                    if (dist < best[i]) {
+                        best[i] = dist;
+                        arg[i] = c;
+                    }
+                }
+            }
+        }
+    }
+    /* merge the 16 partial minima of each point (the tiles are free after the last barrier) */
+    float *rd = sm;
+    int *ri = (int *)(sm + 16 * BM);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int m = i < 4 ? 4 * tm + i : 64 + 4 * tm + i - 4;
+        rd[tn * BM + m] = best[i];
+        ri[tn * BM + m] = arg[i];
+    }
+    __syncthreads();
+    if (tid < BM && p0 + tid < n) {
+        float b = rd[tid];
+        int a = ri[tid];
+        for (int t = 1; t < 16; t++) {
+            const float o = rd[t * BM + tid];
+            const int oa = ri[t * BM + tid];
+            if (o < b || (o == b && oa < a)) {
+                b = o;
+                a = oa;
+            }
+        }
+        label[p0 + tid] = a;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// update
+
+/* One warp per point at a time, lanes over the dimensions. With acc_in_smem the block first sums
+ * into float partials in shared memory ([k*d] sums then [k] counts) and flushes them once. */
+__global__ void scatter_kernel(const float *__restrict__ pts, const int *__restrict__ label, double *sum,
+                               int *count, int n, int d, int k, int acc_in_smem) {
+    extern __shared__ float part[];
+    int *pcount = (int *)(part + (size_t)k * d);
+    const int lane = threadIdx.x % 32;
+    if (acc_in_smem) {
+        for (int e = threadIdx.x; e < k * d + k; e += blockDim.x) part[e] = 0.0f; /* 0.0f is int 0 too */
+        __syncthreads();
+    }
+    const int warps = gridDim.x * ACC_WARPS;
+    for (int i = blockIdx.x * ACC_WARPS + threadIdx.x / 32; i < n; i += warps) {
+        const int c = label[i];
+        const float *p = pts + (size_t)i * d;
+        if (acc_in_smem) {
+            for (int j = lane; j < d; j += 32) atomicAdd(&part[c * d + j], p[j]);
+            if (lane == 0) atomicAdd(&pcount[c], 1);
+        } else {
+            for (int j = lane; j < d; j += 32) atomicAdd(&sum[(size_t)c * d + j], (double)p[j]);
+            if (lane == 0) atomicAdd(&count[c], 1);
+        }
+    }
+    if (acc_in_smem) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < k * d; e += blockDim.x)
+            if (part[e] != 0.0f) atomicAdd(&sum[e], (double)part[e]);
+        for (int c = threadIdx.x; c < k; c += blockDim.x)
+            if (pcount[c]) atomicAdd(&count[c], pcount[c]);
+    }
+}
+
+/* One warp per centroid. divide != 0: next = sum / count (cur when empty), sums and counts
+ * cleared for the next iteration. Always: the transposed copy and |c|^2 of the new centroids. */
+__global__ void finalize_kernel(const float *cur, float *next, float *ct, float *cnorm, double *sum, int *count,
+                                int k, int d, int divide) {
+    const int c = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+    if (c >= k) return;
+    const int cnt = divide ? count[c] : 0;
+    float s2 = 0.0f;
+    for (int j = lane; j < d; j += 32) {
+        const size_t e = (size_t)c * d + j;
+        float v = cur[e];
+        if (divide) {
+            if (cnt > 0) v = (float)(sum[e] / (double)cnt);
+            next[e] = v;
+            sum[e] = 0.0;
+        }
+        ct[(size_t)j * k + c] = v;
+        s2 = fmaf(v, v, s2);
+    }
+    for (int o = 16; o > 0; o /= 2) s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+    __syncwarp(); /* every lane has read count[c] */
+    if (lane == 0) {
+        cnorm[c] = s2;
+        if (divide) count[c] = 0;
+    }
+}
+
+// ----------------------------------------------------------------------------
+
+extern "C" void st_free(void *p) {
+    km_ctx *c = (km_ctx *)p;
+    if (!c) return;
+    cudaFree(c->ct);
+    cudaFree(c->cnorm);
+    cudaFree(c->sum);
+    cudaFree(c->count);
+    free(c);
+}
+
+static int init_ctx(km_ctx *c) {
+    int dev, sms;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const size_t part = sizeof(float) * ((size_t)c->k * c->d + c->k);
+    c->acc_smem = part <= SMEM_ACC_MAX ? part : 0;
+    /* enough blocks to fill the GPU, few enough that each flushes its partials after many points */
+    c->acc_blocks = 2 * sms;
+    CUDA_CHECK(cudaMalloc(&c->ct, sizeof(float) * (size_t)c->k * c->d));
+    CUDA_CHECK(cudaMalloc(&c->cnorm, sizeof(float) * (size_t)c->k));
+    CUDA_CHECK(cudaMalloc(&c->sum, sizeof(double) * (size_t)c->k * c->d));
+    CUDA_CHECK(cudaMalloc(&c->count, sizeof(int) * (size_t)c->k));
+    return 0;
+}
+
+extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
+                       cudaStream_t stream, void **out_ctx) {
+    (void)params; (void)stream;
+    *out_ctx = NULL;
+    int64_t n, d, k, iters;
+    if (cfg_get(cfg, "n", &n) || cfg_get(cfg, "d", &d) || cfg_get(cfg, "k", &k) || cfg_get(cfg, "I", &iters))
+        return 1;
+    if (n_params != 0 || n < 1 || d < 1 || k < 1 || iters < 1 || n > INT32_MAX - BM || k * d + k > INT32_MAX ||
+        (k + 31) * 32 > INT32_MAX || iters > INT32_MAX) {
+        fprintf(stderr, "kmeans expert: bad sizes\n");
+        return 1;
+    }
+    km_ctx *c = (km_ctx *)calloc(1, sizeof(km_ctx));
+    if (!c) return 1;
+    c->n = (int)n;
+    c->d = (int)d;
+    c->k = (int)k;
+    c->iters = (int)iters;
+    if (init_ctx(c)) { st_free(c); return 1; }
+    *out_ctx = c;
+    return 0;
+}
+
+extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
+                      cudaStream_t stream) {
+    km_ctx *c = (km_ctx *)p;
+    const int n = c->n, d = c->d, k = c->k, iters = c->iters;
+    if (n_in != 2 || n_out != 3 || check(&in[0], ST_F32, n, d) || check(&in[1], ST_F32, k, d) ||
+        check(&out[0], ST_I32, n, 0) || check(&out[1], ST_F32, k, d) || check(&out[2], ST_F32, k, d))
+        return 1;
+    const float *pts = (const float *)in[0].data, *init = (const float *)in[1].data;
+    int *label = (int *)out[0].data;
+    float *cent_out = (float *)out[1].data, *prev_out = (float *)out[2].data;
+    const int fin_blocks = (k * 32 + THREADS - 1) / THREADS;
+
+    CUDA_CHECK(cudaMemsetAsync(c->sum, 0, sizeof(double) * (size_t)k * d, stream));
+    CUDA_CHECK(cudaMemsetAsync(c->count, 0, sizeof(int) * (size_t)k, stream));
+    finalize_kernel<<<fin_blocks, THREADS, 0, stream>>>(init, NULL, c->ct, c->cnorm, c->sum, c->count, k, d, 0);
+    CUDA_CHECK(cudaGetLastError());
+    if (iters == 1)
+        CUDA_CHECK(cudaMemcpyAsync(prev_out, init, sizeof(float) * (size_t)k * d, cudaMemcpyDeviceToDevice, stream));
+    /* iteration t writes C_t to the output whose parity makes C_I land in centroids and C_{I-1}
+     * in prev_centroids; it reads C_{t-1} from the other one (the input for t = 1) */
+    const float *src = init;
+    for (int t = 1; t <= iters; t++) {
+        float *dst = (iters - t) % 2 == 0 ? cent_out : prev_out;
+        assign_kernel<<<(n + BM - 1) / BM, THREADS, 0, stream>>>(pts, c->ct, c->cnorm, label, n, d, k);
+        CUDA_CHECK(cudaGetLastError());
+        scatter_kernel<<<c->acc_blocks, ACC_WARPS * 32, c->acc_smem, stream>>>(pts, label, c->sum, c->count, n, d,
+                                                                              k, c->acc_smem > 0);
+        CUDA_CHECK(cudaGetLastError());
+        finalize_kernel<<<fin_blocks, THREADS, 0, stream>>>(src, dst, c->ct, c->cnorm, c->sum, c->count, k, d, 1);
+        CUDA_CHECK(cudaGetLastError());
+        src = dst;
+    }
+    return 0;
+}

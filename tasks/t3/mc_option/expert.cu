@@ -1,0 +1,172 @@
+/* Expert for t3/mc_option: Monte-Carlo prices of European calls under geometric Brownian motion
+ * with nothing stored per path. A block takes a chunk of one option's paths; each thread draws its
+ * normals from a hand-written Philox4x32-10 (counter = option, thread, round: no state to load or
+ * initialise), turns each pair of uniforms into two normals by Box-Muller and each normal into an
+ * antithetic pair of paths (Z and -Z), so one Philox call feeds eight paths. Payoffs are summed in
+ * registers, the block's sum is reduced with warp shuffles and written to a per-(option, chunk)
+ * slot; a second kernel adds each option's slots in a fixed order (deterministic) and discounts. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "stitch/solution.h"
+
+#define THREADS 256
+#define PATHS_PER_THREAD 64  /* 8 Philox calls; a multiple of 8 */
+#define PATHS_PER_BLOCK (THREADS * PATHS_PER_THREAD)
+#define MAX_GRID_Y 65535
+#define SEED_LO 0x7105f00du
+#define SEED_HI 0x5eed0f0bu
+
+#define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "mc_option expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+            cudaGetErrorString(e_)); return 1; } } while (0)
+
+typedef struct {
+    int n;
+    long long paths;
+    unsigned chunks; /* blocks per option */
+    double *slots;   /* [n, chunks] */
+} mc_ctx;
+
+static int cfg_get(const st_config *cfg, const char *name, int64_t *v) {
+    for (int i = 0; i < cfg->n; i++)
+        if (strcmp(cfg->names[i], name) == 0) { *v = cfg->values[i]; return 0; }
+    fprintf(stderr, "mc_option expert: size '%s' missing from the config\n", name);
+    return 1;
+}
+
+// ----------------------------------------------------------------------------
+// Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC 2011)
+
+__device__ __forceinline__ uint4 philox(uint4 c, uint2 key) {
+#pragma unroll
+    for (int round = 0; round < 10; round++) {
+        const unsigned lo0 = 0xD2511F53u * c.x, hi0 = __umulhi(0xD2511F53u, c.x);
+        const unsigned lo1 = 0xCD9E8D57u * c.z, hi1 = __umulhi(0xCD9E8D57u, c.z);
+        c = make_uint4(hi1 ^ c.y ^ key.x, lo1, hi0 ^ c.w ^ key.y, lo0);
+        key.x += 0x9E3779B9u;
+        key.y += 0xBB67AE85u;
+    }
+    return c;
+}
+
+/* 24 random bits to a float in (0, 1): never 0, so the log is finite */
+__device__ __forceinline__ float to_unit(unsigned x) { return ((float)(x >> 8) + 0.5f) * (1.0f / 16777216.0f); }
+
+// ----------------------------------------------------------------------------
+// kernels
+
+/* Block (chunk, option): paths [chunk * PATHS_PER_BLOCK, ...) of the option, PATHS_PER_THREAD per
+ * thread in antithetic pairs; the last chunk and the last pair of an odd path count are cut by
+ * `paths`. Options beyond gridDim.y are taken grid-stride. */
+__global__ void __launch_bounds__(THREADS)
+paths_kernel(const float *__restrict__ s0, const float *__restrict__ k, const float *__restrict__ r,
+             const float *__restrict__ sigma, const float *__restrict__ t, double *__restrict__ slots, int n,
+             long long paths) {
+    __shared__ double warp_sums[THREADS / 32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int o = blockIdx.y; o < n; o += gridDim.y) {
+        const float so = s0[o], ko = k[o], vol = sigma[o] * sqrtf(t[o]);
+        const float mu = (r[o] - 0.5f * sigma[o] * sigma[o]) * t[o];
+        const long long first = (long long)blockIdx.x * PATHS_PER_BLOCK + (long long)threadIdx.x * PATHS_PER_THREAD;
+        /* paths this thread may take, rounded down to whole pairs; an odd last path is done alone */
+        const long long left = paths - first;
+        const int mine = left <= 0 ? 0 : left >= PATHS_PER_THREAD ? PATHS_PER_THREAD : (int)left;
+        float sum = 0.0f;
+        for (int call = 0; call * 8 < mine; call++) {
+            /* counter: (path group, option, 0, 0); distinct for every option and group of 8 paths */
+            const unsigned long long group = (unsigned long long)(first / 8) + call;
+            const uint4 x = philox(make_uint4((unsigned)group, (unsigned)(group >> 32), (unsigned)o, 0u),
+                                   make_uint2(SEED_LO, SEED_HI));
+            const unsigned u[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+            for (int pair = 0; pair < 2; pair++) {
+                float sn, cs;
+                const float rad = sqrtf(-2.0f * logf(to_unit(u[2 * pair])));
+                sincospif(2.0f * to_unit(u[2 * pair + 1]), &sn, &cs);
+                const float z[2] = {rad * cs, rad * sn};
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int base = call * 8 + pair * 4 + h * 2; /* this normal's two paths */
+                    const float up = so * __expf(mu + vol * z[h]), down = so * __expf(mu - vol * z[h]);
+                    if (base < mine) sum += fmaxf(up - ko, 0.0f);
+                    if (base + 1 < mine) sum += fmaxf(down - ko, 0.0f);
+                }
+            }
+        }
+        double s = sum;
+        for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0) warp_sums[warp] = s;
+        __syncthreads();
+        if (warp == 0) {
+            s = lane < THREADS / 32 ? warp_sums[lane] : 0.0;
+            for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+            if (lane == 0) slots[(size_t)o * gridDim.x + blockIdx.x] = s;
+        }
+        __syncthreads(); /* warp_sums is reused for the next option */
+    }
+}
+
+__global__ void price_kernel(const double *__restrict__ slots, const float *__restrict__ r,
+                             const float *__restrict__ t, float *__restrict__ price, int n, unsigned chunks,
+                             long long paths) {
+    const int o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= n) return;
+    double s = 0.0;
+    for (unsigned c = 0; c < chunks; c++) s += slots[(size_t)o * chunks + c];
+    price[o] = (float)(exp(-(double)r[o] * t[o]) * s / (double)paths);
+}
+
+// ----------------------------------------------------------------------------
+
+extern "C" void st_free(void *p) {
+    mc_ctx *c = (mc_ctx *)p;
+    if (!c) return;
+    cudaFree(c->slots);
+    free(c);
+}
+
+extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
+                       cudaStream_t stream, void **out_ctx) {
+    (void)params; (void)stream;
+    *out_ctx = NULL;
+    int64_t n, paths;
+    if (cfg_get(cfg, "n_opt", &n) || cfg_get(cfg, "paths", &paths)) return 1;
+    const int64_t chunks = paths < 1 ? 0 : (paths + PATHS_PER_BLOCK - 1) / PATHS_PER_BLOCK;
+    /* the Philox counter holds 8 * 2^64 paths per option; the grid's x dimension the chunks */
+    if (n_params != 0 || n < 1 || paths < 1 || n > INT32_MAX || chunks > INT32_MAX) {
+        fprintf(stderr, "mc_option expert: bad sizes\n");
+        return 1;
+    }
+    mc_ctx *c = (mc_ctx *)calloc(1, sizeof(mc_ctx));
+    if (!c) return 1;
+    c->n = (int)n;
+    c->paths = paths;
+    c->chunks = (unsigned)chunks;
+    if (cudaMalloc(&c->slots, sizeof(double) * (size_t)n * (size_t)chunks) != cudaSuccess) {
+        st_free(c);
+        return 1;
+    }
+    *out_ctx = c;
+    return 0;
+}
+
+extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
+                      cudaStream_t stream) {
+    const mc_ctx *c = (const mc_ctx *)p;
+    if (n_in != 5 || n_out != 1) return 1;
+    for (int i = 0; i < 5; i++)
+        if (in[i].dtype != ST_F32 || in[i].ndim != 1 || in[i].shape[0] != c->n || !in[i].data) return 1;
+    if (out[0].dtype != ST_F32 || out[0].ndim != 1 || out[0].shape[0] != c->n || !out[0].data) return 1;
+    const float *s0 = (const float *)in[0].data, *k = (const float *)in[1].data, *r = (const float *)in[2].data,
+                *sigma = (const float *)in[3].data, *t = (const float *)in[4].data;
+    const dim3 grid(c->chunks, c->n < MAX_GRID_Y ? c->n : MAX_GRID_Y);
+    paths_kernel<<<grid, THREADS, 0, stream>>>(s0, k, r, sigma, t, c->slots, c->n, c->paths);
+    CUDA_CHECK(cudaGetLastError());
+    price_kernel<<<(c->n + THREADS - 1) / THREADS, THREADS, 0, stream>>>(c->slots, r, t, (float *)out[0].data,
+                                                                       c->n, c->chunks, c->paths);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
