@@ -4,8 +4,16 @@
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
-"$STITCH" bench --quiet --json >"$WORK/bench.json" 2>"$WORK/bench.err"
-rc=$?
+# scripts/gpu-test runs the bench once for its report and hands the JSON over (SUITE_BENCH_JSON
+# and its exit code SUITE_BENCH_RC) rather than paying for a second run of the whole suite.
+if [ -n "${SUITE_BENCH_JSON:-}" ]; then
+	cp "$SUITE_BENCH_JSON" "$WORK/bench.json"
+	rc=${SUITE_BENCH_RC:-1}
+	: >"$WORK/bench.err"
+else
+	"$STITCH" bench --quiet --no-db --json >"$WORK/bench.json" 2>"$WORK/bench.err"
+	rc=$?
+fi
 check "bench: exit 0 (got $rc: $(tail -n 2 "$WORK/bench.err"))" [ "$rc" -eq 0 ]
 n_tasks=$("$STITCH" tasks --json | grep -c '"id"')
 python3 - "$WORK/bench.json" "$n_tasks" <<'EOF' >"$WORK/check.txt" 2>&1
