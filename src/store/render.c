@@ -153,6 +153,27 @@ void st_bench_print_csv(const json_t *rows, FILE *f)
 	}
 }
 
+/* A row's six figures (three medians, two speedups, SOL) as table cells: each written between
+ * `before` and `after`, the one place the Markdown and HTML tables agree on their order. */
+static void number_cells(FILE *f, const json_t *r, const char *before, const char *after)
+{
+	const char *times_ms[] = {"reference_ms", "expert_ms", "solution_ms"};
+	for (int k = 0; k < 3; k++) {
+		fputs(before, f);
+		ms(f, num(r, times_ms[k]), 1);
+		fputs(after, f);
+	}
+	const char *speedups[] = {"vs_reference", "vs_expert"};
+	for (int k = 0; k < 2; k++) {
+		fputs(before, f);
+		times(f, num(r, speedups[k]), 1);
+		fputs(after, f);
+	}
+	fputs(before, f);
+	pct(f, json_object_get(r, "sol_fraction"), 1);
+	fputs(after, f);
+}
+
 /* ---- Markdown -------------------------------------------------------------------------------- */
 
 /* Markdown table cells: a pipe or a newline in a reason would break the row. */
@@ -244,17 +265,8 @@ void st_bench_print_md(const json_t *run, const json_t *rows, const json_t *scor
 			           "|---|---|---|---|---|---|---|---|---|\n", (long long)t);
 		}
 		fprintf(f, "| %s | %s |", str(r, "task"), str(r, "status"));
-		const char *k3[] = {"reference_ms", "expert_ms", "solution_ms"};
-		for (int k = 0; k < 3; k++) {
-			ms(f, num(r, k3[k]), 1);
-			fputs(" |", f);
-		}
-		times(f, num(r, "vs_reference"), 1);
-		fputs(" |", f);
-		times(f, num(r, "vs_expert"), 1);
-		fputs(" |", f);
-		pct(f, json_object_get(r, "sol_fraction"), 1);
-		fputs(" | ", f);
+		number_cells(f, r, "", " |");
+		fputs(" ", f);
 		const json_t *sus = json_array_get(json_object_get(r, "suspicious"), 0);
 		if (sus)
 			md_text(f, json_string_value(sus), 200);
@@ -427,17 +439,7 @@ void st_bench_print_html(const json_t *run, const json_t *rows, const json_t *sc
 		html_text(f, str(r, "task"), 128);
 		fputs("</td><td>", f);
 		html_text(f, str(r, "status"), 32);
-		const char *k3[] = {"reference_ms", "expert_ms", "solution_ms"};
-		for (int k = 0; k < 3; k++) {
-			fputs("</td><td>", f);
-			ms(f, num(r, k3[k]), 1);
-		}
-		fputs("</td><td>", f);
-		times(f, num(r, "vs_reference"), 1);
-		fputs("</td><td>", f);
-		times(f, num(r, "vs_expert"), 1);
-		fputs("</td><td>", f);
-		pct(f, json_object_get(r, "sol_fraction"), 1);
+		number_cells(f, r, "</td><td>", "");
 		fputs("</td><td style=\"text-align:left\">", f);
 		const json_t *sus = json_array_get(json_object_get(r, "suspicious"), 0);
 		html_text(f, sus ? json_string_value(sus)
