@@ -12,6 +12,10 @@ typedef struct st_solve_opts {
 	const char *task_dir;      /* resolved task folder */
 	const char *model;         /* the Coder's model string (llm.h) */
 	const char *planner_model; /* NULL: the Coder's */
+	const char *verifier_model; /* NULL: the Coder sees the Verifier's facts alone (compiler
+	                               lines, worst mismatches, speedups, profile findings); else
+	                               this model also turns them into a short note for the Coder
+	                               (prompts/verifier-summary.md) */
 	const char *out_dir;       /* artifacts: best.<ext>, plan.json, report.json, trajectory.jsonl,
 	                              versions/, llm-cache.sqlite */
 	const char *prompts_dir;   /* NULL: <stitch home>/prompts */

@@ -45,7 +45,7 @@ typedef struct solve {
 	const st_solve_opts *o;
 	st_task task;
 	int task_loaded;
-	st_llm_client *coder, *planner;
+	st_llm_client *coder, *planner, *verifier; /* verifier: NULL unless --verifier-model */
 	st_llm_client *coders[MAX_SAMPLES]; /* coders[0] is coder; one per concurrent sample */
 	char out[4096], prompts[4096];
 	FILE *traj;
@@ -111,13 +111,15 @@ static void transition(solve *S, st_stage to, const char *why)
 static st_llm_usage usage_total(const solve *S)
 {
 	st_llm_usage t = {0};
-	const st_llm_client *all[MAX_SAMPLES + 1];
+	const st_llm_client *all[MAX_SAMPLES + 2];
 	int n = 0;
 	for (int k = 0; k < MAX_SAMPLES; k++)
 		if (S->coders[k])
 			all[n++] = S->coders[k];
 	if (S->planner && S->planner != S->coder)
 		all[n++] = S->planner;
+	if (S->verifier && S->verifier != S->coder && S->verifier != S->planner)
+		all[n++] = S->verifier;
 	for (int i = 0; i < n; i++) {
 		st_llm_usage u = st_llm_client_usage(all[i]);
 		t.calls += u.calls;
@@ -251,6 +253,44 @@ static st_status do_plan(solve *S, st_err *err)
 }
 
 /* ---- the Coder and the Verifier ------------------------------------------------------------ */
+
+/* The Verifier's facts `fb` with the Verifier model's note on them appended (what went wrong,
+ * the likely cause, the one change to make next). The facts stay: compiler lines and mismatch
+ * figures are what the Coder must not have paraphrased away. When the model fails, the facts
+ * alone go on (the failure is in the trajectory). Takes fb, returns the text to use. */
+static char *verifier_note(solve *S, char *fb, double *latency)
+{
+	json_t *vars = json_deep_copy(S->vars);
+	char *hist = st_agent_history_text(S->history);
+	json_object_set_new(vars, "feedback", json_string(fb));
+	json_object_set_new(vars, "history", json_string(hist && *hist ? hist : "none yet"));
+	free(hist);
+	char *prompt = NULL;
+	st_err err;
+	st_status s = st_prompt_render(S->prompts, "verifier-summary", vars, &prompt, &err);
+	json_decref(vars);
+	st_llm_response r = {0};
+	if (!s) {
+		st_llm_msg m[1] = {{"user", prompt}};
+		s = ask(S, S->verifier, "verifier", m, 1, 0, S->attempts, &r, latency, &err);
+	}
+	free(prompt);
+	char *out = NULL;
+	if (!s && r.text && *r.text) {
+		size_t n = strlen(fb) + strlen(r.text) + 64;
+		out = malloc(n);
+		if (out)
+			snprintf(out, n, "%s\n\nThe Verifier's note:\n%s", fb, r.text);
+	} else {
+		say(S, "the Verifier's note is missing (%s); the Coder gets the facts alone",
+		    s ? err.msg : "empty answer");
+	}
+	st_llm_response_free(&r);
+	if (!out)
+		return fb;
+	free(fb);
+	return out;
+}
 
 static const char *coder_template(st_stage s)
 {
@@ -521,6 +561,8 @@ static st_status do_attempt(solve *S, st_err *err)
 	}
 	char *fb = NULL;
 	st_stage next = st_verifier_feedback(pick, pick_code, S->o->target_speedup, &fb);
+	if (S->verifier && fb && next != ST_STAGE_DONE)
+		fb = verifier_note(S, fb, &latency);
 	const char *status = str_or(json_string_value(json_object_get(pick, "status")), "?");
 	traj(S, "feedback", json_pack("{s:i,s:s,s:s}", "attempt", S->attempts, "version",
 	                              str_or(json_string_value(json_object_get(pick, "version_path")),
@@ -589,13 +631,15 @@ static st_status setup(solve *S, st_err *err)
 	if (s)
 		return s;
 	S->task_loaded = 1;
-	st_llm_model cm, pm;
+	st_llm_model cm, pm, vm;
 	if ((s = st_llm_model_parse(o->model, &cm, err)) ||
-	    (s = st_llm_model_parse(o->planner_model ? o->planner_model : o->model, &pm, err)))
+	    (s = st_llm_model_parse(o->planner_model ? o->planner_model : o->model, &pm, err)) ||
+	    (s = st_llm_model_parse(o->verifier_model ? o->verifier_model : o->model, &vm, err)))
 		return s;
 	/* Keys and endpoints are checked before anything is written; a replay needs neither. */
 	if (!o->llm.replay && ((s = st_llm_model_check(&cm, 10, err)) ||
-	                       (s = st_llm_model_check(&pm, 10, err))))
+	                       (s = st_llm_model_check(&pm, 10, err)) ||
+	                       (o->verifier_model && (s = st_llm_model_check(&vm, 10, err)))))
 		return s;
 	snprintf(S->out, sizeof S->out, "%s", o->out_dir);
 	char vers[4200];
@@ -617,6 +661,10 @@ static st_status setup(solve *S, st_err *err)
 	if (!o->planner_model || !strcmp(o->planner_model, o->model))
 		S->planner = S->coder;
 	else if ((s = st_llm_client_new(&pm, &lo, &S->planner, err)))
+		return s;
+	if (o->verifier_model && !strcmp(o->verifier_model, o->model))
+		S->verifier = S->coder;
+	else if (o->verifier_model && (s = st_llm_client_new(&vm, &lo, &S->verifier, err)))
 		return s;
 	if (o->prompts_dir)
 		snprintf(S->prompts, sizeof S->prompts, "%s", o->prompts_dir);
@@ -659,9 +707,10 @@ static st_status finish(solve *S, json_t **report, st_err *err)
 	st_llm_usage cu = usage_total(S), pu = {0};
 	int llm_attempts = S->attempts > 0 ? S->attempts : 1;
 	json_t *r = json_pack(
-		"{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:f,s:{s:I,s:I,s:i,s:i,s:i},s:f,s:f,s:f}", "task",
+		"{s:s,s:s,s:s,s:s?,s:s,s:s,s:i,s:i,s:f,s:{s:I,s:I,s:i,s:i,s:i},s:f,s:f,s:f}", "task",
 		S->task.id, "model", S->o->model, "planner_model",
-		S->o->planner_model ? S->o->planner_model : S->o->model, "state", S->state, "why",
+		S->o->planner_model ? S->o->planner_model : S->o->model, "verifier_model",
+		S->o->verifier_model, "state", S->state, "why",
 		S->why, "attempts", S->attempts, "replans", S->replans, "target_speedup",
 		S->o->target_speedup, "tokens", "input", (json_int_t)(cu.input_tokens + pu.input_tokens),
 		"output", (json_int_t)(cu.output_tokens + pu.output_tokens), "calls",
@@ -696,6 +745,8 @@ static void teardown(solve *S)
 {
 	if (S->planner != S->coder)
 		st_llm_client_free(S->planner);
+	if (S->verifier && S->verifier != S->coder)
+		st_llm_client_free(S->verifier);
 	for (int k = 1; k < MAX_SAMPLES; k++)
 		st_llm_client_free(S->coders[k]);
 	st_llm_client_free(S->coder);

@@ -27,6 +27,9 @@ static void usage(FILE *f)
 	        "options:\n"
 	        "  --model M            the Coder's model (required)\n"
 	        "  --planner-model M    the Planner's model (default: the Coder's)\n"
+	        "  --verifier-model M   also let a model turn each verdict into a short note for\n"
+	        "                       the Coder (prompts/verifier-summary.md), appended to the\n"
+	        "                       Verifier's facts (default: the facts alone, no model)\n"
 	        "  --out DIR            artifact folder (default: solve-<task>, e.g. solve-t1-softmax)\n"
 	        "  --max-attempts N     Coder rounds (default 8)\n"
 	        "  --samples K          answers per round, asked for at once and verified one after\n"
@@ -115,6 +118,7 @@ int cmd_solve(int argc, char **argv)
 		}
 		const char **str = !strcmp(a, "--model")           ? &o.model
 		                   : !strcmp(a, "--planner-model") ? &o.planner_model
+		                   : !strcmp(a, "--verifier-model") ? &o.verifier_model
 		                   : !strcmp(a, "--out")           ? &o.out_dir
 		                   : !strcmp(a, "--cache")         ? &o.llm.cache_path
 		                   : !strcmp(a, "--prompts")       ? &o.prompts_dir

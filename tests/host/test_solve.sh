@@ -88,6 +88,24 @@ check "wrong then fix: done in 2 attempts ($(state wrong_fix), $(num wrong_fix a
 check "wrong then fix: history incorrect, ok ($(statuses wrong_fix))" \
 	bash -c "echo '$(statuses wrong_fix)' | grep -q '^incorrect ok'"
 
+# --verifier-model: after the wrong version a model writes the Verifier's note, which the repair
+# prompt carries after the facts; no note once the run is done.
+solve verifier_note --verifier-model "openai-compat:http://127.0.0.1:1/v1:unused-but-checked" 2>/dev/null
+check "verifier model unreachable: refused before any work (exit $RC)" [ "$RC" -eq 3 ]
+start_fake "$SCRIPTS/verifier_note.json"
+"$STITCH" solve --model "openai-compat:http://127.0.0.1:$PORT/v1:fake" \
+	--verifier-model "openai-compat:http://127.0.0.1:$PORT/v1:fake-verifier" --out "$WORK/verifier_note" \
+	--target-speedup 0.2 "${QUICK[@]}" "$TASK" >"$WORK/verifier_note.out" 2>"$WORK/verifier_note.err"
+RC=$?
+stop_fake
+check "verifier note: done in 2 attempts (exit $RC, $(state verifier_note), $(num verifier_note attempts))" \
+	[ "$RC/$(state verifier_note)/$(num verifier_note attempts)" = 0/done/2 ]
+check "verifier note: one request by the verifier agent" \
+	[ "$(grep '"agent":"verifier"' "$WORK/verifier_note/trajectory.jsonl" | grep -c '"type":"request"')" = 1 ]
+check "verifier note: the repair prompt carries the note after the facts" \
+	bash -c "grep '\"stage\":\"repair_correct\"' '$WORK/verifier_note/trajectory.jsonl' | grep -q 'The Verifier.s note:.*NOTE-MARKER-7731'"
+check "verifier note: the report names the verifier model" grep -q '"verifier_model": "openai-compat:' "$WORK/verifier_note/report.json"
+
 # Two samples per round, asked for at once: one is wrong, one right; the right one goes on.
 solve samples --samples 2
 check "samples: done in one round ($(state samples), $(num samples attempts))" \
