@@ -1,0 +1,202 @@
+/* Parsing `ncu --csv --page raw`: find the header row (it starts with "ID"), read the units row
+ * under it, then one row per kernel; keep the kernel's name, launch shape and the curated
+ * metrics under stable names, with durations in microseconds whatever unit ncu chose. */
+#include "ncu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char st_ncu_metrics[] =
+	"gpu__time_duration.sum,"
+	"dram__throughput.avg.pct_of_peak_sustained_elapsed,"
+	"sm__throughput.avg.pct_of_peak_sustained_elapsed,"
+	"sm__warps_active.avg.pct_of_peak_sustained_active,"
+	"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,"
+	"l1tex__t_sector_hit_rate.pct,"
+	"lts__t_sector_hit_rate.pct,"
+	"launch__registers_per_thread,"
+	"launch__occupancy_limit_registers,"
+	"launch__waves_per_multiprocessor,"
+	"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,"
+	"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio";
+
+/* ncu's column -> our key */
+static const struct {
+	const char *column, *key;
+} wanted[] = {
+	{"gpu__time_duration.sum", "duration_us"},
+	{"dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram_pct"},
+	{"sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm_pct"},
+	{"sm__warps_active.avg.pct_of_peak_sustained_active", "occupancy_pct"},
+	{"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", "tensor_pct"},
+	{"l1tex__t_sector_hit_rate.pct", "l1_hit_pct"},
+	{"lts__t_sector_hit_rate.pct", "l2_hit_pct"},
+	{"launch__registers_per_thread", "registers"},
+	{"launch__occupancy_limit_registers", "occupancy_limit_registers"},
+	{"launch__waves_per_multiprocessor", "waves"},
+	{"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+	 "stall_long_scoreboard"},
+	{"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio", "stall_barrier"},
+};
+#define N_WANTED (sizeof wanted / sizeof wanted[0])
+
+/* One CSV row: fields in quotes with "" for a quote, or bare. Returns the number of fields and
+ * moves *p past the line; fields point into `buf` (NUL-separated), at most max of them. */
+static int split_row(const char **p, const char *end, char *buf, char **fields, int max)
+{
+	const char *s = *p;
+	int n = 0;
+	char *o = buf;
+	while (s < end && *s != '\n') {
+		if (n < max)
+			fields[n] = o;
+		n++;
+		if (*s == '"') {
+			s++;
+			while (s < end) {
+				if (*s == '"' && s + 1 < end && s[1] == '"') {
+					*o++ = '"';
+					s += 2;
+				} else if (*s == '"') {
+					s++;
+					break;
+				} else {
+					*o++ = *s++;
+				}
+			}
+		}
+		while (s < end && *s != ',' && *s != '\n' && *s != '\r')
+			*o++ = *s++;
+		*o++ = 0;
+		if (s < end && *s == '\r')
+			s++;
+		if (s < end && *s == ',') {
+			s++;
+			if (s >= end || *s == '\n') { /* a trailing empty field */
+				if (n < max)
+					fields[n] = o;
+				n++;
+				*o++ = 0;
+			}
+		}
+	}
+	if (s < end)
+		s++;
+	*p = s;
+	return n;
+}
+
+/* "10,368" -> 10368; 0 when it is not a number (n/a and the like) */
+static int parse_number(const char *s, double *v)
+{
+	char clean[64];
+	size_t n = 0;
+	for (; *s && n + 1 < sizeof clean; s++)
+		if (*s != ',')
+			clean[n++] = *s;
+	clean[n] = 0;
+	char *end;
+	*v = strtod(clean, &end);
+	return n > 0 && *end == 0;
+}
+
+static double to_microseconds(double v, const char *unit)
+{
+	if (!strcmp(unit, "ns") || !strcmp(unit, "nsecond"))
+		return v * 1e-3;
+	if (!strcmp(unit, "ms") || !strcmp(unit, "msecond"))
+		return v * 1e3;
+	if (!strcmp(unit, "s") || !strcmp(unit, "second"))
+		return v * 1e6;
+	return v; /* us, usecond */
+}
+
+static const char *line_start(const char *text, const char *end, const char *prefix)
+{
+	size_t k = strlen(prefix);
+	for (const char *s = text; s < end;) {
+		if ((size_t)(end - s) >= k && !memcmp(s, prefix, k))
+			return s;
+		const char *nl = memchr(s, '\n', (size_t)(end - s));
+		if (!nl)
+			break;
+		s = nl + 1;
+	}
+	return NULL;
+}
+
+st_status st_ncu_parse(const char *text, size_t len, json_t **kernels, st_err *err)
+{
+	*kernels = NULL;
+	const char *end = text + len, *p = line_start(text, end, "\"ID\",");
+	if (!p)
+		return st_err_set(err, ST_E_INVALID, "ncu printed no CSV report (no header row \"ID\",...)");
+	enum { MAX_COLS = 4096 };
+	char **head = calloc(MAX_COLS, sizeof *head), **units = calloc(MAX_COLS, sizeof *units),
+	     **row = calloc(MAX_COLS, sizeof *row);
+	/* A row's fields take at most its own bytes plus one NUL per field, and a row has at most
+	 * one field more than it has bytes: 2 * len + 2 holds any row. */
+	char *hbuf = malloc(2 * len + 2), *ubuf = malloc(2 * len + 2), *rbuf = malloc(2 * len + 2);
+	json_t *out = json_array();
+	st_status s = ST_OK;
+	if (!head || !units || !row || !hbuf || !ubuf || !rbuf || !out) {
+		s = st_err_set(err, ST_E_NOMEM, "ncu report: out of memory");
+		goto done;
+	}
+	int nh = split_row(&p, end, hbuf, head, MAX_COLS);
+	int nu = split_row(&p, end, ubuf, units, MAX_COLS);
+	if (nh > MAX_COLS || nu != nh) {
+		s = st_err_set(err, ST_E_INVALID, "ncu report: %d header columns but %d units", nh, nu);
+		goto done;
+	}
+	int col_name = -1, col_block = -1, col_grid = -1, col[N_WANTED];
+	for (size_t w = 0; w < N_WANTED; w++)
+		col[w] = -1;
+	for (int i = 0; i < nh; i++) {
+		if (!strcmp(head[i], "Kernel Name"))
+			col_name = i;
+		else if (!strcmp(head[i], "Block Size"))
+			col_block = i;
+		else if (!strcmp(head[i], "Grid Size"))
+			col_grid = i;
+		for (size_t w = 0; w < N_WANTED; w++)
+			if (!strcmp(head[i], wanted[w].column))
+				col[w] = i;
+	}
+	if (col_name < 0) {
+		s = st_err_set(err, ST_E_INVALID, "ncu report: no \"Kernel Name\" column");
+		goto done;
+	}
+	while (p < end && *p == '"') {
+		int n = split_row(&p, end, rbuf, row, MAX_COLS);
+		if (n != nh)
+			continue; /* a line of something else that happens to start with a quote */
+		json_t *k = json_pack("{s:s}", "name", row[col_name]);
+		if (col_block >= 0)
+			json_object_set_new(k, "block", json_string(row[col_block]));
+		if (col_grid >= 0)
+			json_object_set_new(k, "grid", json_string(row[col_grid]));
+		for (size_t w = 0; w < N_WANTED; w++) {
+			double v;
+			if (col[w] < 0 || !parse_number(row[col[w]], &v))
+				continue;
+			if (!strcmp(wanted[w].key, "duration_us"))
+				v = to_microseconds(v, units[col[w]]);
+			json_object_set_new(k, wanted[w].key, json_real(v));
+		}
+		json_array_append_new(out, k);
+	}
+done:
+	free(head);
+	free(units);
+	free(row);
+	free(hbuf);
+	free(ubuf);
+	free(rbuf);
+	if (s) {
+		json_decref(out);
+		return s;
+	}
+	*kernels = out;
+	return ST_OK;
+}

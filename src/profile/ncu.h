@@ -1,0 +1,26 @@
+/* Nsight Compute's view of kernels: the curated metric set stitch asks `ncu` for, and the parser
+ * of what `ncu --csv --page raw` prints (one row per profiled kernel, a units row under the
+ * header, numbers with thousands separators), turned into one JSON object per kernel with
+ * stable names a report or an agent can rely on. */
+#ifndef ST_PROFILE_NCU_H
+#define ST_PROFILE_NCU_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "common/st_error.h"
+
+/* For `ncu --metrics`: duration, DRAM and SM throughput (% of peak), achieved occupancy,
+ * tensor-pipe activity, L1 and L2 hit rates, registers, the occupancy limit from registers,
+ * waves, and the two warp stall reasons that most often explain a slow kernel (waiting on
+ * memory, waiting at a barrier). */
+extern const char st_ncu_metrics[];
+
+/* Parse ncu's CSV (`--csv --page raw`; lines before the header, such as the application's own
+ * output, are skipped). *kernels: an array of {"name", "block", "grid", and where ncu reported
+ * them "duration_us", "dram_pct", "sm_pct", "occupancy_pct", "tensor_pct", "l1_hit_pct",
+ * "l2_hit_pct", "registers", "occupancy_limit_registers", "waves", "stall_long_scoreboard",
+ * "stall_barrier"}. ST_E_INVALID, saying what is missing, when the text holds no CSV report. */
+st_status st_ncu_parse(const char *text, size_t len, json_t **kernels, st_err *err);
+
+#endif

@@ -1,0 +1,125 @@
+/* Unit tests for the Nsight Compute CSV parser: a real `ncu --csv --page raw` capture from the
+ * H200 (tests/data/ncu, the application's own output before the report included), durations in
+ * other units, quoted fields with quotes and thousands separators inside, metrics ncu left out,
+ * and text that holds no report. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fs.h"
+#include "profile/ncu.h"
+
+static double get(const json_t *k, const char *key)
+{
+	const json_t *x = json_object_get(k, key);
+	if (!json_is_number(x))
+		fail_msg("%s is missing", key);
+	return json_number_value(x);
+}
+
+static void test_h200_capture(void **state)
+{
+	(void)state;
+	const char *dir = getenv("STITCH_TEST_DATA");
+	assert_non_null(dir);
+	char path[1024];
+	snprintf(path, sizeof path, "%s/ncu/h200_raw_with_app_output.csv", dir);
+	char *text = NULL;
+	size_t len = 0;
+	st_err err;
+	assert_int_equal(st_read_file(path, &text, &len, &err), ST_OK);
+	json_t *k;
+	assert_int_equal(st_ncu_parse(text, len, &k, &err), ST_OK);
+	assert_int_equal(json_array_size(k), 3);
+	const json_t *first = json_array_get(k, 0);
+	assert_string_equal(json_string_value(json_object_get(first, "name")),
+	                    "void fill_kernel<float>(T1 *, long long, fill_args, int)");
+	assert_string_equal(json_string_value(json_object_get(first, "block")), "(256, 1, 1)");
+	assert_string_equal(json_string_value(json_object_get(first, "grid")), "(4224, 1, 1)");
+	/* "10,368" ns */
+	assert_float_equal(get(first, "duration_us"), 10.368, 1e-9);
+	assert_float_equal(get(first, "sm_pct"), 69.06, 1e-9);
+	assert_float_equal(get(first, "occupancy_pct"), 86.58, 1e-9);
+	assert_float_equal(get(first, "l2_hit_pct"), 100.09, 1e-9);
+	assert_float_equal(get(first, "registers"), 32, 0);
+	assert_float_equal(get(first, "waves"), 4, 0);
+	assert_float_equal(get(first, "tensor_pct"), 0, 0);
+	assert_true(json_is_number(json_object_get(first, "stall_barrier")));
+	assert_float_equal(get(json_array_get(k, 2), "duration_us"), 10.4, 1e-9);
+	json_decref(k);
+	free(text);
+}
+
+static void test_units_and_quoting(void **state)
+{
+	(void)state;
+	const char csv[] =
+		"==PROF== Connected to process 1\n"
+		"\"ID\",\"Kernel Name\",\"Block Size\",\"gpu__time_duration.sum\",\"lts__t_sector_hit_rate.pct\",\"launch__registers_per_thread\"\n"
+		"\"\",\"\",\"\",\"usecond\",\"%\",\"register/thread\"\n"
+		"\"0\",\"k<\"\"a,b\"\">(int)\",\"(128, 1, 1)\",\"1,234.5\",\"n/a\",\"255\"\n"
+		"\"1\",\"gemm\",\"(256, 1, 1)\",\"2.5\",\"50\",\"96\"\n";
+	json_t *k;
+	st_err err;
+	assert_int_equal(st_ncu_parse(csv, sizeof csv - 1, &k, &err), ST_OK);
+	assert_int_equal(json_array_size(k), 2);
+	const json_t *a = json_array_get(k, 0);
+	assert_string_equal(json_string_value(json_object_get(a, "name")), "k<\"a,b\">(int)");
+	assert_float_equal(get(a, "duration_us"), 1234.5, 1e-9);
+	/* "n/a" is left out, not read as 0 */
+	assert_null(json_object_get(a, "l2_hit_pct"));
+	assert_float_equal(get(a, "registers"), 255, 0);
+	/* a metric ncu did not print is absent */
+	assert_null(json_object_get(a, "dram_pct"));
+	json_decref(k);
+
+	const char ms[] = "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"msecond\"\n"
+	                  "\"0\",\"slow\",\"1.5\"\n";
+	assert_int_equal(st_ncu_parse(ms, sizeof ms - 1, &k, &err), ST_OK);
+	assert_float_equal(get(json_array_get(k, 0), "duration_us"), 1500, 1e-9);
+	json_decref(k);
+}
+
+static void test_no_report(void **state)
+{
+	(void)state;
+	json_t *k;
+	st_err err;
+	const char none[] = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n";
+	assert_int_equal(st_ncu_parse(none, sizeof none - 1, &k, &err), ST_E_INVALID);
+	assert_null(k);
+	assert_non_null(strstr(err.msg, "no CSV report"));
+	const char no_units[] = "\"ID\",\"Kernel Name\"\n";
+	assert_int_equal(st_ncu_parse(no_units, sizeof no_units - 1, &k, &err), ST_E_INVALID);
+	const char no_name[] = "\"ID\",\"Block Size\"\n\"\",\"\"\n\"0\",\"(1, 1, 1)\"\n";
+	assert_int_equal(st_ncu_parse(no_name, sizeof no_name - 1, &k, &err), ST_E_INVALID);
+	assert_non_null(strstr(err.msg, "Kernel Name"));
+	/* rows of nothing but separators: every empty field still fits */
+	char commas[4096];
+	int n = snprintf(commas, sizeof commas, "\"ID\",");
+	memset(commas + n, ',', sizeof commas - (size_t)n - 1);
+	commas[sizeof commas - 1] = 0;
+	assert_int_equal(st_ncu_parse(commas, strlen(commas), &k, &err), ST_E_INVALID);
+	/* a header and units but no kernel: an empty list, not an error */
+	const char empty[] = "\"ID\",\"Kernel Name\"\n\"\",\"\"\n";
+	assert_int_equal(st_ncu_parse(empty, sizeof empty - 1, &k, &err), ST_OK);
+	assert_int_equal(json_array_size(k), 0);
+	json_decref(k);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_h200_capture),
+		cmocka_unit_test(test_units_and_quoting),
+		cmocka_unit_test(test_no_report),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
