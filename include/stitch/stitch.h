@@ -30,6 +30,11 @@ typedef struct st_verify_opts {
 	                              CUPTI and add "profile" (timeline summary, roofline, findings)
 	                              to the verdict; cuda backend only */
 	const char *trace_path;    /* with profile: also write that timeline as a Chrome trace here */
+	int ncu;                   /* with profile: also measure the candidate's kernels with Nsight
+	                              Compute (a second, unsandboxed pass on the timed set, one seed)
+	                              and add them as profile.ncu: {"kernels": [...]} or {"error"} */
+	int under_ncu;             /* internal to that pass: run the candidate under ncu and put
+	                              its report in the verdict as "ncu" */
 	int keep_samples;          /* 1: every timed sample goes into the verdict as
 	                              timing.<role>.raw: [[ms, wall_ms, sm_mhz, throttled], ...] */
 	/* Progress lines for a person watching; NULL for none. */

@@ -24,6 +24,10 @@ static int number(const char *opt, const char *v, double lo, double hi, double *
 
 int st_profile_opt_parse(st_verify_opts *o, int argc, char **argv, int *i)
 {
+	if (!strcmp(argv[*i], "--ncu")) {
+		o->ncu = 1;
+		return 1;
+	}
 	if (strcmp(argv[*i], "--trace"))
 		return 0;
 	if (*i + 1 >= argc || !argv[*i + 1][0]) {

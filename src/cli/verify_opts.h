@@ -24,9 +24,13 @@
 	"  --quiet          no progress lines on stderr\n"
 
 #define ST_PROFILE_OPTS_HELP                                                                   \
-	"  --trace FILE     write the profiled st_run as a Chrome trace (Perfetto, chrome://tracing)\n"
+	"  --trace FILE     write the profiled st_run as a Chrome trace (Perfetto, chrome://tracing)\n" \
+	"  --ncu            also measure the kernels with Nsight Compute ($STITCH_NCU or ncu on\n"  \
+	"                   PATH): a second pass on the timed set, one seed, NOT sandboxed (run it\n" \
+	"                   on code that passed a sandboxed verify); without ncu the profile says so\n"
 
-/* --trace FILE (verify and profile). 1: consumed; 0: not it; -1: missing value (printed). */
+/* --trace FILE and --ncu (verify and profile). 1: consumed; 0: not it; -1: missing value
+ * (printed). */
 int st_profile_opt_parse(st_verify_opts *o, int argc, char **argv, int *i);
 
 /* Parse argv[*i] (and maybe its value). 1: consumed; 0: not one of ours; -1: bad value

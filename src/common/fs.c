@@ -300,3 +300,33 @@ void st_rm_tree(const char *path)
 {
 	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+static int is_exec(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+int st_which(const char *name, char *out, size_t len)
+{
+	if (strchr(name, '/')) {
+		if (!is_exec(name) || (size_t)snprintf(out, len, "%s", name) >= len)
+			return 0;
+		return 1;
+	}
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (const char *p = path;;) {
+		const char *colon = strchr(p, ':');
+		size_t n = colon ? (size_t)(colon - p) : strlen(p);
+		int w = n == 0 ? snprintf(out, len, "./%s", name)
+		               : snprintf(out, len, "%.*s/%s", (int)n, p, name);
+		if (w > 0 && (size_t)w < len && is_exec(out))
+			return 1;
+		if (!colon)
+			break;
+		p = colon + 1;
+	}
+	return 0;
+}

@@ -22,4 +22,9 @@ void st_sha256_update(st_sha256 *h, const void *data, size_t len);
 void st_sha256_final(st_sha256 *h, char hex[65]);  /* also frees h */
 void st_sha256_hex(const void *data, size_t len, char hex[65]);
 
+/* `name` as execvp would find it (a name with a slash as it is), resolved up front so that a
+ * missing program is reported before anything runs and every user sees one path: 1 and the path
+ * in out, or 0. */
+int st_which(const char *name, char *out, size_t len);
+
 #endif

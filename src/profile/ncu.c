@@ -18,7 +18,9 @@ const char st_ncu_metrics[] =
 	"launch__occupancy_limit_registers,"
 	"launch__waves_per_multiprocessor,"
 	"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,"
-	"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio";
+	"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,"
+	"smsp__sass_inst_executed_op_local_ld.sum,"
+	"smsp__sass_inst_executed_op_local_st.sum";
 
 /* ncu's column -> our key */
 static const struct {
@@ -37,6 +39,9 @@ static const struct {
 	{"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
 	 "stall_long_scoreboard"},
 	{"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio", "stall_barrier"},
+	/* local-memory instructions: register spills (and local arrays) */
+	{"smsp__sass_inst_executed_op_local_ld.sum", "local_loads"},
+	{"smsp__sass_inst_executed_op_local_st.sum", "local_stores"},
 };
 #define N_WANTED (sizeof wanted / sizeof wanted[0])
 

@@ -12,15 +12,22 @@
 
 /* For `ncu --metrics`: duration, DRAM and SM throughput (% of peak), achieved occupancy,
  * tensor-pipe activity, L1 and L2 hit rates, registers, the occupancy limit from registers,
- * waves, and the two warp stall reasons that most often explain a slow kernel (waiting on
- * memory, waiting at a barrier). */
+ * waves, the two warp stall reasons that most often explain a slow kernel (waiting on memory,
+ * waiting at a barrier) and local-memory instructions (spills). */
 extern const char st_ncu_metrics[];
+
+/* Launches measured per pass: each costs ncu a few replays (~0.3 s), and a run of hundreds of
+ * launches (an LSTM's steps) would take minutes; the first ones of a run are representative.
+ * The report says when the cap was reached. */
+#define ST_NCU_MAX_LAUNCHES 64
+#define ST_NCU_MAX_LAUNCHES_STR "64"
 
 /* Parse ncu's CSV (`--csv --page raw`; lines before the header, such as the application's own
  * output, are skipped). *kernels: an array of {"name", "block", "grid", and where ncu reported
  * them "duration_us", "dram_pct", "sm_pct", "occupancy_pct", "tensor_pct", "l1_hit_pct",
  * "l2_hit_pct", "registers", "occupancy_limit_registers", "waves", "stall_long_scoreboard",
- * "stall_barrier"}. ST_E_INVALID, saying what is missing, when the text holds no CSV report. */
+ * "stall_barrier", "local_loads", "local_stores"}. ST_E_INVALID, saying what is missing, when
+ * the text holds no CSV report. */
 st_status st_ncu_parse(const char *text, size_t len, json_t **kernels, st_err *err);
 
 #endif

@@ -49,6 +49,11 @@ int rb_profiler_load(char *err, size_t len);
  * "dropped", "run_wall_us", "run_event_us"). *fn_rc is fn's result. 0, or -1 with err. */
 int rb_profile(rb_run_fn fn, void *arg, json_t *out, int *fn_rc, char *err, size_t len);
 
+/* A named range around the first st_run of a correctness run, for a profiler that filters by
+ * range (Nsight Compute's --nvtx-include "stitch_st_run/"); costs nothing when no tool listens. */
+void rb_range_push(const char *name);
+void rb_range_pop(void);
+
 /* Measure the machine's peaks into out: bw_gbs, fp32/tf32/fp16/bf16/fp64 in TFLOP/s. */
 int rb_peaks(json_t *out, char *err, size_t len);
 

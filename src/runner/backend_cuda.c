@@ -8,6 +8,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -498,4 +499,14 @@ done:
 	if (rc)
 		cudaGetLastError();
 	return rc;
+}
+
+void rb_range_push(const char *name)
+{
+	nvtxRangePushA(name);
+}
+
+void rb_range_pop(void)
+{
+	nvtxRangePop();
 }

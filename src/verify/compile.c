@@ -38,38 +38,6 @@
 
 /* ---- compiler lookup and identity ---------------------------------------------------------- */
 
-static int st_is_exec(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
-}
-
-/* `name` as execvp would find it, but resolved up front so the cache key and the memo see one
- * path and a missing compiler is reported before anything runs. */
-static int st_which(const char *name, char *out, size_t len)
-{
-	if (strchr(name, '/')) {
-		if (!st_is_exec(name) || (size_t)snprintf(out, len, "%s", name) >= len)
-			return 0;
-		return 1;
-	}
-	const char *path = getenv("PATH");
-	if (!path || !*path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	for (const char *p = path;;) {
-		const char *colon = strchr(p, ':');
-		size_t n = colon ? (size_t)(colon - p) : strlen(p);
-		int w = n == 0 ? snprintf(out, len, "./%s", name)
-		               : snprintf(out, len, "%.*s/%s", (int)n, p, name);
-		if (w > 0 && (size_t)w < len && st_is_exec(out))
-			return 1;
-		if (!colon)
-			break;
-		p = colon + 1;
-	}
-	return 0;
-}
-
 static st_status st_find_compiler(int cuda, char *out, size_t len, st_err *err)
 {
 	const char *var = cuda ? "STITCH_NVCC" : "STITCH_CC";

@@ -20,6 +20,7 @@
 
 #include "common/fs.h"
 #include "common/proto.h"
+#include "profile/ncu.h"
 
 const char *st_runner_dir(void)
 {
@@ -50,7 +51,7 @@ static const char *const env_keep[] = {
 #define ST_RUNNER_UID_BASE 61000u
 #define ST_RUNNER_UID_SPAN 4000u
 
-static void child_exec(int fd, const char *path, const char *workdir, int flags)
+static void child_exec(int fd, const char *path, const char *workdir, int flags, const char *ncu)
 {
 	int sandbox = flags & ST_RUNNER_SANDBOX;
 	char *envp[16];
@@ -89,8 +90,21 @@ static void child_exec(int fd, const char *path, const char *workdir, int flags)
 	/* Close everything but stdio and the socket: no parent descriptor leaks into a runner. */
 	for (int i = 4; i < 1024; i++)
 		close(i);
-	char *argv[10] = {(char *)path, "--fd", "3", "--workdir", (char *)workdir};
+	char *argv[32] = {(char *)path, "--fd", "3", "--workdir", (char *)workdir};
 	int a = 5;
+	if (ncu) {
+		/* ncu launches the runner itself, which inherits descriptor 3; ncu's own output,
+		 * the CSV report included, goes to ncu.log in the working folder. */
+		char *pre[] = {(char *)ncu, "--clock-control", "none", "--csv", "--page", "raw",
+		               "--metrics", (char *)st_ncu_metrics, "--nvtx", "--nvtx-include",
+		               "stitch_st_run/", "--log-file", "ncu.log", "--target-processes",
+		               "application-only", "--launch-count", ST_NCU_MAX_LAUNCHES_STR};
+		int k = (int)(sizeof pre / sizeof *pre);
+		memmove(argv + k, argv, (size_t)a * sizeof *argv);
+		memcpy(argv, pre, sizeof pre);
+		a += k;
+		path = ncu;
+	}
 	if (!sandbox)
 		argv[a++] = "--no-sandbox";
 	if (flags & ST_RUNNER_PROFILE)
@@ -118,6 +132,14 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 	if (access(path, X_OK))
 		return st_err_set(err, ST_E_SYSTEM, "runner %s: %s (backend '%s' not built?)", path,
 		                  strerror(errno), backend);
+	if (flags & ST_RUNNER_NCU) {
+		const char *want = getenv("STITCH_NCU");
+		if (!st_which(want && *want ? want : "ncu", r->ncu, sizeof r->ncu))
+			return st_err_set(err, ST_E_SYSTEM, "Nsight Compute (%s) not found%s",
+			                  want && *want ? want : "ncu",
+			                  want && *want ? "" : " on PATH; set STITCH_NCU to its path");
+		flags &= ~ST_RUNNER_SANDBOX;
+	}
 	const char *tmp = getenv("TMPDIR");
 	snprintf(r->workdir, sizeof r->workdir, "%s/stitch-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(r->workdir))
@@ -136,7 +158,7 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 		return st_err_set(err, ST_E_SYSTEM, "fork: %s", strerror(errno));
 	}
 	if (pid == 0)
-		child_exec(sv[1], path, r->workdir, flags);
+		child_exec(sv[1], path, r->workdir, flags, (flags & ST_RUNNER_NCU) ? r->ncu : NULL);
 	setpgid(pid, pid); /* also in the parent, so the group exists before any kill */
 	close(sv[1]);
 	r->sock = sv[0];
@@ -306,12 +328,48 @@ void st_runner_quit(st_runner *r)
 		json_decref(q);
 		r->alive = 0;
 		/* Every solution's st_free has run by now; what is left is tearing down a device
-		 * context, which the kernel does as well for a killed process, and faster. */
-		if (said_bye && r->pid > 0) {
+		 * context, which the kernel does as well for a killed process, and faster. Under ncu
+		 * the report is still to be written: st_runner_ncu_report waits for it. */
+		if (said_bye && r->pid > 0 && !r->ncu[0]) {
 			kill(-r->pid, SIGKILL);
 			r->killed = 1;
 		}
 	}
+}
+
+st_status st_runner_ncu_report(st_runner *r, double timeout_s, char **text, size_t *len,
+                               st_err *err)
+{
+	*text = NULL;
+	*len = 0;
+	if (!r->ncu[0])
+		return st_err_set(err, ST_E_INVALID, "the %s runner does not run under ncu", r->label);
+	st_runner_quit(r);
+	int status = 0, done = 0;
+	for (double waited = 0; r->pid > 0 && waited < timeout_s; waited += 0.05) {
+		pid_t w = waitpid(r->pid, &status, WNOHANG);
+		if (w == r->pid || (w < 0 && errno != EINTR)) {
+			done = 1;
+			break;
+		}
+		struct timespec ts = {0, 50 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	if (!done) {
+		kill(-r->pid, SIGKILL);
+		waitpid(r->pid, &status, 0);
+		r->pid = -1;
+		return st_err_set(err, ST_E_TIMEOUT, "ncu did not finish its report within %.0f s",
+		                  timeout_s);
+	}
+	r->pid = -1;
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/ncu.log", r->workdir);
+	st_status s = st_read_file(path, text, len, err);
+	if (s)
+		return st_err_wrap(err, s, "ncu wrote no report (exit status %d)",
+		                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	return ST_OK;
 }
 
 /* A killed runner whose device context the driver is still tearing down is reaped by a detached

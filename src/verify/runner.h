@@ -17,10 +17,16 @@ typedef struct st_runner {
 	int killed;         /* st_runner_quit killed it after its goodbye */
 	int term_signal;    /* the signal that ended it (SIGSYS: the sandbox killed it), or 0 */
 	char death[512];    /* why it is gone, when !alive */
+	char ncu[1024];     /* with ST_RUNNER_NCU: the ncu program it runs under */
 } st_runner;
 
 #define ST_RUNNER_SANDBOX 1 /* lock it down (src/runner/sandbox.c) before any solution loads */
 #define ST_RUNNER_PROFILE 2 /* load the profiler's library first, for a later "profile" */
+/* Run it under Nsight Compute ($STITCH_NCU, else ncu on PATH): every kernel its correctness runs'
+ * st_run launch is measured (the NVTX range "stitch_st_run"), the report collected by
+ * st_runner_ncu_report. ncu's injection cannot live under the seccomp filter, so this runner is
+ * not sandboxed: only for solutions that already passed a sandboxed verify. */
+#define ST_RUNNER_NCU 4
 
 /* Fork and exec stitch-runner-<backend> with ST_RUNNER_* flags. Does not wait for its hello
  * (see st_runner_hello). */
@@ -45,6 +51,12 @@ st_status st_runner_call(st_runner *r, const json_t *req, int pass_fd, json_t **
 void st_runner_quit(st_runner *r);
 /* Quit (if not done yet), then make sure it is gone; frees everything. Safe to call twice. */
 void st_runner_stop(st_runner *r);
+
+/* For a runner started with ST_RUNNER_NCU: ask it to quit, wait (at most timeout_s) for ncu to
+ * write its report and exit, and return the report (ncu's CSV, `--page raw`) in *text (caller
+ * frees). The runner is gone afterwards; st_runner_stop still cleans up. */
+st_status st_runner_ncu_report(st_runner *r, double timeout_s, char **text, size_t *len,
+                               st_err *err);
 
 /* Folder that holds the runner binaries: $STITCH_RUNNER_DIR, else the folder of this program. */
 const char *st_runner_dir(void);

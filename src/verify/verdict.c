@@ -63,6 +63,37 @@ static void print_correctness(FILE *f, const json_t *corr)
 	fputc('\n', f);
 }
 
+/* Nsight Compute's figures per kernel (longest first as ncu measured them), or why there are
+ * none. */
+static void print_ncu(FILE *f, const json_t *n)
+{
+	if (!n)
+		return;
+	const char *e = json_string_value(json_object_get(n, "error"));
+	if (e) {
+		fprintf(f, "%-10s not available: %s\n", "ncu", e);
+		return;
+	}
+	if (json_is_true(json_object_get(n, "capped")))
+		fprintf(f, "%-10s the first %d launches of the run measured (the cap of a pass)\n", "ncu",
+		        (int)json_integer_value(json_object_get(n, "launches_measured")));
+	size_t i;
+	const json_t *k;
+	json_array_foreach(json_object_get(n, "kernels"), i, k) {
+		if (i == 6) {
+			fprintf(f, "%-10s ... %zu more kernels in the JSON\n", "",
+			        json_array_size(json_object_get(n, "kernels")) - 6);
+			break;
+		}
+		int first = !i && !json_is_true(json_object_get(n, "capped"));
+		fprintf(f, "%-10s %3d x %8.1f us  DRAM %3.0f%%  SM %3.0f%%  occupancy %3.0f%%  tensor %3.0f%%  "
+		        "L2 hit %3.0f%%  %3.0f regs  %.50s\n", first ? "ncu" : "",
+		        (int)json_integer_value(json_object_get(k, "launches")), num(k, "duration_us"),
+		        num(k, "dram_pct"), num(k, "sm_pct"), num(k, "occupancy_pct"), num(k, "tensor_pct"),
+		        num(k, "l2_hit_pct"), num(k, "registers"), json_string_value(json_object_get(k, "name")));
+	}
+}
+
 /* The profile: the timeline in one line, the top kernels, the roofline, then the findings. */
 static void print_profile(FILE *f, const json_t *p)
 {
@@ -99,6 +130,7 @@ static void print_profile(FILE *f, const json_t *p)
 	json_array_foreach(json_object_get(p, "findings"), i, k)
 		fprintf(f, "%-10s %zu. %s\n", i ? "" : "findings", i + 1,
 		        json_string_value(json_object_get(k, "text")));
+	print_ncu(f, json_object_get(p, "ncu"));
 }
 
 void st_verdict_print(const json_t *v, FILE *f)

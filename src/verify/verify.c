@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "profile/ncu.h"
 #include "profile/profile_report.h"
 #include "stitch/task_hooks.h"
 #include "task/compare.h"
@@ -1186,7 +1187,8 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 
 	for (int i = 0; i < v->n_sols; i++) {
 		int flags = (o->no_sandbox ? 0 : ST_RUNNER_SANDBOX) |
-		            (i == v->cand && profiling(v) ? ST_RUNNER_PROFILE : 0);
+		            (i == v->cand && profiling(v) ? ST_RUNNER_PROFILE : 0) |
+		            (i == v->cand && o->under_ncu ? ST_RUNNER_NCU : 0);
 		s = st_runner_start(&v->sols[i].runner, o->backend, role_of(v, i), flags, err);
 		if (s)
 			return s;
@@ -1283,6 +1285,91 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	return s;
 }
 
+/* ---- Nsight Compute -------------------------------------------------------------------------- */
+
+/* The report of a candidate runner started under ncu: the kernels of one st_run (the runner
+ * marks only its first), launches of one kernel with one launch shape merged into a row with
+ * their count and total duration (the other figures are the first launch's), longest first. */
+static json_t *ncu_collect(st_runner *r)
+{
+	char *text = NULL;
+	size_t len = 0;
+	st_err e;
+	json_t *all = NULL;
+	if (st_runner_ncu_report(r, 600, &text, &len, &e) || st_ncu_parse(text, len, &all, &e)) {
+		free(text);
+		return json_pack("{s:s}", "error", e.msg);
+	}
+	free(text);
+	json_t *kernels = json_array();
+	size_t i;
+	json_t *k;
+	json_array_foreach(all, i, k) {
+		json_t *same = NULL;
+		size_t j;
+		json_t *q;
+		json_array_foreach(kernels, j, q)
+			if (json_equal(json_object_get(q, "name"), json_object_get(k, "name")) &&
+			    json_equal(json_object_get(q, "grid"), json_object_get(k, "grid")) &&
+			    json_equal(json_object_get(q, "block"), json_object_get(k, "block")))
+				same = q;
+		if (same) {
+			json_object_set_new(same, "launches", json_integer(json_integer_value(
+			                                          json_object_get(same, "launches")) + 1));
+			json_object_set_new(same, "duration_us",
+			                    json_real(json_number_value(json_object_get(same, "duration_us")) +
+			                              json_number_value(json_object_get(k, "duration_us"))));
+			continue;
+		}
+		json_object_set_new(k, "launches", json_integer(1));
+		json_array_append(kernels, k);
+	}
+	size_t measured = json_array_size(all);
+	json_decref(all);
+	/* longest first: the kernels worth a coder's attention lead */
+	size_t n = json_array_size(kernels);
+	for (size_t a = 1; a < n; a++)
+		for (size_t b = a; b > 0; b--) {
+			json_t *x = json_array_get(kernels, b - 1), *y = json_array_get(kernels, b);
+			if (json_number_value(json_object_get(x, "duration_us")) >=
+			    json_number_value(json_object_get(y, "duration_us")))
+				break;
+			json_incref(x);
+			json_array_set(kernels, b - 1, y);
+			json_array_set_new(kernels, b, x);
+		}
+	return json_pack("{s:o,s:I,s:b}", "kernels", kernels, "launches_measured",
+	                 (json_int_t)measured, "capped", measured >= ST_NCU_MAX_LAUNCHES);
+}
+
+/* A second verify of the candidate, on the timed set with one seed, its runner under ncu and
+ * nothing timed; its kernels go into the profile. A missing or refused ncu is said there and
+ * the profile stands without it. */
+static void ncu_pass(vctx *v, const char *task_dir, const char *solution)
+{
+	st_verify_opts o = *v->o;
+	o.ncu = 0;
+	o.under_ncu = 1;
+	o.profile = 0;
+	o.timing = 0;
+	o.keep_samples = 0;
+	o.seeds = 1;
+	o.sets = json_string_value(json_object_get(json_object_get(v->verdict, "timing"), "set"));
+	if (!o.sets)
+		o.sets = o.time_set ? o.time_set : "eval";
+	progress(v, "Nsight Compute on the candidate (set %s, one seed, not sandboxed)", o.sets);
+	json_t *nv = NULL;
+	st_err e;
+	st_status s = st_verify(task_dir, solution, &o, &nv, &e);
+	json_t *prof = json_object_get(v->verdict, "profile");
+	json_t *ncu = nv ? json_object_get(nv, "ncu") : NULL;
+	if (ncu)
+		json_object_set(prof, "ncu", ncu);
+	else
+		json_object_set_new(prof, "ncu", json_pack("{s:s}", "error", s ? e.msg : "no report"));
+	json_decref(nv);
+}
+
 st_status st_verify(const char *task_dir, const char *solution, const st_verify_opts *o,
                     json_t **verdict, st_err *err)
 {
@@ -1330,6 +1417,8 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	v.flags = json_array();
 
 	s = pipeline(&v, solution, err);
+	if (o->under_ncu && v.cand >= 0 && v.sols[v.cand].started)
+		json_object_set_new(v.verdict, "ncu", ncu_collect(&v.sols[v.cand].runner));
 
 	for (int i = 0; i < v.n_sols; i++)
 		if (v.sols[i].started)
@@ -1347,6 +1436,11 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	json_object_set_new(v.verdict, "correctness", v.correctness);
 	json_object_set_new(v.verdict, "flags", v.flags);
 	phase(&v, "stop");
+	if (!s && o->ncu && profiling(&v) && json_object_get(v.verdict, "profile") &&
+	    !strcmp(json_string_value(json_object_get(v.verdict, "status")), "ok")) {
+		ncu_pass(&v, task_dir, solution);
+		phase(&v, "ncu");
+	}
 	json_object_set_new(v.verdict, "phases_s", v.phases);
 	json_object_set_new(v.verdict, "wall_s", json_real(now_s() - v.t_start));
 	st_task_free(&task);

@@ -37,6 +37,42 @@ agree=$(num "$WORK/exp.json" agreement)
 check "expert: kernels + gaps within 5 % of event time (ratio $agree)" \
 	awk -v a="$agree" 'BEGIN { exit !(a > 0.95 && a < 1.05) }'
 
+# Nsight Compute on the expert at eval size: per-kernel metrics, in at most 60 s for the pass
+if command -v ncu >/dev/null || [ -n "${STITCH_NCU:-}" ]; then
+	start=$(date +%s.%N)
+	"$STITCH" profile --json --quiet --ncu t1/softmax "$STITCH_SRC/tasks/t1/softmax/expert.cu" \
+		>"$WORK/ncu.json" 2>"$WORK/ncu.err"
+	rc=$?
+	took=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
+	check "profile --ncu: exit 0 (got $rc: $(tail -n 1 "$WORK/ncu.err"))" [ "$rc" -eq 0 ]
+	python3 - "$WORK/ncu.json" <<'EOF' >"$WORK/ncu.check" 2>&1
+import json, sys
+v = json.load(open(sys.argv[1]))
+n = v["profile"]["ncu"]
+assert "error" not in n, n.get("error")
+k = n["kernels"]
+print("kernels", len(k))
+top = k[0]
+print("top", top["name"][:60], top["duration_us"], top.get("dram_pct"), top.get("registers"))
+assert top["duration_us"] > 10 and top.get("dram_pct", 0) > 50 and top.get("registers", 0) > 0
+assert "softmax" in top["name"]
+print("phase_s", v["phases_s"].get("ncu"))
+print("ok")
+EOF
+	cat "$WORK/ncu.check"
+	check "profile --ncu: the softmax kernel with duration, DRAM %, registers" grep -qx ok "$WORK/ncu.check"
+	phase=$(sed -n 's/^phase_s //p' "$WORK/ncu.check")
+	check "profile --ncu: the ncu pass took at most 60 s ($phase s; whole profile $took s)" \
+		awk -v p="$phase" 'BEGIN { exit !(p + 0 > 0 && p + 0 <= 60) }'
+else
+	echo "note: no ncu here; profile --ncu is checked for its 'not available' answer only"
+fi
+STITCH_NCU=/nonexistent/ncu "$STITCH" profile --json --quiet --ncu t1/softmax \
+	"$STITCH_SRC/tasks/t1/softmax/expert.cu" >"$WORK/noncu.json" 2>"$WORK/noncu.err"
+rc=$?
+check "profile --ncu without ncu: still exit 0 (got $rc)" [ "$rc" -eq 0 ]
+check "profile --ncu without ncu: the profile says so" grep -q 'not found' "$WORK/noncu.json"
+
 "$STITCH" profile --json --quiet "$TASK" "$FIX/crash_third_call.cu" >"$WORK/crash.json" 2>"$WORK/crash.err"
 rc=$?
 check "crash under the profiler: exit 1 (got $rc)" [ "$rc" -eq 1 ]
