@@ -5,6 +5,8 @@
  * same list. */
 #include "timeline.h"
 
+#include <jansson.h>
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -294,13 +296,15 @@ static void rule_ncu(const st_timeline_summary *s, const st_ncu_kernel *ncu, int
 		char nm[SHORT_NAME + 1];
 		short_name(k->name, nm);
 		double w = share_of(s, k->name);
-		if (k->spill_bytes > 0)
-			add(l, w, "kernel %s spills %" PRId64 " bytes of registers to local memory — "
-			    "reduce live registers or use __launch_bounds__", nm, k->spill_bytes);
+		if (k->local_insts > 0)
+			add(l, w, "kernel %s executes %" PRId64 " local-memory instructions (%d registers "
+			    "per thread): registers spill — reduce live registers or use __launch_bounds__",
+			    nm, k->local_insts, k->regs);
 		if (k->dram_pct >= 0 && k->dram_pct < 30 && k->sm_pct >= 0 && k->sm_pct < 30) {
 			char stall[128] = "";
 			if (k->top_stall && k->top_stall[0])
-				snprintf(stall, sizeof stall, " (top stall: %s)", k->top_stall);
+				snprintf(stall, sizeof stall, " (mostly stalled on %s, %.1f warps per issue)",
+				         k->top_stall, k->top_stall_ratio);
 			add(l, w, "kernel %s uses %.0f %% of DRAM bandwidth and %.0f %% of SM throughput — "
 			    "it waits on latency%s: raise occupancy or the work in flight per thread", nm,
 			    k->dram_pct, k->sm_pct, stall);
@@ -310,6 +314,69 @@ static void rule_ncu(const st_timeline_summary *s, const st_ncu_kernel *ncu, int
 			    "tensor cores and that its tiles and pipeline stages keep them fed", nm,
 			    k->tensor_pct);
 	}
+}
+
+static int cmp_finding(const void *x, const void *y);
+
+int st_feedback_ncu(const st_timeline_summary *s, const st_ncu_kernel *ncu, int n_ncu, int max,
+                    st_finding **out)
+{
+	*out = NULL;
+	flist l = { 0 };
+	rule_ncu(s, ncu, n_ncu, &l);
+	if (l.oom) {
+		st_findings_free(l.v, l.n);
+		return -1;
+	}
+	if (l.n)
+		qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_finding);
+	int keep = max < l.n ? (max > 0 ? max : 0) : l.n;
+	for (int i = keep; i < l.n; i++)
+		free(l.v[i].text);
+	if (keep == 0) {
+		free(l.v);
+		return 0;
+	}
+	*out = l.v;
+	return keep;
+}
+
+static double field(const json_t *o, const char *k)
+{
+	const json_t *x = json_object_get(o, k);
+	return json_is_number(x) ? json_number_value(x) : -1;
+}
+
+st_ncu_kernel *st_ncu_kernels_from_json(const json_t *kernels, int *n)
+{
+	*n = 0;
+	size_t m = json_array_size(kernels);
+	st_ncu_kernel *v = m ? calloc(m, sizeof *v) : NULL;
+	if (!v)
+		return NULL;
+	size_t i;
+	const json_t *k;
+	json_array_foreach(kernels, i, k) {
+		st_ncu_kernel *o = &v[i];
+		o->name = (char *)json_string_value(json_object_get(k, "name"));
+		o->duration_us = field(k, "duration_us");
+		o->dram_pct = field(k, "dram_pct");
+		o->sm_pct = field(k, "sm_pct");
+		o->occupancy_pct = field(k, "occupancy_pct");
+		o->tensor_pct = field(k, "tensor_pct");
+		o->l1_hit_pct = field(k, "l1_hit_pct");
+		o->l2_hit_pct = field(k, "l2_hit_pct");
+		o->regs = (int)field(k, "registers");
+		double ld = field(k, "local_loads"), st = field(k, "local_stores");
+		o->local_insts = (int64_t)((ld > 0 ? ld : 0) + (st > 0 ? st : 0));
+		double mem = field(k, "stall_long_scoreboard"), bar = field(k, "stall_barrier");
+		if (mem > 0 || bar > 0) {
+			o->top_stall = mem >= bar ? "memory (long scoreboard)" : "barriers";
+			o->top_stall_ratio = mem >= bar ? mem : bar;
+		}
+	}
+	*n = (int)m;
+	return v;
 }
 
 static int cmp_finding(const void *x, const void *y)

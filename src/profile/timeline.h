@@ -87,9 +87,9 @@ typedef struct st_ncu_kernel {
 	char *name;
 	double duration_us, dram_pct, sm_pct, occupancy_pct, tensor_pct, l1_hit_pct, l2_hit_pct;
 	int regs;
-	int64_t spill_bytes;
-	char *top_stall;       /* the warp stall reason with the most samples */
-	double top_stall_pct;
+	int64_t local_insts;   /* local-memory instructions executed: register spills */
+	const char *top_stall; /* the larger of the measured stall reasons, or NULL */
+	double top_stall_ratio; /* its warps stalled per issued instruction */
 } st_ncu_kernel;
 
 typedef struct st_finding {
@@ -126,6 +126,14 @@ json_t *st_roofline_json(const st_roofline *r);
 int st_feedback(const st_timeline *t, const st_timeline_summary *s, const st_roofline *roof,
                 const st_ncu_kernel *ncu, int n_ncu, int max, st_finding **out);
 void st_findings_free(st_finding *f, int n);
+/* Only the findings Nsight Compute's counters give (spills, latency-bound kernels, idle tensor
+ * pipes), weighted by each kernel's share in `s`'s top kernels (s->top and s->n_top are all it
+ * reads). Returns the count, -1 when memory ran out. */
+int st_feedback_ncu(const st_timeline_summary *s, const st_ncu_kernel *ncu, int n_ncu, int max,
+                    st_finding **out);
+/* Nsight Compute's kernels as stitch's verdict holds them (st_ncu_parse's objects) into *out
+ * (n entries; names point into the JSON, which must outlive them). NULL when there are none. */
+st_ncu_kernel *st_ncu_kernels_from_json(const json_t *kernels, int *n);
 
 /* ---- trace_chrome.c ------------------------------------------------------------------------- */
 

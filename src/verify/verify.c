@@ -25,6 +25,7 @@
 #include "common/fs.h"
 #include "profile/ncu.h"
 #include "profile/profile_report.h"
+#include "profile/timeline.h"
 #include "stitch/task_hooks.h"
 #include "task/compare.h"
 #include "task/dtype.h"
@@ -1342,6 +1343,48 @@ static json_t *ncu_collect(st_runner *r)
 	                 (json_int_t)measured, "capped", measured >= ST_NCU_MAX_LAUNCHES);
 }
 
+/* Add what Nsight Compute's counters show (spills, kernels waiting on latency, idle tensor
+ * pipes) to the profile's findings, weighted by each kernel's share of the timeline, and keep
+ * the list ranked. */
+static void ncu_findings(json_t *prof)
+{
+	const json_t *top = json_object_get(json_object_get(prof, "summary"), "top_kernels");
+	int n_k = 0;
+	st_ncu_kernel *k = st_ncu_kernels_from_json(json_object_get(json_object_get(prof, "ncu"),
+	                                                            "kernels"), &n_k);
+	if (!k)
+		return;
+	st_timeline_summary sum;
+	memset(&sum, 0, sizeof sum);
+	st_kernel_stat *stats = calloc(json_array_size(top) + 1, sizeof *stats);
+	size_t i;
+	const json_t *t;
+	json_array_foreach(top, i, t) {
+		if (!stats)
+			break;
+		stats[i].name = json_string_value(json_object_get(t, "name"));
+		stats[i].share = json_number_value(json_object_get(t, "share"));
+		sum.n_top++;
+	}
+	sum.top = stats;
+	st_finding *f = NULL;
+	int nf = stats ? st_feedback_ncu(&sum, k, n_k, 8, &f) : 0;
+	json_t *all = json_object_get(prof, "findings");
+	for (int j = 0; all && j < nf; j++) {
+		/* insert ranked: after every finding that weighs at least as much */
+		size_t at = 0;
+		json_t *x;
+		json_array_foreach(all, at, x)
+			if (json_number_value(json_object_get(x, "weight")) < f[j].weight)
+				break;
+		json_array_insert_new(all, at, json_pack("{s:f,s:s,s:s}", "weight", f[j].weight, "text",
+		                                         f[j].text, "source", "ncu"));
+	}
+	st_findings_free(f, nf);
+	free(stats);
+	free(k);
+}
+
 /* A second verify of the candidate, on the timed set with one seed, its runner under ncu and
  * nothing timed; its kernels go into the profile. A missing or refused ncu is said there and
  * the profile stands without it. */
@@ -1367,6 +1410,7 @@ static void ncu_pass(vctx *v, const char *task_dir, const char *solution)
 		json_object_set(prof, "ncu", ncu);
 	else
 		json_object_set_new(prof, "ncu", json_pack("{s:s}", "error", s ? e.msg : "no report"));
+	ncu_findings(prof);
 	json_decref(nv);
 }
 

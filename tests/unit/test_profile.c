@@ -563,29 +563,55 @@ static void test_feedback_roofline_and_ncu(void **state)
 	k[0].dram_pct = 10;
 	k[0].sm_pct = 20;
 	k[0].tensor_pct = 5;
-	k[0].spill_bytes = 256;
-	k[0].top_stall = "long_scoreboard";
+	k[0].local_insts = 256;
+	k[0].regs = 255;
+	k[0].top_stall = "memory (long scoreboard)";
+	k[0].top_stall_ratio = 3.5;
 	k[1].name = "unknown_kernel";
 	k[1].dram_pct = -1;
 	k[1].sm_pct = 5;
 	k[1].tensor_pct = 1; /* not a GEMM: no tensor finding */
-	k[1].spill_bytes = 0;
+	k[1].local_insts = 0;
 	n = run_feedback(&t, NULL, k, 2, 10, &f);
-	const st_finding *s1 = find(f, n, "spills 256 bytes");
+	const st_finding *s1 = find(f, n, "executes 256 local-memory instructions (255 registers");
 	assert_non_null(s1);
 	assert_float_equal(s1->weight, 0.8, 1e-9);
 	const st_finding *s2 = find(f, n, "uses 10 % of DRAM bandwidth and 20 % of SM throughput");
 	assert_non_null(s2);
-	assert_non_null(strstr(s2->text, "top stall: long_scoreboard"));
+	assert_non_null(strstr(s2->text, "mostly stalled on memory (long scoreboard), 3.5 warps"));
 	assert_non_null(find(f, n, "kernel my_gemm_kernel keeps the tensor pipes 5 % busy"));
 	assert_null(find(f, n, "unknown_kernel"));
-	k[1].spill_bytes = 8;
+	k[1].local_insts = 8;
 	st_findings_free(f, n);
 	n = run_feedback(&t, NULL, k, 2, 10, &f);
-	const st_finding *s3 = find(f, n, "kernel unknown_kernel spills 8 bytes");
+	const st_finding *s3 = find(f, n, "kernel unknown_kernel executes 8 local-memory");
 	assert_non_null(s3);
 	assert_float_equal(s3->weight, 0.05, 1e-9);
 	st_findings_free(f, n);
+
+	/* the same rules alone, from Nsight Compute's JSON and a summary's top kernels */
+	json_t *kj = json_pack("[{s:s,s:f,s:f,s:f,s:f,s:f,s:f},{s:s,s:f}]", "name", "my_gemm_kernel",
+	                       "dram_pct", 10.0, "sm_pct", 20.0, "tensor_pct", 5.0, "registers", 255.0,
+	                       "local_loads", 100.0, "stall_barrier", 2.0, "name", "other",
+	                       "dram_pct", 90.0);
+	int nk = 0;
+	st_ncu_kernel *kk = st_ncu_kernels_from_json(kj, &nk);
+	assert_int_equal(nk, 2);
+	assert_int_equal(kk[0].local_insts, 100);
+	assert_string_equal(kk[0].top_stall, "barriers");
+	assert_float_equal(kk[1].sm_pct, -1, 0);
+	st_kernel_stat top[1] = {{.name = "my_gemm_kernel", .share = 0.6}};
+	st_timeline_summary sum;
+	memset(&sum, 0, sizeof sum);
+	sum.top = top;
+	sum.n_top = 1;
+	n = st_feedback_ncu(&sum, kk, nk, 10, &f);
+	assert_int_equal(n, 3); /* spills, latency, tensor pipes; nothing for "other" */
+	assert_float_equal(f[0].weight, 0.6, 1e-9);
+	assert_non_null(find(f, n, "mostly stalled on barriers, 2.0 warps"));
+	st_findings_free(f, n);
+	free(kk);
+	json_decref(kj);
 	json_decref(p);
 	st_timeline_free(&t);
 }
