@@ -62,6 +62,7 @@ typedef struct solve {
 	double best_speedup;
 	json_t *best_verdict;
 	double overhead_s; /* everything but model latency and verification */
+	char arch[32];     /* what versions compile for, once known ("" until then) */
 	char state[64], why[1100];
 } solve;
 
@@ -383,6 +384,60 @@ static void *sample_thread(void *arg)
 	return NULL;
 }
 
+/* One sample's file compiled into the cache ahead of its verify. */
+typedef struct precompile_job {
+	solve *S;
+	char path[4300];
+	int ok;
+} precompile_job;
+
+static void *precompile_thread(void *arg)
+{
+	precompile_job *j = arg;
+	st_err e;
+	/* a failure is the verify's to report */
+	(void)st_verify_precompile(j->S->o->task_dir, j->path, &j->S->o->verify, j->S->arch, &e);
+	return NULL;
+}
+
+/* K samples compile at the same time (nvcc takes seconds a file); their verifies, which need
+ * the GPU to themselves, then run one after another and find them in the cache. Needs the arch
+ * the verifier compiles for: known from the reference's profile, --arch, or the host backend. */
+static void precompile_samples(solve *S, const st_llm_response *r, int K, double *verify_s)
+{
+	if (K < 2 || !S->arch[0] || S->o->verify.no_cache)
+		return;
+	double t0 = now_s();
+	precompile_job jobs[MAX_SAMPLES];
+	pthread_t th[MAX_SAMPLES];
+	int started[MAX_SAMPLES] = {0};
+	for (int k = 0; k < K; k++) {
+		jobs[k] = (precompile_job){.S = S};
+		char *code = NULL, sha[13];
+		const char *why;
+		st_err e;
+		if (!r[k].text || st_extract_code(r[k].text, r[k].truncated, &code, &why) != ST_EXTRACT_OK ||
+		    write_version(S, code, jobs[k].path, sizeof jobs[k].path, sha, &e)) {
+			free(code);
+			continue;
+		}
+		free(code);
+		jobs[k].ok = 1;
+		started[k] = pthread_create(&th[k], NULL, precompile_thread, &jobs[k]) == 0;
+		if (!started[k])
+			precompile_thread(&jobs[k]);
+	}
+	int n = 0;
+	for (int k = 0; k < K; k++) {
+		if (started[k])
+			pthread_join(th[k], NULL);
+		n += jobs[k].ok;
+	}
+	*verify_s += now_s() - t0;
+	traj(S, "precompiled", json_pack("{s:i,s:i,s:f}", "attempt", S->attempts, "versions", n,
+	                                 "seconds", now_s() - t0));
+}
+
 /* Worse verdicts rank lower: no code < compile error < wrong < correct (then by speed). */
 static double rank_of(const json_t *verdict)
 {
@@ -521,7 +576,9 @@ static st_status do_attempt(solve *S, st_err *err)
 			st_llm_response_free(&r[k]);
 		return s;
 	}
-	/* Verified one after another: on one GPU, concurrent timing would measure the contention. */
+	/* Compiled at once, verified one after another: on one GPU, concurrent timing would measure
+	 * the contention. */
+	precompile_samples(S, r, K, &verify_s);
 	json_t *pick = NULL;
 	char *pick_code = NULL;
 	const char *first_why = NULL;
@@ -586,7 +643,7 @@ static st_status do_attempt(solve *S, st_err *err)
 
 /* The reference's own profile (timeline, roofline, findings) for the prompts, where the backend
  * can profile: the Planner sees where an eager implementation spends its time. */
-static char *reference_profile(const solve *S)
+static char *reference_profile(solve *S)
 {
 	const st_solve_opts *o = S->o;
 	if (strcmp(o->verify.backend, "cuda") || !o->verify.profile)
@@ -603,6 +660,9 @@ static char *reference_profile(const solve *S)
 		json_decref(v);
 		return strdup("none (profiling the reference failed)");
 	}
+	const char *arch = json_string_value(json_object_get(v, "arch"));
+	if (arch && !S->arch[0])
+		snprintf(S->arch, sizeof S->arch, "%s", arch);
 	const json_t *p = json_object_get(v, "profile"), *sum = json_object_get(p, "summary");
 	char text[4096];
 	size_t n = (size_t)snprintf(text, sizeof text, "%d launches, GPU busy %.0f%% of %.1f us\n",
@@ -683,6 +743,10 @@ static st_status setup(solve *S, st_err *err)
 	S->history = json_array();
 	if (!S->vars || !S->history)
 		return st_err_set(err, ST_E_NOMEM, "out of memory");
+	if (o->verify.arch)
+		snprintf(S->arch, sizeof S->arch, "%s", o->verify.arch);
+	else if (host)
+		snprintf(S->arch, sizeof S->arch, "host"); /* the arch a host verify compiles for */
 	say(S, "profiling the reference");
 	char *rp = reference_profile(S);
 	json_object_set_new(S->vars, "reference_profile", json_string(rp ? rp : "none"));

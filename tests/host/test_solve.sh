@@ -112,6 +112,10 @@ check "samples: done in one round ($(state samples), $(num samples attempts))" \
 	[ "$(state samples)/$(num samples attempts)" = done/1 ]
 check "samples: both answers verified" [ "$(types samples verdict)" -eq 2 ]
 check "samples: the server saw the two requests" [ "$(grep -c chat/completions "$WORK/fake.log")" -eq 3 ]
+check "samples: both versions compiled together before the verifies" \
+	grep -q '"type":"precompiled".*"versions":2\|"versions":2.*"type":"precompiled"' "$WORK/samples/trajectory.jsonl"
+check "samples: each verify found its version compiled" \
+	[ "$(grep '"type":"verdict"' "$WORK/samples/trajectory.jsonl" | grep -c '"cached":true')" -eq 2 ]
 
 solve bad_plan
 check "malformed plan: repaired once, done ($(state bad_plan))" [ "$(state bad_plan)" = done ]
