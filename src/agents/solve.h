@@ -20,8 +20,8 @@ typedef struct st_solve_opts {
 	                              versions/, llm-cache.sqlite */
 	const char *prompts_dir;   /* NULL: <stitch home>/prompts */
 	int max_attempts;          /* Coder rounds, each verified when it holds code (default 8) */
-	int samples;               /* answers per round, asked for concurrently and verified one
-	                              after another; the best drives the next stage (default 1,
+	int samples;               /* answers per round, asked for and compiled concurrently, verified
+	                              one after another; the best drives the next stage (default 1,
 	                              at most 16) */
 	int max_replans;           /* default 2 */
 	int replan_after;          /* replan when this many attempts in a row failed to compile, were
