@@ -20,7 +20,8 @@ const char st_ncu_metrics[] =
 	"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,"
 	"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,"
 	"smsp__sass_inst_executed_op_local_ld.sum,"
-	"smsp__sass_inst_executed_op_local_st.sum";
+	"smsp__sass_inst_executed_op_local_st.sum,"
+	"dram__bytes.sum";
 
 /* ncu's column -> our key */
 static const struct {
@@ -42,6 +43,7 @@ static const struct {
 	/* local-memory instructions: register spills (and local arrays) */
 	{"smsp__sass_inst_executed_op_local_ld.sum", "local_loads"},
 	{"smsp__sass_inst_executed_op_local_st.sum", "local_stores"},
+	{"dram__bytes.sum", "dram_bytes"},
 };
 #define N_WANTED (sizeof wanted / sizeof wanted[0])
 
@@ -204,4 +206,20 @@ done:
 	}
 	*kernels = out;
 	return ST_OK;
+}
+
+void st_ncu_classify(json_t *k)
+{
+	const json_t *d = json_object_get(k, "dram_pct"), *m = json_object_get(k, "sm_pct");
+	if (!json_is_number(d) || !json_is_number(m))
+		return;
+	double dram = json_number_value(d), sm = json_number_value(m);
+	double roof = dram > sm ? dram : sm;
+	const char *bound = roof < ST_NCU_LATENCY_PCT ? "latency" : dram >= sm ? "memory" : "compute";
+	json_object_set_new(k, "roof_pct", json_real(roof));
+	json_object_set_new(k, "bound", json_string(bound));
+	const json_t *b = json_object_get(k, "dram_bytes"), *t = json_object_get(k, "duration_us");
+	if (json_is_number(b) && json_is_number(t) && json_number_value(t) > 0)
+		json_object_set_new(k, "dram_gbs",
+		                    json_real(json_number_value(b) / (json_number_value(t) * 1e3)));
 }

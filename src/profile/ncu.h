@@ -30,4 +30,13 @@ extern const char st_ncu_metrics[];
  * the text holds no CSV report. */
 st_status st_ncu_parse(const char *text, size_t len, json_t **kernels, st_err *err);
 
+/* Where one kernel sits under the device's roofs by Nsight Compute's own speed-of-light figures
+ * (its DRAM and SM throughput as % of peak): adds "roof_pct" (the higher of the two: how close
+ * it runs to the nearer roof), "bound" ("memory", "compute", or "latency" when it is under
+ * ST_NCU_LATENCY_PCT of both, i.e. waiting rather than limited by either), and "dram_gbs"
+ * (attained DRAM bytes/s) where ncu measured the bytes. Kernels without both figures are left as
+ * they are. */
+#define ST_NCU_LATENCY_PCT 30.0
+void st_ncu_classify(json_t *kernel);
+
 #endif

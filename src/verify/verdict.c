@@ -86,9 +86,11 @@ static void print_ncu(FILE *f, const json_t *n)
 			break;
 		}
 		int first = !i && !json_is_true(json_object_get(n, "capped"));
-		fprintf(f, "%-10s %3d x %8.1f us  DRAM %3.0f%%  SM %3.0f%%  occupancy %3.0f%%  tensor %3.0f%%  "
-		        "L2 hit %3.0f%%  %3.0f regs  %.50s\n", first ? "ncu" : "",
+		const char *bound = json_string_value(json_object_get(k, "bound"));
+		fprintf(f, "%-10s %3d x %8.1f us  %-7s DRAM %3.0f%%  SM %3.0f%%  occupancy %3.0f%%  "
+		        "tensor %3.0f%%  L2 hit %3.0f%%  %3.0f regs  %.50s\n", first ? "ncu" : "",
 		        (int)json_integer_value(json_object_get(k, "launches")), num(k, "duration_us"),
+		        bound ? bound : "?",
 		        num(k, "dram_pct"), num(k, "sm_pct"), num(k, "occupancy_pct"), num(k, "tensor_pct"),
 		        num(k, "l2_hit_pct"), num(k, "registers"), json_string_value(json_object_get(k, "name")));
 	}

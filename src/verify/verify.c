@@ -1327,6 +1327,8 @@ static json_t *ncu_collect(st_runner *r)
 	}
 	size_t measured = json_array_size(all);
 	json_decref(all);
+	json_array_foreach(kernels, i, k)
+		st_ncu_classify(k);
 	/* longest first: the kernels worth a coder's attention lead */
 	size_t n = json_array_size(kernels);
 	for (size_t a = 1; a < n; a++)

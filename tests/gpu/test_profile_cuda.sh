@@ -56,6 +56,7 @@ top = k[0]
 print("top", top["name"][:60], top["duration_us"], top.get("dram_pct"), top.get("registers"))
 assert top["duration_us"] > 10 and top.get("dram_pct", 0) > 50 and top.get("registers", 0) > 0
 assert "softmax" in top["name"]
+assert top.get("bound") in ("memory", "compute") and top.get("roof_pct", 0) > 50
 print("phase_s", v["phases_s"].get("ncu"))
 print("ok")
 EOF

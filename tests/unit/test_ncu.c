@@ -114,12 +114,42 @@ static void test_no_report(void **state)
 	json_decref(k);
 }
 
+static void test_classify(void **state)
+{
+	(void)state;
+	/* the softmax expert as ncu saw it: DRAM-bound near its roof */
+	json_t *k = json_pack("{s:f,s:f,s:f,s:f}", "dram_pct", 71.5, "sm_pct", 40.0, "duration_us",
+	                      70.0, "dram_bytes", 268435456.0);
+	st_ncu_classify(k);
+	assert_string_equal(json_string_value(json_object_get(k, "bound")), "memory");
+	assert_float_equal(get(k, "roof_pct"), 71.5, 1e-9);
+	assert_float_equal(get(k, "dram_gbs"), 268435456.0 / 70e3, 1e-6);
+	json_decref(k);
+	/* a GEMM: SM-bound */
+	k = json_pack("{s:f,s:f}", "dram_pct", 18.0, "sm_pct", 80.0);
+	st_ncu_classify(k);
+	assert_string_equal(json_string_value(json_object_get(k, "bound")), "compute");
+	assert_null(json_object_get(k, "dram_gbs"));
+	json_decref(k);
+	/* the LSTM step: under 30 % of both roofs, waiting */
+	k = json_pack("{s:f,s:f}", "dram_pct", 9.0, "sm_pct", 17.0);
+	st_ncu_classify(k);
+	assert_string_equal(json_string_value(json_object_get(k, "bound")), "latency");
+	json_decref(k);
+	/* without both figures nothing is claimed */
+	k = json_pack("{s:f}", "dram_pct", 50.0);
+	st_ncu_classify(k);
+	assert_null(json_object_get(k, "bound"));
+	json_decref(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_h200_capture),
 		cmocka_unit_test(test_units_and_quoting),
 		cmocka_unit_test(test_no_report),
+		cmocka_unit_test(test_classify),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
