@@ -318,27 +318,33 @@ static void rule_ncu(const st_timeline_summary *s, const st_ncu_kernel *ncu, int
 
 static int cmp_finding(const void *x, const void *y);
 
+/* The list ranked and cut to `max`, handed to *out; -1 when memory ran out on the way. */
+static int ranked(flist *l, int max, st_finding **out)
+{
+	if (l->oom) {
+		st_findings_free(l->v, l->n);
+		return -1;
+	}
+	if (l->n)
+		qsort(l->v, (size_t)l->n, sizeof *l->v, cmp_finding);
+	int keep = max < l->n ? (max > 0 ? max : 0) : l->n;
+	for (int i = keep; i < l->n; i++)
+		free(l->v[i].text);
+	if (keep == 0) {
+		free(l->v);
+		return 0;
+	}
+	*out = l->v;
+	return keep;
+}
+
 int st_feedback_ncu(const st_timeline_summary *s, const st_ncu_kernel *ncu, int n_ncu, int max,
                     st_finding **out)
 {
 	*out = NULL;
 	flist l = { 0 };
 	rule_ncu(s, ncu, n_ncu, &l);
-	if (l.oom) {
-		st_findings_free(l.v, l.n);
-		return -1;
-	}
-	if (l.n)
-		qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_finding);
-	int keep = max < l.n ? (max > 0 ? max : 0) : l.n;
-	for (int i = keep; i < l.n; i++)
-		free(l.v[i].text);
-	if (keep == 0) {
-		free(l.v);
-		return 0;
-	}
-	*out = l.v;
-	return keep;
+	return ranked(&l, max, out);
 }
 
 static double field(const json_t *o, const char *k)
@@ -401,21 +407,7 @@ int st_feedback(const st_timeline *t, const st_timeline_summary *s, const st_roo
 	rule_small_grids(s, &l);
 	rule_roofline(roof, &l);
 	rule_ncu(s, ncu, n_ncu, &l);
-	if (l.oom) {
-		st_findings_free(l.v, l.n);
-		return -1;
-	}
-	if (l.n)
-		qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_finding);
-	int keep = max < l.n ? (max > 0 ? max : 0) : l.n;
-	for (int i = keep; i < l.n; i++)
-		free(l.v[i].text);
-	if (keep == 0) {
-		free(l.v);
-		return 0;
-	}
-	*out = l.v;
-	return keep;
+	return ranked(&l, max, out);
 }
 
 void st_findings_free(st_finding *f, int n)
