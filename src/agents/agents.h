@@ -63,6 +63,12 @@ st_extract_result st_extract_code(const char *answer, int truncated, char **code
  * the one repair request). */
 st_status st_plan_parse(const char *answer, json_t **plan, st_err *err);
 
+/* The JSON object in a model's answer (the whole answer, a ```json or bare fenced block, or a
+ * top-level {...} span), preferring the first one that has `key` when key is not NULL. NULL
+ * with an error that starts with `what` ("plan", "rubric") and says what was wrong: no object,
+ * one never closed, or one that is not valid JSON. */
+json_t *st_answer_object(const char *answer, const char *key, const char *what, st_err *err);
+
 /* ---- feedback.c ---------------------------------------------------------------------------- */
 
 typedef enum st_stage {

@@ -9,12 +9,10 @@
 
 #include "agents/agents.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* Deterministic judging: the same code and verdict should get the same rubric, and a replayed
  * run the same answers from the cache. The rationale is one paragraph; the limit leaves room
@@ -94,124 +92,6 @@ void st_rubric_free(st_rubric *r)
 	r->skill = skill;
 }
 
-static json_t *parse_object(const char *s, size_t n, json_error_t *jerr)
-{
-	json_t *j = json_loadb(s, n, JSON_REJECT_DUPLICATES, jerr);
-	if (j && !json_is_object(j)) {
-		json_decref(j);
-		return NULL;
-	}
-	return j;
-}
-
-/* Keeps the best candidate so far in *best: the first object, replaced by the first one that
- * has "items". Returns 1 once *best has "items" (the search can stop). Takes j's reference. */
-static int consider(json_t *j, json_t **best)
-{
-	if (!j)
-		return *best && json_object_get(*best, "items");
-	if (!*best || (!json_object_get(*best, "items") && json_object_get(j, "items"))) {
-		json_decref(*best);
-		*best = j;
-	} else {
-		json_decref(j);
-	}
-	return json_object_get(*best, "items") != NULL;
-}
-
-/* Fenced blocks marked json or not marked, each parsed whole. */
-static int from_fences(const char *a, json_t **best)
-{
-	const char *body = NULL;
-	int open = 0, usable = 0;
-	for (const char *p = a; *p;) {
-		const char *nl = strchr(p, '\n');
-		const char *e = nl ? nl : p + strlen(p);
-		const char *s = p;
-		while (s < e && (*s == ' ' || *s == '\t'))
-			s++;
-		if (!strncmp(s, "```", 3)) {
-			const char *info = s;
-			while (info < e && *info == '`')
-				info++;
-			while (info < e && isspace((unsigned char)*info))
-				info++;
-			size_t il = (size_t)(e - info);
-			while (il && isspace((unsigned char)info[il - 1]))
-				il--;
-			if (!open) {
-				open = 1;
-				usable = il == 0 || (il == 4 && !strncasecmp(info, "json", 4));
-				body = nl ? nl + 1 : e;
-			} else if (il == 0) {
-				open = 0;
-				json_error_t jerr;
-				if (usable && consider(parse_object(body, (size_t)(s - body), &jerr), best))
-					return 1;
-			}
-		}
-		p = nl ? nl + 1 : e;
-	}
-	return 0;
-}
-
-/* One past the '}' that closes the span opened at s; NULL when it never closes. */
-static const char *span_end(const char *s)
-{
-	int depth = 0, in_str = 0;
-	for (const char *p = s; *p; p++) {
-		if (in_str) {
-			if (*p == '\\' && p[1])
-				p++;
-			else if (*p == '"')
-				in_str = 0;
-		} else if (*p == '"') {
-			in_str = 1;
-		} else if (*p == '{') {
-			depth++;
-		} else if (*p == '}' && --depth == 0) {
-			return p + 1;
-		}
-	}
-	return NULL;
-}
-
-static json_t *find_object(const char *a, st_err *err)
-{
-	json_t *best = NULL;
-	json_error_t jerr;
-	if (consider(parse_object(a, strlen(a), &jerr), &best) || from_fences(a, &best))
-		return best;
-	int unclosed = 0, bad = 0;
-	json_error_t bad_err = {0};
-	for (const char *p = strchr(a, '{'); p; p = strchr(p, '{')) {
-		const char *e = span_end(p);
-		if (!e) {
-			unclosed = 1;
-			break;
-		}
-		json_t *j = parse_object(p, (size_t)(e - p), &jerr);
-		if (!j && !bad) {
-			bad = 1;
-			bad_err = jerr;
-		}
-		if (consider(j, &best))
-			return best;
-		p = e;
-	}
-	if (best)
-		return best;
-	if (bad)
-		st_err_set(err, ST_E_INVALID, "rubric: the JSON object is not valid JSON: %s (line %d, "
-		           "column %d of the object)", bad_err.text, bad_err.line, bad_err.column);
-	else if (unclosed)
-		st_err_set(err, ST_E_INVALID, "rubric: the JSON object is never closed (was the answer "
-		           "cut off?)");
-	else
-		st_err_set(err, ST_E_INVALID, "rubric: the answer contains no JSON object");
-	return NULL;
-}
-
 static st_status check(const json_t *j, st_skill skill, st_rubric *r, st_err *err)
 {
 	const json_t *items = json_object_get(j, "items");
@@ -260,7 +140,8 @@ st_status st_rubric_parse(const char *answer, st_skill skill, st_rubric *r, st_e
 	r->skill = skill;
 	if (!answer)
 		return st_err_set(err, ST_E_INVALID, "rubric: the answer contains no JSON object");
-	json_t *j = find_object(answer, err);
+	/* the object with "items" wins over any other the judge wrote first */
+	json_t *j = st_answer_object(answer, "items", "rubric", err);
 	if (!j)
 		return ST_E_INVALID;
 	st_status s = check(j, skill, r, err);
