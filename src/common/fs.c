@@ -106,12 +106,30 @@ static unsigned long long st_tmp_rand(void)
 	return r ^ atomic_fetch_add(&counter, 1);
 }
 
-st_status st_write_file_atomic(const char *path, const void *data, size_t len, st_err *err)
+static st_status write_all(int fd, const char *tmp, const void *data, size_t len, st_err *err)
+{
+	const char *p = data;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return st_err_set(err, ST_E_IO, "cannot write '%s': %s", tmp,
+			                  w < 0 ? strerror(errno) : "no progress (disk full?)");
+		p += w;
+		len -= (size_t)w;
+	}
+	return ST_OK;
+}
+
+st_status st_write_parts_atomic(const char *path, const void *const *parts, const size_t *lens,
+                                int n, st_err *err)
 {
 	size_t plen = strlen(path);
 	char *tmp = malloc(plen + 64);
 	if (!tmp)
 		return st_err_set(err, ST_E_NOMEM, "cannot write '%s': out of memory", path);
+	/* Next to the target, so the rename stays within one file system and is atomic. */
 	int fd = -1;
 	for (int attempt = 0; attempt < 16 && fd < 0; attempt++) {
 		snprintf(tmp, plen + 64, "%s.tmp.%ld.%llx", path, (long)getpid(), st_tmp_rand());
@@ -128,19 +146,9 @@ st_status st_write_file_atomic(const char *path, const void *data, size_t len, s
 		free(tmp);
 		return ST_E_IO;
 	}
-	const char *p = data;
-	size_t left = len;
-	while (left > 0) {
-		ssize_t w = write(fd, p, left);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			st_err_set(err, ST_E_IO, "cannot write '%s': %s", tmp, strerror(errno));
+	for (int i = 0; i < n; i++)
+		if (write_all(fd, tmp, parts[i], lens[i], err))
 			goto fail;
-		}
-		p += w;
-		left -= (size_t)w;
-	}
 	/* Without fsync a crash after rename can leave a zero-length file under the final name. */
 	if (fsync(fd) != 0) {
 		st_err_set(err, ST_E_IO, "cannot fsync '%s': %s", tmp, strerror(errno));
@@ -164,6 +172,11 @@ fail:
 	unlink(tmp); /* best effort: the error being reported is the one that matters */
 	free(tmp);
 	return ST_E_IO;
+}
+
+st_status st_write_file_atomic(const char *path, const void *data, size_t len, st_err *err)
+{
+	return st_write_parts_atomic(path, &data, &len, 1, err);
 }
 
 st_status st_mkdirs(const char *path, st_err *err)

@@ -8,6 +8,9 @@
 
 st_status st_read_file(const char *path, char **data, size_t *len, st_err *err);
 st_status st_write_file_atomic(const char *path, const void *data, size_t len, st_err *err);
+/* The same for a file made of n parts written one after another (a header, then tensors). */
+st_status st_write_parts_atomic(const char *path, const void *const *parts, const size_t *lens,
+                                int n, st_err *err);
 st_status st_mkdirs(const char *path, st_err *err);
 /* $STITCH_CACHE_DIR, else $XDG_CACHE_HOME/stitch, else $HOME/.cache/stitch; created if missing. */
 st_status st_cache_dir(char *out, size_t len, st_err *err);

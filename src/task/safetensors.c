@@ -12,15 +12,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "common/fs.h"
 
 /* The format is little-endian and tensor bytes are written and handed out exactly as they lie
  * in memory; a big-endian host would need byte swapping nobody has asked for yet. */
@@ -544,35 +543,6 @@ done:
 	return s;
 }
 
-/* Unique enough across processes (pid) and threads (counter); O_EXCL catches the rest. */
-static unsigned long long tmp_rand(void)
-{
-	static _Atomic unsigned long long counter;
-	unsigned long long r = 0;
-	if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		r = (unsigned long long)ts.tv_nsec * 2654435761ULL ^ (unsigned long long)ts.tv_sec;
-	}
-	return r ^ atomic_fetch_add(&counter, 1);
-}
-
-static st_status write_all(int fd, const char *tmp, const void *data, size_t len, st_err *err)
-{
-	const char *p = data;
-	while (len > 0) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return st_err_set(err, ST_E_IO, "cannot write '%s': %s", tmp,
-			                  w < 0 ? strerror(errno) : "no progress (disk full?)");
-		p += w;
-		len -= (size_t)w;
-	}
-	return ST_OK;
-}
-
 st_status st_safetensors_write(const char *path, const st_safetensor *t, int n,
                                const json_t *metadata, st_err *err)
 {
@@ -584,60 +554,21 @@ st_status st_safetensors_write(const char *path, const st_safetensor *t, int n,
 	st_status s = build_header(path, t, n, metadata, &head, &head_len, err);
 	if (s)
 		return s;
-	size_t plen = strlen(path);
-	char *tmp = malloc(plen + 64);
-	if (!tmp) {
-		free(head);
-		return st_err_set(err, ST_E_NOMEM, "cannot write '%s': out of memory", path);
-	}
-	/* Next to the target, so the rename stays within one file system and is atomic. */
-	int fd = -1;
-	for (int attempt = 0; attempt < 16 && fd < 0; attempt++) {
-		snprintf(tmp, plen + 64, "%s.tmp.%ld.%llx", path, (long)getpid(), tmp_rand());
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd < 0 && errno != EEXIST) {
-			s = st_err_set(err, ST_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
-			free(head);
-			free(tmp);
-			return s;
+	const void **parts = malloc((size_t)(n + 1) * sizeof *parts);
+	size_t *lens = malloc((size_t)(n + 1) * sizeof *lens);
+	if (!parts || !lens) {
+		s = st_err_set(err, ST_E_NOMEM, "cannot write '%s': out of memory", path);
+	} else {
+		parts[0] = head;
+		lens[0] = head_len;
+		for (int i = 0; i < n; i++) {
+			parts[i + 1] = t[i].data;
+			lens[i + 1] = t[i].bytes;
 		}
+		s = st_write_parts_atomic(path, parts, lens, n + 1, err);
 	}
-	if (fd < 0) {
-		s = st_err_set(err, ST_E_IO, "cannot create a temp file next to '%s': %s", path,
-		               strerror(EEXIST));
-		free(head);
-		free(tmp);
-		return s;
-	}
-	if ((s = write_all(fd, tmp, head, head_len, err)))
-		goto fail;
-	for (int i = 0; i < n; i++)
-		if ((s = write_all(fd, tmp, t[i].data, t[i].bytes, err)))
-			goto fail;
-	/* Without fsync a crash after the rename can leave a short file under the final name. */
-	if (fsync(fd) != 0) {
-		s = st_err_set(err, ST_E_IO, "cannot fsync '%s': %s", tmp, strerror(errno));
-		goto fail;
-	}
-	int cfd = fd;
-	fd = -1;
-	if (close(cfd) != 0) {
-		s = st_err_set(err, ST_E_IO, "cannot close '%s': %s", tmp, strerror(errno));
-		goto fail;
-	}
-	if (rename(tmp, path) != 0) {
-		s = st_err_set(err, ST_E_IO, "cannot rename '%s' to '%s': %s", tmp, path,
-		               strerror(errno));
-		goto fail;
-	}
+	free(parts);
+	free(lens);
 	free(head);
-	free(tmp);
-	return ST_OK;
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp); /* best effort: the error being reported is the one that matters */
-	free(head);
-	free(tmp);
 	return s;
 }
