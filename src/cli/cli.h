@@ -22,6 +22,9 @@ int cmd_export(int argc, char **argv);
 /* One line to stderr: "stitch: <message>". */
 void st_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* v as a number in [lo, hi] into *out: 0, or -1 after saying "OPT: 'V' is not a number
+ * between LO and HI". */
+int st_cli_number(const char *opt, const char *v, double lo, double hi, double *out);
 /* The suite root: $STITCH_TASKS, else tasks/ under st_home(). */
 const char *st_cli_tasks_root(void);
 

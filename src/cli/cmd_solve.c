@@ -66,19 +66,6 @@ static void progress_line(void *arg, const char *line)
 		fprintf(stderr, "solve: %s\n", line);
 }
 
-static int number(const char *opt, const char *v, double lo, double hi, double *out)
-{
-	char *end;
-	errno = 0;
-	double x = strtod(v, &end);
-	if (errno || end == v || *end || x < lo || x > hi) {
-		st_cli_error("%s: '%s' is not a number between %g and %g", opt, v, lo, hi);
-		return -1;
-	}
-	*out = x;
-	return 0;
-}
-
 int cmd_solve(int argc, char **argv)
 {
 	if (st_cli_wants_help(argc, argv)) {
@@ -141,7 +128,7 @@ int cmd_solve(int argc, char **argv)
 				st_cli_error("%s needs a value", a);
 				return ST_EXIT_USAGE;
 			}
-			if (number(a, argv[++i], nums[k].lo, nums[k].hi, &x))
+			if (st_cli_number(a, argv[++i], nums[k].lo, nums[k].hi, &x))
 				return ST_EXIT_USAGE;
 			switch (k) {
 			case 0: o.max_attempts = (int)x; break;

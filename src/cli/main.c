@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "common/paths.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,19 @@ void st_cli_error(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+int st_cli_number(const char *opt, const char *v, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (errno || end == v || *end || x < lo || x > hi) {
+		st_cli_error("%s: '%s' is not a number between %g and %g", opt, v, lo, hi);
+		return -1;
+	}
+	*out = x;
+	return 0;
 }
 
 const char *st_cli_tasks_root(void)

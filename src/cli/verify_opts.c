@@ -9,19 +9,6 @@
 #include "task/task.h"
 #include "common/fs.h"
 
-static int number(const char *opt, const char *v, double lo, double hi, double *out)
-{
-	char *end;
-	errno = 0;
-	double x = strtod(v, &end);
-	if (errno || end == v || *end || x < lo || x > hi) {
-		st_cli_error("%s: '%s' is not a number between %g and %g", opt, v, lo, hi);
-		return -1;
-	}
-	*out = x;
-	return 0;
-}
-
 int st_profile_opt_parse(st_verify_opts *o, int argc, char **argv, int *i)
 {
 	if (!strcmp(argv[*i], "--ncu")) {
@@ -94,7 +81,7 @@ int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *q
 	else if (!strcmp(a, "--time-set"))
 		o->time_set = v;
 	else if (!strcmp(a, "--seeds")) {
-		if (number(a, v, 1, 100, &x))
+		if (st_cli_number(a, v, 1, 100, &x))
 			return -1;
 		o->seeds = (int)x;
 	} else if (!strcmp(a, "--seed")) {
@@ -107,17 +94,17 @@ int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *q
 		}
 		o->seed = s;
 	} else if (!strcmp(a, "--min-time")) {
-		if (number(a, v, 0, 1e6, &o->stop.min_time_ms))
+		if (st_cli_number(a, v, 0, 1e6, &o->stop.min_time_ms))
 			return -1;
 	} else if (!strcmp(a, "--max-rse")) {
-		if (number(a, v, 1e-6, 1, &o->stop.max_rse))
+		if (st_cli_number(a, v, 1e-6, 1, &o->stop.max_rse))
 			return -1;
 	} else if (!strcmp(a, "--max-samples")) {
-		if (number(a, v, 1, 1e7, &x))
+		if (st_cli_number(a, v, 1, 1e7, &x))
 			return -1;
 		o->stop.max_samples = (int)x;
 	} else if (!strcmp(a, "--timeout")) {
-		if (number(a, v, 0.1, 86400, &o->timeout_s))
+		if (st_cli_number(a, v, 0.1, 86400, &o->timeout_s))
 			return -1;
 	}
 	return 1;
