@@ -183,6 +183,19 @@ static void md_text(FILE *f, const char *s, size_t max)
 		fputs(*s == '|' ? "\\|" : *s == '\n' ? " " : (char[]){*s, 0}, f);
 }
 
+static void html_text(FILE *f, const char *s, size_t max)
+{
+	for (size_t n = 0; *s && n < max; s++, n++) {
+		switch (*s) {
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '&': fputs("&amp;", f); break;
+		case '"': fputs("&quot;", f); break;
+		default: fputc(*s, f);
+		}
+	}
+}
+
 static void run_facts(const json_t *run, FILE *f, int html)
 {
 	const char *keys[] = {"id", "started", "device", "arch", "driver", "runtime", "commit", "host",
@@ -200,8 +213,7 @@ static void run_facts(const json_t *run, FILE *f, int html)
 			continue;
 		if (html) {
 			fprintf(f, "<tr><th>%s</th><td>", keys[i]);
-			for (const char *c = buf; *c; c++)
-				fputs(*c == '<' ? "&lt;" : *c == '>' ? "&gt;" : *c == '&' ? "&amp;" : (char[]){*c, 0}, f);
+			html_text(f, buf, sizeof buf);
 			fputs("</td></tr>\n", f);
 		} else {
 			fprintf(f, "| %s | ", keys[i]);
@@ -277,19 +289,6 @@ void st_bench_print_md(const json_t *run, const json_t *rows, const json_t *scor
 }
 
 /* ---- HTML ------------------------------------------------------------------------------------- */
-
-static void html_text(FILE *f, const char *s, size_t max)
-{
-	for (size_t n = 0; *s && n < max; s++, n++) {
-		switch (*s) {
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '&': fputs("&amp;", f); break;
-		case '"': fputs("&quot;", f); break;
-		default: fputc(*s, f);
-		}
-	}
-}
 
 /* Horizontal bars of each task's speedup over the baseline on a log2 axis, 1x marked: a task
  * below the line is slower than its baseline. */
