@@ -16,9 +16,9 @@ struct st_cmd {
 static const struct st_cmd commands[] = {
 	{"tasks", cmd_tasks, "list the benchmark suite (tier, name, sizes, policy)"},
 	{"verify", cmd_verify, "compile, check and time one solution against a task; print a verdict"},
-	{"profile", cmd_profile, "profile one solution's st_run: timeline, roofline, findings"},
+	{"profile", cmd_profile, "profile one solution's st_run: timeline, roofline, findings, ncu"},
 	{"solve", cmd_solve, "let LLM agents (planner, coder, verifier) write a solution for a task"},
-	{"bench", cmd_bench, "run every task's expert against its reference; print a table"},
+	{"bench", cmd_bench, "run a solution per task (default: experts); scores, store, report"},
 	{"redteam", cmd_redteam, "verify every red-team exploit and check it is caught"},
 	{"export", cmd_export, "write RL training datasets (verl, TRL) from the suite and solve runs"},
 };
