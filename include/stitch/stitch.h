@@ -35,6 +35,9 @@ typedef struct st_verify_opts {
 	                              and add them as profile.ncu: {"kernels": [...]} or {"error"} */
 	int under_ncu;             /* internal to that pass: run the candidate under ncu and put
 	                              its report in the verdict as "ncu" */
+	const char *dump_path;     /* write the candidate's params, the inputs of the first seed on
+	                              the timed set and the candidate's outputs for them to this
+	                              safetensors file (hidden sets are never written) */
 	int keep_samples;          /* 1: every timed sample goes into the verdict as
 	                              timing.<role>.raw: [[ms, wall_ms, sm_mhz, throttled], ...] */
 	/* Progress lines for a person watching; NULL for none. */

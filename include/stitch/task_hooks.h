@@ -26,6 +26,19 @@ int st_task_validate(const st_config *sizes, const st_tensor *in, int32_t n_in,
                      const st_tensor *got, const st_tensor *want, int32_t n_out,
                      char *msg, size_t msglen);
 
+/* A metamorphic check, for properties no single call shows (causality, independence of the
+ * batch's sequences). st_task_perturb changes the inputs of one call in place (host memory,
+ * already generated from `seed`'s call) using `perturb_seed`; the candidate then runs on both
+ * the original and the changed inputs, and st_task_validate_perturbed judges the two outputs
+ * against each other. The parent computes the changed inputs itself with the same hook, so a
+ * solution cannot alter what it is judged against. Both or neither are exported. */
+int st_task_perturb(const st_config *sizes, uint64_t perturb_seed, st_tensor *in, int32_t n,
+                    char *msg, size_t msglen);
+int st_task_validate_perturbed(const st_config *sizes, const st_tensor *in,
+                               const st_tensor *in_perturbed, int32_t n_in, const st_tensor *got,
+                               const st_tensor *got_perturbed, int32_t n_out, char *msg,
+                               size_t msglen);
+
 #ifdef __cplusplus
 }
 #endif

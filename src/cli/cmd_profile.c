@@ -25,9 +25,10 @@ static void usage(FILE *f)
 	        st_cli_tasks_root());
 }
 
-static int profile_flag(st_verify_opts *o, const char *arg)
+static int profile_flag(st_verify_opts *o, int argc, char **argv, int *i)
 {
-	if (strcmp(arg, "--timing"))
+	(void)argc;
+	if (strcmp(argv[*i], "--timing"))
 		return 0;
 	o->timing = 1;
 	return 1;

@@ -17,18 +17,29 @@ static void usage(FILE *f)
 	        "options:\n"
 	        "  --json           print the verdict as one JSON object\n"
 	        "  --no-profile     leave the profile out (correctness and speed only)\n"
+	        "  --dump FILE      write the params, the inputs of the first seed on the timed set\n"
+	        "                   and the solution's outputs for them to FILE (safetensors; the\n"
+	        "                   sizes, task and set as metadata), e.g. to compare with PyTorch\n"
 	        ST_PROFILE_OPTS_HELP ST_VERIFY_OPTS_HELP
 	        "\nexit: 0 correct, 1 not correct (compile error, crash, timeout, incorrect),\n"
 	        "      2 bad input, 3 environment (no GPU, compiler, broken baseline)\n",
 	        st_cli_tasks_root());
 }
 
-static int verify_flag(st_verify_opts *o, const char *arg)
+static int verify_flag(st_verify_opts *o, int argc, char **argv, int *i)
 {
-	if (strcmp(arg, "--no-profile"))
+	if (!strcmp(argv[*i], "--no-profile")) {
+		o->profile = 0;
+		return 1;
+	}
+	if (strcmp(argv[*i], "--dump"))
 		return 0;
-	o->profile = 0;
-	return 1;
+	if (*i + 1 >= argc || !argv[*i + 1][0]) {
+		st_cli_error("--dump needs a file name");
+		return -1;
+	}
+	o->dump_path = argv[++*i];
+	return st_cli_output_folder_ok("--dump", o->dump_path) ? 1 : -1;
 }
 
 int cmd_verify(int argc, char **argv)

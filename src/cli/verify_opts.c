@@ -9,6 +9,20 @@
 #include "task/task.h"
 #include "common/fs.h"
 
+int st_cli_output_folder_ok(const char *opt, const char *path)
+{
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		slash[slash == dir] = '\0';
+	if (!st_dir_exists(slash ? dir : ".")) {
+		st_cli_error("%s %s: folder %s does not exist", opt, path, dir);
+		return 0;
+	}
+	return 1;
+}
+
 int st_profile_opt_parse(st_verify_opts *o, int argc, char **argv, int *i)
 {
 	if (!strcmp(argv[*i], "--ncu")) {
@@ -22,17 +36,7 @@ int st_profile_opt_parse(st_verify_opts *o, int argc, char **argv, int *i)
 		return -1;
 	}
 	o->trace_path = argv[++*i];
-	/* Checked now: a profile that cannot be written should not cost a whole verify first. */
-	char dir[4096];
-	snprintf(dir, sizeof dir, "%s", o->trace_path);
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		slash[slash == dir] = '\0';
-	if (!st_dir_exists(slash ? dir : ".")) {
-		st_cli_error("--trace %s: folder %s does not exist", o->trace_path, dir);
-		return -1;
-	}
-	return 1;
+	return st_cli_output_folder_ok("--trace", o->trace_path) ? 1 : -1;
 }
 
 int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *quiet)
@@ -116,7 +120,8 @@ void st_verify_progress_stderr(void *arg, const char *line)
 }
 
 int st_verify_cli_args(const char *verb, int argc, char **argv, st_verify_opts *o,
-                       int (*extra)(st_verify_opts *o, const char *arg), int *json, int *quiet,
+                       int (*extra)(st_verify_opts *o, int argc, char **argv, int *i),
+                       int *json, int *quiet,
                        const char *pos[2])
 {
 	int n_pos = 0;
@@ -125,9 +130,12 @@ int st_verify_cli_args(const char *verb, int argc, char **argv, st_verify_opts *
 			*json = 1;
 			continue;
 		}
-		if (extra && extra(o, argv[i]))
+		int r = extra ? extra(o, argc, argv, &i) : 0;
+		if (r < 0)
+			return -1;
+		if (r)
 			continue;
-		int r = st_profile_opt_parse(o, argc, argv, &i);
+		r = st_profile_opt_parse(o, argc, argv, &i);
 		if (!r)
 			r = st_verify_opt_parse(o, argc, argv, &i, quiet);
 		if (r < 0)

@@ -39,13 +39,18 @@ int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *q
 
 void st_verify_progress_stderr(void *arg, const char *line);
 
+/* Whether the folder a file option names exists; otherwise an error saying so. Checked when the
+ * option is read: a file that cannot be written should not cost a whole verify first. */
+int st_cli_output_folder_ok(const char *opt, const char *path);
+
 /* The argument loop `verify` and `profile` share: --json, --trace, the options above, the
- * command's own flags through `extra` (1: consumed), and TASK SOLUTION into pos. 0 when done;
+ * command's own options through `extra` (1: consumed, with any value, by moving *i; -1: a
+ * bad value, already reported), and TASK SOLUTION into pos. 0 when done;
  * -1 after printing an error; -2 when the positional arguments are not exactly two (the caller
  * prints its usage). */
 int st_verify_cli_args(const char *verb, int argc, char **argv, st_verify_opts *o,
-                       int (*extra)(st_verify_opts *o, const char *arg), int *json, int *quiet,
-                       const char *pos[2]);
+                       int (*extra)(st_verify_opts *o, int argc, char **argv, int *i),
+                       int *json, int *quiet, const char *pos[2]);
 
 /* Resolve TASK, run st_verify and print the verdict (JSON or text). ST_EXIT_OK with *verdict
  * set for the caller to judge; otherwise the exit code, the error printed, *verdict NULL. */

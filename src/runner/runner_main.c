@@ -38,6 +38,7 @@ static struct runner {
 	st_free_fn sol_free;
 	void *hooks_dl;
 	st_gen_fn hook_gen;
+	st_gen_fn hook_perturb;  /* same signature: (sizes, seed, tensors, n, msg, len) */
 
 	int ready;            /* setup done and st_init succeeded */
 	void *ctx;
@@ -114,6 +115,7 @@ static json_t *op_load(json_t *req)
 			return reply_fail("harness", g_err);
 		}
 		R.hook_gen = (st_gen_fn)(uintptr_t)dlsym(R.hooks_dl, "st_task_generate");
+		R.hook_perturb = (st_gen_fn)(uintptr_t)dlsym(R.hooks_dl, "st_task_perturb");
 	}
 	R.dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!R.dl) {
@@ -333,6 +335,20 @@ static json_t *op_setup(json_t *req, int fd)
 	    read_offsets(json_object_get(shm, "out1"), &R.out_off[1], R.n_out) ||
 	    read_offsets(json_object_get(shm, "in"), &R.in_off, R.n_in))
 		return reply_fail("harness", "setup: malformed shared-memory layout");
+	/* The parent asked for the params too (stitch verify --dump): copied before st_init, so
+	 * they are the ones the harness made, whatever the solution does with them later. */
+	json_t *par = json_object_get(shm, "params");
+	if (par) {
+		size_t *par_off = NULL;
+		g_err[0] = '\0';
+		int bad = read_offsets(par, &par_off, R.n_params);
+		for (int i = 0; i < R.n_params && !bad; i++)
+			bad = rb_download(R.shm + par_off[i], R.params[i].data, tensor_bytes(&R.params[i]),
+			                  g_err, sizeof g_err);
+		free(par_off);
+		if (bad)
+			return reply_fail("harness", g_err[0] ? g_err : "setup: malformed params layout");
+	}
 
 	int fatal = 0;
 	if (rb_check("generating params", &fatal, g_err, sizeof g_err))
@@ -388,6 +404,37 @@ static int generate_inputs(int set, uint64_t seed)
 	return 0;
 }
 
+/* The metamorphic check's changed inputs: the generated ones, changed on the host by the task's
+ * st_task_perturb. The shared block's input area is the host copy; the parent computes the same
+ * change on its own and never reads this one back. */
+static int perturb_inputs(int set, uint64_t perturb_seed)
+{
+	st_tensor *in = R.in[set], host[64];
+	if (!R.hook_perturb) {
+		seterr("perturb: the task hooks export no st_task_perturb");
+		return -1;
+	}
+	if (R.n_in > 64) {
+		seterr("too many inputs for task hooks");
+		return -1;
+	}
+	for (int i = 0; i < R.n_in; i++) {
+		host[i] = in[i];
+		host[i].data = R.shm + R.in_off[i];
+		if (rb_download(host[i].data, in[i].data, tensor_bytes(&in[i]), g_err, sizeof g_err))
+			return -1;
+	}
+	char msg[512] = "";
+	if (R.hook_perturb(&R.cfg, perturb_seed, host, R.n_in, msg, sizeof msg)) {
+		seterr("task perturbation failed: %s", msg);
+		return -1;
+	}
+	for (int i = 0; i < R.n_in; i++)
+		if (rb_upload(in[i].data, host[i].data, tensor_bytes(&in[i]), g_err, sizeof g_err))
+			return -1;
+	return 0;
+}
+
 /* A failure of the solution (the message is in g_err); `fatal` when the device context is lost. */
 static json_t *fault_reply(int fatal)
 {
@@ -407,6 +454,9 @@ static json_t *op_run(json_t *req)
 	int dump = json_is_true(json_object_get(req, "dump_inputs"));
 	int fatal = 0;
 	if (generate_inputs(set, seed))
+		return reply_fail("harness", g_err);
+	json_t *jperturb = json_object_get(req, "perturb");
+	if (jperturb && perturb_inputs(set, (uint64_t)json_integer_value(jperturb)))
 		return reply_fail("harness", g_err);
 	for (int i = 0; i < R.n_out; i++)
 		if (rb_poison(R.out[set][i].data, tensor_bytes(&R.out[set][i]), g_err, sizeof g_err))

@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -30,6 +31,7 @@
 #include "task/compare.h"
 #include "task/dtype.h"
 #include "task/expr.h"
+#include "task/safetensors.h"
 #include "task/task.h"
 #include "verify/compile.h"
 #include "verify/peaks.h"
@@ -42,6 +44,10 @@
 
 typedef int (*validate_fn)(const st_config *, const st_tensor *, int32_t, const st_tensor *,
                            const st_tensor *, int32_t, char *, size_t);
+typedef int (*perturb_fn)(const st_config *, uint64_t, st_tensor *, int32_t, char *, size_t);
+typedef int (*validate_perturbed_fn)(const st_config *, const st_tensor *, const st_tensor *,
+                                     int32_t, const st_tensor *, const st_tensor *, int32_t,
+                                     char *, size_t);
 
 typedef struct sol {
 	const char *role;     /* the first role that named this file */
@@ -68,8 +74,12 @@ typedef struct sol {
 
 typedef struct layout {
 	int64_t dims_in[MAX_TENSORS][ST_MAX_DIMS], dims_out[MAX_TENSORS][ST_MAX_DIMS];
-	size_t in_bytes[MAX_TENSORS], out_bytes[MAX_TENSORS];
+	int64_t dims_par[MAX_TENSORS][ST_MAX_DIMS];
+	size_t in_bytes[MAX_TENSORS], out_bytes[MAX_TENSORS], par_bytes[MAX_TENSORS];
 	size_t out_off[2][MAX_TENSORS], in_off[MAX_TENSORS];
+	size_t par_off[MAX_TENSORS]; /* the params come first when n_par > 0 (--dump only) */
+	int n_par;
+	int dump;                    /* this set's first seed goes to --dump */
 	size_t total;
 } layout;
 
@@ -84,6 +94,8 @@ typedef struct vctx {
 	json_t *flags;
 	void *hooks_dl;
 	validate_fn validate;
+	perturb_fn perturb;    /* with validate_perturbed: the task's metamorphic check */
+	validate_perturbed_fn validate_perturbed;
 	char hooks_so[4096];
 	int threads;
 	uint64_t seed_state;
@@ -444,6 +456,12 @@ static st_status compile_all(vctx *v, const char *arch, st_err *err)
 		if (t->validator && !v->validate)
 			return st_err_set(err, ST_E_INVALID, "%s: validator is \"task\" but task.c does "
 			                  "not export st_task_validate", t->hooks);
+		v->perturb = (perturb_fn)(uintptr_t)dlsym(v->hooks_dl, "st_task_perturb");
+		v->validate_perturbed = (validate_perturbed_fn)(uintptr_t)dlsym(
+			v->hooks_dl, "st_task_validate_perturbed");
+		if (!v->perturb != !v->validate_perturbed)
+			return st_err_set(err, ST_E_INVALID, "%s exports only one of st_task_perturb and "
+			                  "st_task_validate_perturbed: both or neither", t->hooks);
 	}
 	/* nvcc takes seconds per file: the solutions compile at the same time. */
 	struct compile_job jobs[MAX_SOLS];
@@ -536,6 +554,10 @@ static size_t align_up(size_t x)
 static void make_layout(layout *L, int n_in, int n_out)
 {
 	size_t off = 0;
+	for (int i = 0; i < L->n_par; i++) {
+		L->par_off[i] = off;
+		off += align_up(L->par_bytes[i] ? L->par_bytes[i] : 1);
+	}
 	for (int slot = 0; slot < 2; slot++)
 		for (int i = 0; i < n_out; i++) {
 			L->out_off[slot][i] = off;
@@ -645,70 +667,156 @@ static int judge(vctx *v, const layout *L, const st_size_set *set, int i, int sl
 	return ok;
 }
 
-static st_status run_seed(vctx *v, const layout *L, const st_size_set *set, int k, st_err *err)
+/* The task's metamorphic check on the candidate: the inputs of `seed` changed by st_task_perturb
+ * (computed here from the reference's copy of them, and by the candidate's runner on its own),
+ * one more run into slot 1, and the task's judgement of the two outputs side by side. The
+ * candidate's slot 0 still holds its outputs of `seed`. */
+static st_status perturbed_check(vctx *v, const layout *L, const st_size_set *set, uint64_t seed,
+                                 json_t *entry, st_err *err)
 {
-	uint64_t seed = next_seed(v);
-	int need_inputs = v->task->validator != NULL;
-	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
-	for (int i = 0; i < v->n_sols; i++)
-		reqs[i] = json_pack("{s:s,s:I,s:i,s:i,s:b}", "op", "run", "seed", (json_int_t)seed, "set",
-		                    k % 2, "slot", 0, "dump_inputs", need_inputs && i == v->ref);
-	char phase[128];
-	snprintf(phase, sizeof phase, "set %s, seed %d", set->label, k + 1);
-	st_status s = broadcast(v, reqs, NULL, phase, v->o->timeout_s, reps, err);
-	free_reps(reps, v->n_sols);
-	for (int i = 0; i < v->n_sols; i++)
-		json_decref(reqs[i]);
-	if (s)
+	const st_task *t = v->task;
+	st_tensor in[MAX_TENSORS], in2[MAX_TENSORS], got[MAX_TENSORS], got2[MAX_TENSORS];
+	st_config cfg = {set->n, (const char *const *)set->names, set->values};
+	uint64_t pseed = next_seed(v);
+	/* Copies of both: the candidate's runner uses its shared input area as the host copy of the
+	 * changed inputs, and the candidate may be the reference. */
+	views(t, L, v->sols[v->ref].shm, 0, 1, in);
+	size_t bytes = 0;
+	for (int j = 0; j < t->n_inputs; j++)
+		bytes += L->in_bytes[j];
+	unsigned char *copy = malloc(2 * bytes + 1);
+	if (!copy)
+		return st_err_set(err, ST_E_NOMEM, "out of memory for perturbed inputs (%zu bytes)", bytes);
+	for (size_t j = 0, off = 0; j < (size_t)t->n_inputs; off += L->in_bytes[j], j++) {
+		in2[j] = in[j];
+		in2[j].data = copy + bytes + off;
+		memcpy(in2[j].data, in[j].data, L->in_bytes[j]);
+		in[j].data = copy + off;
+		memcpy(in[j].data, in2[j].data, L->in_bytes[j]);
+	}
+	char msg[1024] = "";
+	if (v->perturb(&cfg, pseed, in2, t->n_inputs, msg, sizeof msg)) {
+		free(copy);
+		return st_err_set(err, ST_E_SYSTEM, "%s: st_task_perturb failed: %s", t->id, msg);
+	}
+	sol *c = &v->sols[v->cand];
+	json_t *req = json_pack("{s:s,s:I,s:i,s:i,s:I}", "op", "run", "seed", (json_int_t)seed, "set",
+	                        0, "slot", 1, "perturb", (json_int_t)pseed);
+	json_t *rep = NULL;
+	st_err e;
+	st_status s = st_runner_call(&c->runner, req, -1, &rep, v->o->timeout_s, &e);
+	json_decref(req);
+	if (s || !json_is_true(json_object_get(rep, "ok"))) {
+		char phase[128];
+		snprintf(phase, sizeof phase, "set %s, seed 1 with changed inputs", set->label);
+		s = runner_failed(v, v->cand, phase, s, rep, &e);
+		json_decref(rep);
+		free(copy);
+		if (s)
+			*err = e;
 		return s;
+	}
+	json_decref(rep);
+	views(t, L, c->shm, 0, 0, got);
+	views(t, L, c->shm, 1, 0, got2);
+	msg[0] = 0;
+	int rc = v->validate_perturbed(&cfg, in, in2, t->n_inputs, got, got2, t->n_outputs, msg,
+	                               sizeof msg);
+	free(copy);
+	if (entry) {
+		json_array_append_new(json_object_get(entry, "outputs"),
+		                      json_pack("{s:s,s:s,s:b,s:s}", "validator", "task", "check",
+		                                "perturbed", "ok", rc == 0, "message", msg));
+		if (rc)
+			json_object_set_new(entry, "ok", json_false());
+	}
+	if (rc)
+		fail(v, "incorrect", "set %s: the run with changed inputs (the task's metamorphic "
+		     "check): %s", set->label, msg);
+	return ST_OK;
+}
 
-	/* The reference must satisfy a semantic validator too: otherwise the task is broken. */
-	if (v->validate && v->task->validator) {
-		json_t *outs = json_array();
-		char why[1024] = "";
-		int ok = judge(v, L, set, v->ref, 0, outs, why, sizeof why);
-		json_decref(outs);
-		if (!ok)
-			return st_err_set(err, ST_E_SYSTEM, "the reference fails the task's validator (%s)",
-			                  why);
-	}
-	for (int i = 0; i < v->n_sols; i++) {
-		if (i == v->ref || !usable(v, i))
-			continue;
-		json_t *outs = json_array();
-		char why[1024] = "";
-		int ok = judge(v, L, set, i, 0, outs, why, sizeof why);
-		if (i == v->cand)
-			json_array_append_new(v->correctness,
-			                      json_pack("{s:s,s:o,s:i,s:b,s:o}", "set", set->label, "sizes",
-			                                sizes_json(set), "seed_index", k, "ok", ok,
-			                                "outputs", outs));
-		else
-			json_decref(outs);
-		if (ok)
-			continue;
-		if (i == v->cand) {
-			fail(v, "incorrect", "set %s, seed %d: %s", set->label, k + 1, why);
-		} else {
-			v->sols[i].failed = 1;
-			flag(v, "expert_incorrect");
-			char buf[1200];
-			snprintf(buf, sizeof buf, "set %s, seed %d: %s", set->label, k + 1, why);
-			json_object_set_new(v->verdict, "expert_failure", json_string(buf));
-		}
-	}
-	if (k != 0 || !usable(v, v->cand) || v->cand == v->ref)
+/* --dump: the candidate's params (as the harness made them), the inputs of seed 1 (the
+ * reference's copy: the candidate's may have been overwritten by a later run) and the candidate's
+ * outputs of that seed, in one safetensors file with the task, set, solution and sizes as
+ * metadata. Wider elements first, so every tensor stays aligned to its element size. */
+static st_status write_dump(vctx *v, const layout *L, const st_size_set *set, st_err *err)
+{
+	const st_task *t = v->task;
+	sol *c = &v->sols[v->cand];
+	if (!c->shm || !c->runner.alive) {
+		progress(v, "--dump: the candidate did not run on set %s; nothing written", set->label);
 		return ST_OK;
+	}
+	int n = t->n_params + t->n_inputs + t->n_outputs;
+	st_safetensor *all = calloc((size_t)n + 1, sizeof *all);
+	if (!all)
+		return st_err_set(err, ST_E_NOMEM, "out of memory for --dump");
+	st_tensor in[MAX_TENSORS], out[MAX_TENSORS];
+	views(t, L, v->sols[v->ref].shm, 0, 1, in);
+	views(t, L, c->shm, 0, 0, out);
+	int k = 0;
+	for (int i = 0; i < t->n_params; i++, k++) {
+		all[k].name = t->params[i].name;
+		all[k].dtype = t->params[i].dtype;
+		all[k].ndim = t->params[i].ndim;
+		memcpy(all[k].shape, L->dims_par[i], sizeof all[k].shape);
+		all[k].data = c->shm + L->par_off[i];
+		all[k].bytes = L->par_bytes[i];
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < (pass ? t->n_outputs : t->n_inputs); i++, k++) {
+			const st_tensor *x = pass ? &out[i] : &in[i];
+			all[k].name = x->name;
+			all[k].dtype = x->dtype;
+			all[k].ndim = x->ndim;
+			memcpy(all[k].shape, x->shape, sizeof all[k].shape);
+			all[k].data = x->data;
+			all[k].bytes = pass ? L->out_bytes[i] : L->in_bytes[i];
+		}
+	st_safetensor *sorted = calloc((size_t)n + 1, sizeof *sorted);
+	if (!sorted) {
+		free(all);
+		return st_err_set(err, ST_E_NOMEM, "out of memory for --dump");
+	}
+	int m = 0;
+	for (size_t width = 8; width >= 1; width /= 2)
+		for (int i = 0; i < n; i++)
+			if (st_dtype_size(all[i].dtype) == width)
+				sorted[m++] = all[i];
+	json_t *meta = json_pack("{s:s,s:s,s:s}", "task", t->id, "set", set->label, "solution",
+	                         c->path);
+	for (int i = 0; i < set->n; i++) {
+		char num[32];
+		snprintf(num, sizeof num, "%" PRId64, set->values[i]);
+		json_object_set_new(meta, set->names[i], json_string(num));
+	}
+	st_status s = st_safetensors_write(v->o->dump_path, sorted, m, meta, err);
+	json_decref(meta);
+	free(sorted);
+	free(all);
+	if (s)
+		return st_err_wrap(err, s, "--dump %s", v->o->dump_path);
+	progress(v, "wrote params, inputs and outputs of set %s, seed 1 to %s", set->label,
+	         v->o->dump_path);
+	return ST_OK;
+}
 
-	/* Determinism: the same seed again, on the other buffer set (other pointers). */
-	json_t *req = json_pack("{s:s,s:I,s:i,s:i}", "op", "run", "seed", (json_int_t)seed, "set",
-	                        (k + 1) % 2, "slot", 1);
+/* The same seed again on the other buffer set (other pointers): a different answer is a race or
+ * a stale read; different bits within the tolerance are flagged as nondeterminism. */
+static st_status determinism_check(vctx *v, const layout *L, const st_size_set *set,
+                                   uint64_t seed, st_err *err)
+{
+	/* Seed 1 ran on buffer set 0. */
+	json_t *req = json_pack("{s:s,s:I,s:i,s:i}", "op", "run", "seed", (json_int_t)seed, "set", 1,
+	                        "slot", 1);
 	json_t *rep = NULL;
 	st_err e;
 	sol *c = &v->sols[v->cand];
-	s = st_runner_call(&c->runner, req, -1, &rep, v->o->timeout_s, &e);
+	st_status s = st_runner_call(&c->runner, req, -1, &rep, v->o->timeout_s, &e);
 	json_decref(req);
 	if (s || !json_is_true(json_object_get(rep, "ok"))) {
+		char phase[128];
 		snprintf(phase, sizeof phase, "set %s, seed 1 again", set->label);
 		s = runner_failed(v, v->cand, phase, s, rep, &e);
 		json_decref(rep);
@@ -733,6 +841,74 @@ static st_status run_seed(vctx *v, const layout *L, const st_size_set *set, int 
 			break;
 		}
 	}
+	return ST_OK;
+}
+
+static st_status run_seed(vctx *v, const layout *L, const st_size_set *set, int k, st_err *err)
+{
+	uint64_t seed = next_seed(v);
+	int need_inputs = v->task->validator != NULL || v->perturb || v->o->dump_path;
+	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
+	for (int i = 0; i < v->n_sols; i++)
+		reqs[i] = json_pack("{s:s,s:I,s:i,s:i,s:b}", "op", "run", "seed", (json_int_t)seed, "set",
+		                    k % 2, "slot", 0, "dump_inputs", need_inputs && i == v->ref);
+	char phase[128];
+	snprintf(phase, sizeof phase, "set %s, seed %d", set->label, k + 1);
+	st_status s = broadcast(v, reqs, NULL, phase, v->o->timeout_s, reps, err);
+	free_reps(reps, v->n_sols);
+	for (int i = 0; i < v->n_sols; i++)
+		json_decref(reqs[i]);
+	if (s)
+		return s;
+
+	json_t *cand_entry = NULL; /* borrowed from v->correctness */
+	/* The reference must satisfy a semantic validator too: otherwise the task is broken. */
+	if (v->validate && v->task->validator) {
+		json_t *outs = json_array();
+		char why[1024] = "";
+		int ok = judge(v, L, set, v->ref, 0, outs, why, sizeof why);
+		json_decref(outs);
+		if (!ok)
+			return st_err_set(err, ST_E_SYSTEM, "the reference fails the task's validator (%s)",
+			                  why);
+	}
+	for (int i = 0; i < v->n_sols; i++) {
+		if (i == v->ref || !usable(v, i))
+			continue;
+		json_t *outs = json_array();
+		char why[1024] = "";
+		int ok = judge(v, L, set, i, 0, outs, why, sizeof why);
+		if (i == v->cand) {
+			cand_entry = json_pack("{s:s,s:o,s:i,s:b,s:o}", "set", set->label, "sizes",
+			                       sizes_json(set), "seed_index", k, "ok", ok, "outputs", outs);
+			json_array_append_new(v->correctness, cand_entry);
+		} else
+			json_decref(outs);
+		if (ok)
+			continue;
+		if (i == v->cand) {
+			fail(v, "incorrect", "set %s, seed %d: %s", set->label, k + 1, why);
+		} else {
+			v->sols[i].failed = 1;
+			flag(v, "expert_incorrect");
+			char buf[1200];
+			snprintf(buf, sizeof buf, "set %s, seed %d: %s", set->label, k + 1, why);
+			json_object_set_new(v->verdict, "expert_failure", json_string(buf));
+		}
+	}
+	/* Before the metamorphic check, whose run overwrites the inputs when the candidate is the
+	 * reference. */
+	if (k == 0 && L->dump && (s = write_dump(v, L, set, err)))
+		return s;
+	if (k != 0 || !usable(v, v->cand))
+		return ST_OK;
+	if (v->cand != v->ref) {
+		s = determinism_check(v, L, set, seed, err);
+		if (s)
+			return s;
+	}
+	if (v->perturb && usable(v, v->cand))
+		return perturbed_check(v, L, set, seed, cand_entry, err);
 	return ST_OK;
 }
 
@@ -1056,9 +1232,7 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 	memset(&L, 0, sizeof L);
 	if (t->n_inputs > MAX_TENSORS || t->n_outputs > MAX_TENSORS || t->n_params > MAX_TENSORS)
 		return st_err_set(err, ST_E_INVALID, "%s: more than %d tensors", t->id, MAX_TENSORS);
-	int64_t pdims[MAX_TENSORS][ST_MAX_DIMS];
-	size_t pbytes[MAX_TENSORS];
-	json_t *params = tensor_specs(t->params, t->n_params, set, 1, pdims, pbytes, err);
+	json_t *params = tensor_specs(t->params, t->n_params, set, 1, L.dims_par, L.par_bytes, err);
 	json_t *inputs = params ? tensor_specs(t->inputs, t->n_inputs, set, 1, L.dims_in, L.in_bytes, err) : NULL;
 	json_t *outputs = inputs ? tensor_specs(t->outputs, t->n_outputs, set, 0, L.dims_out, L.out_bytes, err) : NULL;
 	if (!outputs) {
@@ -1066,6 +1240,9 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		json_decref(inputs);
 		return st_err_wrap(err, ST_E_INVALID, "%s: size set %s", t->id, set->label);
 	}
+	int dumping = timed && v->o->dump_path;
+	L.dump = dumping;
+	L.n_par = dumping ? t->n_params : 0;
 	make_layout(&L, t->n_inputs, t->n_outputs);
 	json_t *sizes = json_array();
 	for (int i = 0; i < set->n; i++)
@@ -1077,6 +1254,9 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 	                        offsets_json(L.out_off[0], t->n_outputs), "out1",
 	                        offsets_json(L.out_off[1], t->n_outputs), "in",
 	                        offsets_json(L.in_off, t->n_inputs));
+	if (dumping)
+		json_object_set_new(json_object_get(req, "layout"), "params",
+		                    offsets_json(L.par_off, t->n_params));
 	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
 	int fds[MAX_SOLS];
 	st_status s = ST_OK;
