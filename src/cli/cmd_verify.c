@@ -20,6 +20,9 @@ static void usage(FILE *f)
 	        "  --dump FILE      write the params, the inputs of the first seed on the timed set\n"
 	        "                   and the solution's outputs for them to FILE (safetensors; the\n"
 	        "                   sizes, task and set as metadata), e.g. to compare with PyTorch\n"
+	        "  --params FILE    take the params from FILE (safetensors, by the task's names,\n"
+	        "                   its dtypes and shapes; other tensors are ignored, so a --dump\n"
+	        "                   file works) instead of generating them, e.g. real weights\n"
 	        ST_PROFILE_OPTS_HELP ST_VERIFY_OPTS_HELP
 	        "\nexit: 0 correct, 1 not correct (compile error, crash, timeout, incorrect),\n"
 	        "      2 bad input, 3 environment (no GPU, compiler, broken baseline)\n",
@@ -32,11 +35,16 @@ static int verify_flag(st_verify_opts *o, int argc, char **argv, int *i)
 		o->profile = 0;
 		return 1;
 	}
-	if (strcmp(argv[*i], "--dump"))
+	int dump = !strcmp(argv[*i], "--dump");
+	if (!dump && strcmp(argv[*i], "--params"))
 		return 0;
 	if (*i + 1 >= argc || !argv[*i + 1][0]) {
-		st_cli_error("--dump needs a file name");
+		st_cli_error("%s needs a file name", argv[*i]);
 		return -1;
+	}
+	if (!dump) {
+		o->params_path = argv[++*i];
+		return 1;
 	}
 	o->dump_path = argv[++*i];
 	return st_cli_output_folder_ok("--dump", o->dump_path) ? 1 : -1;

@@ -301,7 +301,22 @@ static json_t *op_setup(json_t *req, int fd)
 		return reply_fail("runtime_error", g_err);
 	uint64_t pseed = (uint64_t)json_integer_value(json_object_get(req, "param_seed"));
 	R.param_seed = pseed;
-	for (int i = 0; i < R.n_params; i++) {
+	/* Params the parent put into the shared block (stitch verify --params FILE) are uploaded
+	 * instead of generated. */
+	json_t *given = json_object_get(json_object_get(req, "layout"), "params_in");
+	if (given) {
+		size_t *off = NULL;
+		g_err[0] = '\0';
+		int bad = read_offsets(given, &off, R.n_params);
+		for (int i = 0; i < R.n_params && !bad; i++)
+			bad = off[i] + tensor_bytes(&R.params[i]) > R.shm_len ||
+			      rb_upload(R.params[i].data, R.shm + off[i], tensor_bytes(&R.params[i]), g_err,
+			                sizeof g_err);
+		free(off);
+		if (bad)
+			return reply_fail("harness", g_err[0] ? g_err : "setup: malformed params layout");
+	}
+	for (int i = 0; i < R.n_params && !given; i++) {
 		rb_init init;
 		if (parse_init(json_object_get(json_array_get(params, (size_t)i), "init"), &init) ||
 		    init.dist == ST_DIST_TASK)

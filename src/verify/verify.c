@@ -102,6 +102,7 @@ typedef struct vctx {
 	int verdict_final;     /* the candidate's status is decided (a failure) */
 	double t_start, t_mark;
 	json_t *phases;        /* seconds spent per phase, for people who wonder where time goes */
+	const st_safetensors *params; /* --params: the file the params come from, or NULL */
 } vctx;
 
 static double now_s(void)
@@ -1242,7 +1243,28 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 	}
 	int dumping = timed && v->o->dump_path;
 	L.dump = dumping;
-	L.n_par = dumping ? t->n_params : 0;
+	L.n_par = dumping || v->params ? t->n_params : 0;
+	for (int i = 0; v->params && i < t->n_params; i++) {
+		const st_safetensor *f = st_safetensors_find(v->params, t->params[i].name);
+		int same = f->ndim == t->params[i].ndim;
+		for (int d = 0; same && d < f->ndim; d++)
+			same = f->shape[d] == L.dims_par[i][d];
+		if (!same) {
+			json_decref(params);
+			json_decref(inputs);
+			json_decref(outputs);
+			char want[256] = "", got[256] = "";
+			for (int d = 0; d < t->params[i].ndim; d++)
+				snprintf(want + strlen(want), sizeof want - strlen(want), "%s%" PRId64,
+				         d ? ", " : "", L.dims_par[i][d]);
+			for (int d = 0; d < f->ndim; d++)
+				snprintf(got + strlen(got), sizeof got - strlen(got), "%s%" PRId64, d ? ", " : "",
+				         f->shape[d]);
+			return st_err_set(err, ST_E_INVALID, "--params %s: %s has shape [%s] in the file; "
+			                  "set %s needs [%s]", v->o->params_path, f->name, got, set->label,
+			                  want);
+		}
+	}
 	make_layout(&L, t->n_inputs, t->n_outputs);
 	json_t *sizes = json_array();
 	for (int i = 0; i < set->n; i++)
@@ -1257,6 +1279,9 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 	if (dumping)
 		json_object_set_new(json_object_get(req, "layout"), "params",
 		                    offsets_json(L.par_off, t->n_params));
+	if (v->params)
+		json_object_set_new(json_object_get(req, "layout"), "params_in",
+		                    offsets_json(L.par_off, t->n_params));
 	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
 	int fds[MAX_SOLS];
 	st_status s = ST_OK;
@@ -1267,6 +1292,9 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		s = map_shm(&v->sols[i], L.total, err);
 		fds[i] = v->sols[i].shm_fd;
 		reqs[i] = req;
+		for (int j = 0; !s && v->params && j < t->n_params; j++)
+			memcpy(v->sols[i].shm + L.par_off[j],
+			       st_safetensors_find(v->params, t->params[j].name)->data, L.par_bytes[j]);
 	}
 	char what[128];
 	snprintf(what, sizeof what, "st_init on set %s", set->label);
@@ -1596,6 +1624,31 @@ static void ncu_pass(vctx *v, const char *task_dir, const char *solution)
 	json_decref(nv);
 }
 
+/* --params: the file holds every param of the task by name with the task's dtype (shapes are
+ * checked per size set); other tensors in it, such as a --dump's inputs and outputs, are ignored. */
+static st_status open_params(const st_task *t, const char *path, st_safetensors *f, st_err *err)
+{
+	st_status s = st_safetensors_open(path, f, err);
+	if (s) /* a file the user named that cannot be read is bad input, not a broken machine */
+		return st_err_wrap(err, s == ST_E_IO ? ST_E_INVALID : s, "--params");
+	for (int i = 0; i < t->n_params; i++) {
+		const st_safetensor *x = st_safetensors_find(f, t->params[i].name);
+		if (!x)
+			s = st_err_set(err, ST_E_INVALID, "--params %s: no tensor '%s' (%s needs %d params: "
+			               "%s%s)", path, t->params[i].name, t->id, t->n_params,
+			               t->params[0].name, t->n_params > 1 ? ", ..." : "");
+		else if (x->dtype != t->params[i].dtype)
+			s = st_err_set(err, ST_E_INVALID, "--params %s: %s is %s in the file; the task "
+			               "needs %s", path, x->name, st_dtype_name(x->dtype),
+			               st_dtype_name(t->params[i].dtype));
+		if (s) {
+			st_safetensors_close(f);
+			return s;
+		}
+	}
+	return ST_OK;
+}
+
 st_status st_verify(const char *task_dir, const char *solution, const st_verify_opts *o,
                     json_t **verdict, st_err *err)
 {
@@ -1626,8 +1679,15 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	s = st_task_load(task_dir, &task, err);
 	if (s)
 		return s;
+	st_safetensors params;
+	memset(&params, 0, sizeof params);
+	if (o->params_path && (s = open_params(&task, o->params_path, &params, err))) {
+		st_task_free(&task);
+		return s;
+	}
 	vctx v;
 	memset(&v, 0, sizeof v);
+	v.params = o->params_path ? &params : NULL;
 	v.task = &task;
 	v.o = o;
 	v.expert = -1;
@@ -1669,6 +1729,9 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	}
 	json_object_set_new(v.verdict, "phases_s", v.phases);
 	json_object_set_new(v.verdict, "wall_s", json_real(now_s() - v.t_start));
+	if (o->params_path)
+		json_object_set_new(v.verdict, "params_file", json_string(o->params_path));
+	st_safetensors_close(&params);
 	st_task_free(&task);
 	if (s && s != ST_E_INVALID) {
 		json_decref(v.verdict);

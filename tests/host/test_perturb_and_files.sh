@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The metamorphic check and --dump on the host backend, with the prefix test task (y = inclusive
-# prefix sum of x, so y[i] may depend on x[0..i] only): a correct solution passes it; one whose
-# outputs carry a trace of a later input, well within the tolerance, fails it and is named; and
-# --dump writes the params, inputs and outputs of the timed set as a safetensors file whose
-# contents match what the task says.
+# The metamorphic check, --dump and --params on the host backend. With the prefix test task
+# (y = inclusive prefix sum of x, so y[i] may depend on x[0..i] only): a correct solution passes
+# the check; one whose outputs carry a trace of a later input, well within the tolerance, fails it
+# and is named; --dump writes the inputs and outputs of the timed set as a safetensors file whose
+# contents match what the task says. With the scale test task (y = 2x + b, b a param): --params
+# takes b from a file (a --dump file too), and a file without b, or with the wrong dtype or shape,
+# is bad input.
 . "$(dirname "$0")/../lib.sh"
 
 PREFIX="$STITCH_SRC/tests/data/tasks/t1/prefix"
@@ -72,4 +74,49 @@ check "reference as candidate: the dump pairs y with the x that made it ($(tail 
 	>/dev/null 2>"$WORK/nodir.err"
 rc=$?
 check "--dump into a missing folder: exit 2 before any work (got $rc: $(tail -n 1 "$WORK/nodir.err"))" [ "$rc" -eq 2 ]
+# --params, on the scale task: y = 2x + b with b from the file.
+mkst() { # mkst FILE NAME DTYPE SHAPE VALUES...: a safetensors file with one tensor
+	python3 - "$@" <<'PY'
+import json, struct, sys
+path, name, dtype, shape = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+vals = [float(v) for v in sys.argv[5:]]
+fmt = {"F32": "f", "F64": "d"}[dtype]
+data = struct.pack("<%d%s" % (len(vals), fmt), *vals)
+head = json.dumps({name: {"dtype": dtype, "shape": shape, "data_offsets": [0, len(data)]}}).encode()
+head += b" " * (-len(head) % 8)
+open(path, "wb").write(struct.pack("<Q", len(head)) + head + data)
+PY
+}
+mkst "$WORK/b.safetensors" b F32 '[1]' 0.25
+verify "$WORK/params.json" "$TASK" "$FIX/good.c" --params "$WORK/b.safetensors" --dump "$WORK/scale.safetensors"
+check "--params: good.c ok with b from the file (exit $RC; $(field "$WORK/params.json" reason))" [ "$RC" -eq 0 ]
+python3 - "$WORK/scale.safetensors" >"$WORK/scale.out" 2>&1 <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+data = raw[8 + n:]
+get = lambda k: struct.unpack("<%df" % head[k]["shape"][0], data[slice(*head[k]["data_offsets"])])
+(b,), x, y = get("b"), get("x"), get("y")
+assert b == 0.25, b
+assert all(abs(yi - (2 * xi + 0.25)) < 1e-6 for xi, yi in zip(x, y))
+print("b = 0.25 reached the solution: y = 2x + 0.25 over", len(y), "elements")
+PY
+check "--params: $(tail -n 1 "$WORK/scale.out")" grep -q "reached the solution" "$WORK/scale.out"
+verify "$WORK/params2.json" "$TASK" "$FIX/good.c" --params "$WORK/scale.safetensors"
+check "--params with a --dump file (its x and y ignored): exit 0 (got $RC)" [ "$RC" -eq 0 ]
+
+bad_params() { # bad_params DESCRIPTION MESSAGE FILE
+	"$STITCH" verify "${FAST[@]}" --params "$3" "$TASK" "$FIX/good.c" >/dev/null 2>"$WORK/bp.err"
+	local rc=$?
+	check "--params $1: exit 2 (got $rc)" [ "$rc" -eq 2 ]
+	check "--params $1: says '$2' ($(tail -n 1 "$WORK/bp.err"))" grep -q -- "$2" "$WORK/bp.err"
+}
+mkst "$WORK/c.safetensors" c F32 '[1]' 1
+bad_params "without b" "no tensor 'b'" "$WORK/c.safetensors"
+mkst "$WORK/b64.safetensors" b F64 '[1]' 1
+bad_params "with b as f64" "b is f64 in the file; the task needs f32" "$WORK/b64.safetensors"
+mkst "$WORK/b2.safetensors" b F32 '[2]' 1 2
+bad_params "with b of shape [2]" "b has shape \[2\] in the file; set small needs \[1\]" "$WORK/b2.safetensors"
+bad_params "that does not exist" "no/such" "$WORK/no/such.safetensors"
 finish
