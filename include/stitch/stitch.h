@@ -35,6 +35,7 @@ typedef struct st_verify_opts {
 	                              and add them as profile.ncu: {"kernels": [...]} or {"error"} */
 	int under_ncu;             /* internal to that pass: run the candidate under ncu and put
 	                              its report in the verdict as "ncu" */
+	const char *devices;       /* CUDA_VISIBLE_DEVICES of the runners (e.g. "1"); NULL: ours */
 	const char *params_path;   /* take the params from this safetensors file (by name; dtype
 	                              and shape must match the task's for every set run) instead of
 	                              generating them from a seed, e.g. real model weights */

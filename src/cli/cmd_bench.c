@@ -147,14 +147,8 @@ static const char *default_db(char *buf, size_t len)
 	const char *env = getenv("STITCH_BENCH_DB");
 	if (env && *env)
 		return env;
-	const char *data = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-	if (data && *data)
-		snprintf(buf, len, "%s/stitch/bench.db", data);
-	else if (home && *home)
-		snprintf(buf, len, "%s/.local/share/stitch/bench.db", home);
-	else
-		return NULL;
-	return buf;
+	st_err err;
+	return st_data_path("bench.db", buf, len, &err) ? NULL : buf;
 }
 
 static int open_db(const char *path, st_bench_db **db)

@@ -86,11 +86,6 @@ static void format_libraries(const st_task *t, char *buf, size_t len)
 	}
 }
 
-static const char *policy_name(st_policy_mode m)
-{
-	return m == ST_POLICY_EXPERT ? "expert" : "engineering";
-}
-
 static int max_int(int a, int b)
 {
 	return a > b ? a : b;
@@ -112,49 +107,15 @@ static void print_table(const listing *l)
 		format_sizes(&t->eval, sizes, sizeof sizes);
 		format_libraries(t, libs, sizeof libs);
 		printf("%-*s  %4d  %-*s  %6d  %-11s  %s\n", w_id, t->id, t->tier, w_sizes, sizes,
-		       t->n_hidden, policy_name(t->policy), libs);
+		       t->n_hidden, st_task_policy_name(t->policy), libs);
 	}
-}
-
-static json_t *sizes_json(const st_size_set *s)
-{
-	json_t *o = json_object();
-	for (int i = 0; o && i < s->n; i++)
-		json_object_set_new(o, s->names[i], json_integer(s->values[i]));
-	return o;
-}
-
-static json_t *strings_json(char **v, int n)
-{
-	json_t *a = json_array();
-	for (int i = 0; a && i < n; i++)
-		json_array_append_new(a, json_string(v[i]));
-	return a;
-}
-
-static json_t *nullable_string(const char *s)
-{
-	return s ? json_string(s) : json_null();
-}
-
-static json_t *task_json(const st_task *t)
-{
-	return json_pack("{s:s, s:s, s:i, s:o, s:o, s:i, s:s, s:o, s:o, s:{s:o, s:o, s:o}}",
-	                 "id", t->id, "name", t->name, "tier", t->tier,
-	                 "eval", sizes_json(&t->eval), "small", sizes_json(&t->small),
-	                 "n_hidden", t->n_hidden, "policy", policy_name(t->policy),
-	                 "libraries", strings_json(t->libraries, t->n_libraries),
-	                 "archs", strings_json(t->archs, t->n_archs),
-	                 "cost", "flops", nullable_string(t->cost_flops),
-	                 "bytes", nullable_string(t->cost_bytes),
-	                 "unit", nullable_string(t->cost_unit));
 }
 
 static int print_json(const listing *l)
 {
 	json_t *arr = json_array();
 	for (int i = 0; arr && i < l->n; i++) {
-		json_t *o = task_json(&l->tasks[i]);
+		json_t *o = st_task_json(&l->tasks[i]);
 		if (!o || json_array_append_new(arr, o)) {
 			json_decref(arr);
 			arr = NULL;

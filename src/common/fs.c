@@ -236,6 +236,28 @@ st_status st_cache_dir(char *out, size_t len, st_err *err)
 	return ST_OK;
 }
 
+st_status st_data_path(const char *name, char *out, size_t len, st_err *err)
+{
+	const char *env = getenv("XDG_DATA_HOME");
+	int n;
+	if (env && *env)
+		n = snprintf(out, len, "%s/stitch", env);
+	else if ((env = getenv("HOME")) && *env)
+		n = snprintf(out, len, "%s/.local/share/stitch", env);
+	else
+		return st_err_set(err, ST_E_INVALID, "no data folder: set XDG_DATA_HOME or HOME");
+	if (n < 0 || (size_t)n >= len)
+		return st_err_set(err, ST_E_INVALID, "data folder path too long (%d bytes)", n);
+	st_status s = st_mkdirs(out, err);
+	if (s != ST_OK)
+		return st_err_wrap(err, s, "data folder");
+	size_t used = (size_t)n;
+	n = snprintf(out + used, len - used, "/%s", name);
+	if (n < 0 || (size_t)n >= len - used)
+		return st_err_set(err, ST_E_INVALID, "data file path too long");
+	return ST_OK;
+}
+
 int st_file_exists(const char *path)
 {
 	struct stat st;

@@ -14,6 +14,9 @@ st_status st_write_parts_atomic(const char *path, const void *const *parts, cons
 st_status st_mkdirs(const char *path, st_err *err);
 /* $STITCH_CACHE_DIR, else $XDG_CACHE_HOME/stitch, else $HOME/.cache/stitch; created if missing. */
 st_status st_cache_dir(char *out, size_t len, st_err *err);
+/* $XDG_DATA_HOME/stitch/NAME, else $HOME/.local/share/stitch/NAME (the folder is created): where
+ * stitch keeps what it must not lose, like the bench and serve databases. */
+st_status st_data_path(const char *name, char *out, size_t len, st_err *err);
 int st_file_exists(const char *path);
 /* Remove a folder and everything under it (links are removed, not followed); best effort. */
 void st_rm_tree(const char *path);

@@ -4,6 +4,7 @@
 #define ST_TASK_H
 
 #include <stdint.h>
+#include <jansson.h>
 #include "stitch/solution.h"
 #include "../common/st_error.h"
 
@@ -102,6 +103,12 @@ st_status st_task_resolve(const char *arg, const char *root, char *out, size_t o
 /* List every task folder (a folder with task.json) under root, sorted by id: absolute paths of
  * root/<tier folder>/<task folder>. Free with st_task_list_free. */
 st_status st_task_list(const char *root, char ***dirs, int *n, st_err *err);
+
+/* "expert" or "engineering". */
+const char *st_task_policy_name(st_policy_mode m);
+/* {id, name, tier, eval, small, n_hidden, policy, libraries, archs, cost}; NULL when out of
+ * memory. Hidden sizes are never in it. */
+json_t *st_task_json(const st_task *t);
 void st_task_list_free(char **dirs, int n);
 
 /* The size sets a verify runs over, in order: small, eval, then every hidden set. Writes at most

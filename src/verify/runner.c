@@ -51,24 +51,41 @@ static const char *const env_keep[] = {
 #define ST_RUNNER_UID_BASE 61000u
 #define ST_RUNNER_UID_SPAN 4000u
 
-static void child_exec(int fd, const char *path, const char *workdir, int flags, const char *ncu)
+#define ENV_MAX 16
+#define ENV_LEN 4096
+
+/* The runner's whole environment, made before the fork (a threaded parent's child may only call
+ * async-signal-safe functions): env_keep from ours, CUDA_VISIBLE_DEVICES replaced by `devices`
+ * when given, and HOME in its own folder. */
+static void runner_env(char bufs[ENV_MAX][ENV_LEN], char *envp[ENV_MAX], const char *workdir,
+                       const char *devices)
 {
-	int sandbox = flags & ST_RUNNER_SANDBOX;
-	char *envp[16];
 	int n = 0;
-	static char bufs[16][4096];
-	for (int i = 0; env_keep[i] && n < 14; i++) {
+	for (int i = 0; env_keep[i] && n < ENV_MAX - 3; i++) {
 		const char *v = getenv(env_keep[i]);
+		if (devices && !strcmp(env_keep[i], "CUDA_VISIBLE_DEVICES"))
+			continue;
 		if (v) {
-			snprintf(bufs[n], sizeof bufs[n], "%s=%s", env_keep[i], v);
+			snprintf(bufs[n], ENV_LEN, "%s=%s", env_keep[i], v);
 			envp[n] = bufs[n];
 			n++;
 		}
 	}
-	snprintf(bufs[n], sizeof bufs[n], "HOME=%s", workdir);
+	if (devices) {
+		snprintf(bufs[n], ENV_LEN, "CUDA_VISIBLE_DEVICES=%s", devices);
+		envp[n] = bufs[n];
+		n++;
+	}
+	snprintf(bufs[n], ENV_LEN, "HOME=%s", workdir);
 	envp[n] = bufs[n];
 	n++;
 	envp[n] = NULL;
+}
+
+static void child_exec(int fd, const char *path, const char *workdir, int flags, const char *ncu,
+                       char *const envp[])
+{
+	int sandbox = flags & ST_RUNNER_SANDBOX;
 	char uid_arg[16] = "";
 	if (sandbox && geteuid() == 0) {
 		unsigned uid = ST_RUNNER_UID_BASE + (unsigned)getpid() % ST_RUNNER_UID_SPAN;
@@ -119,7 +136,7 @@ static void child_exec(int fd, const char *path, const char *workdir, int flags,
 }
 
 st_status st_runner_start(st_runner *r, const char *backend, const char *label, int flags,
-                          st_err *err)
+                          const char *devices, st_err *err)
 {
 	memset(r, 0, sizeof *r);
 	r->sock = -1;
@@ -149,6 +166,8 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 		rmdir(r->workdir);
 		return st_err_set(err, ST_E_SYSTEM, "socketpair: %s", strerror(errno));
 	}
+	char envbuf[ENV_MAX][ENV_LEN], *envp[ENV_MAX];
+	runner_env(envbuf, envp, r->workdir, devices);
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -158,7 +177,8 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 		return st_err_set(err, ST_E_SYSTEM, "fork: %s", strerror(errno));
 	}
 	if (pid == 0)
-		child_exec(sv[1], path, r->workdir, flags, (flags & ST_RUNNER_NCU) ? r->ncu : NULL);
+		child_exec(sv[1], path, r->workdir, flags, (flags & ST_RUNNER_NCU) ? r->ncu : NULL,
+		           envp);
 	setpgid(pid, pid); /* also in the parent, so the group exists before any kill */
 	close(sv[1]);
 	r->sock = sv[0];

@@ -28,10 +28,11 @@ typedef struct st_runner {
  * not sandboxed: only for solutions that already passed a sandboxed verify. */
 #define ST_RUNNER_NCU 4
 
-/* Fork and exec stitch-runner-<backend> with ST_RUNNER_* flags. Does not wait for its hello
- * (see st_runner_hello). */
+/* Fork and exec stitch-runner-<backend> with ST_RUNNER_* flags; `devices` (NULL: ours) is the
+ * runner's CUDA_VISIBLE_DEVICES, e.g. "1" for the second GPU. Does not wait for its hello (see
+ * st_runner_hello). */
 st_status st_runner_start(st_runner *r, const char *backend, const char *label, int flags,
-                          st_err *err);
+                          const char *devices, st_err *err);
 /* Copy a file into the runner's private folder as `name` (readable by the runner only), so it
  * loads solutions from there and never needs the cache; `out` gets the copy's path. */
 st_status st_runner_copy_in(st_runner *r, const char *src, const char *name, char *out,

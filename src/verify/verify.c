@@ -1398,7 +1398,8 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 		int flags = (o->no_sandbox ? 0 : ST_RUNNER_SANDBOX) |
 		            (i == v->cand && profiling(v) ? ST_RUNNER_PROFILE : 0) |
 		            (i == v->cand && o->under_ncu ? ST_RUNNER_NCU : 0);
-		s = st_runner_start(&v->sols[i].runner, o->backend, role_of(v, i), flags, err);
+		s = st_runner_start(&v->sols[i].runner, o->backend, role_of(v, i), flags, o->devices,
+		                    err);
 		if (s)
 			return s;
 		v->sols[i].started = 1;

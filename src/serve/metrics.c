@@ -1,0 +1,200 @@
+/* Prometheus exposition of the service's figures: answers by HTTP code, verdicts by status,
+ * answers served from the store, queue depths, per-worker busy ratio, and the latency of
+ * admitted requests as a summary (p50, p90, p99 over the last LAT_WINDOW answers, plus sum and
+ * count over all). */
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LAT_WINDOW 4096
+#define N_CODES 16
+#define N_STATUS 16
+
+struct st_serve_metrics {
+	pthread_mutex_t mu;
+	int codes[N_CODES];
+	long code_n[N_CODES];
+	char status[N_STATUS][32];
+	long status_n[N_STATUS];
+	long stored;
+	double lat[LAT_WINDOW];
+	long lat_n;            /* all latencies seen; the window holds the last min(n, LAT_WINDOW) */
+	double lat_sum;
+	int workers;
+	double *busy;
+};
+
+st_serve_metrics *st_serve_metrics_new(int workers)
+{
+	st_serve_metrics *m = calloc(1, sizeof *m);
+	if (!m)
+		return NULL;
+	m->busy = calloc((size_t)(workers > 0 ? workers : 1), sizeof *m->busy);
+	if (!m->busy) {
+		free(m);
+		return NULL;
+	}
+	m->workers = workers;
+	pthread_mutex_init(&m->mu, NULL);
+	return m;
+}
+
+void st_serve_metrics_free(st_serve_metrics *m)
+{
+	if (!m)
+		return;
+	pthread_mutex_destroy(&m->mu);
+	free(m->busy);
+	free(m);
+}
+
+void st_serve_metrics_answer(st_serve_metrics *m, int code, double seconds)
+{
+	pthread_mutex_lock(&m->mu);
+	for (int i = 0; i < N_CODES; i++)
+		if (m->codes[i] == code || !m->codes[i]) {
+			m->codes[i] = code;
+			m->code_n[i]++;
+			break;
+		}
+	if (seconds >= 0) {
+		m->lat[m->lat_n % LAT_WINDOW] = seconds;
+		m->lat_n++;
+		m->lat_sum += seconds;
+	}
+	pthread_mutex_unlock(&m->mu);
+}
+
+void st_serve_metrics_verdict(st_serve_metrics *m, const char *status)
+{
+	pthread_mutex_lock(&m->mu);
+	for (int i = 0; i < N_STATUS; i++)
+		if (!m->status[i][0] || !strcmp(m->status[i], status)) {
+			snprintf(m->status[i], sizeof m->status[i], "%s", status);
+			m->status_n[i]++;
+			break;
+		}
+	pthread_mutex_unlock(&m->mu);
+}
+
+void st_serve_metrics_stored(st_serve_metrics *m)
+{
+	pthread_mutex_lock(&m->mu);
+	m->stored++;
+	pthread_mutex_unlock(&m->mu);
+}
+
+void st_serve_metrics_busy(st_serve_metrics *m, int w, double seconds)
+{
+	if (w < 0 || w >= m->workers)
+		return;
+	pthread_mutex_lock(&m->mu);
+	m->busy[w] += seconds;
+	pthread_mutex_unlock(&m->mu);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+typedef struct buf {
+	char *p;
+	size_t len, cap;
+	int oom;
+} buf;
+
+static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(buf *b, const char *fmt, ...)
+{
+	for (int tries = 0; tries < 2 && !b->oom; tries++) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = 1;
+			return;
+		}
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = (b->cap + (size_t)n + 1) * 2;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = 1;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+}
+
+char *st_serve_metrics_text(st_serve_metrics *m, const st_serve_gauges *g)
+{
+	buf b = {malloc(4096), 0, 4096, 0};
+	if (!b.p)
+		return NULL;
+	b.p[0] = '\0';
+	pthread_mutex_lock(&m->mu);
+	put(&b, "# HELP stitch_serve_answers_total HTTP answers by status code.\n"
+	        "# TYPE stitch_serve_answers_total counter\n");
+	for (int i = 0; i < N_CODES && m->codes[i]; i++)
+		put(&b, "stitch_serve_answers_total{code=\"%d\"} %ld\n", m->codes[i], m->code_n[i]);
+	put(&b, "# HELP stitch_serve_verdicts_total Verdicts by status.\n"
+	        "# TYPE stitch_serve_verdicts_total counter\n");
+	for (int i = 0; i < N_STATUS && m->status[i][0]; i++)
+		put(&b, "stitch_serve_verdicts_total{status=\"%s\"} %ld\n", m->status[i], m->status_n[i]);
+	put(&b, "# HELP stitch_serve_stored_answers_total Answers served from the store (a request "
+	        "id seen before).\n# TYPE stitch_serve_stored_answers_total counter\n"
+	        "stitch_serve_stored_answers_total %ld\n", m->stored);
+	long n = m->lat_n < LAT_WINDOW ? m->lat_n : LAT_WINDOW;
+	double *sorted = n ? malloc((size_t)n * sizeof *sorted) : NULL;
+	if (sorted) {
+		memcpy(sorted, m->lat, (size_t)n * sizeof *sorted);
+		qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+	}
+	put(&b, "# HELP stitch_serve_latency_seconds Admission to answer of verify and reward "
+	        "requests (quantiles over the last %d).\n# TYPE stitch_serve_latency_seconds summary\n",
+	    LAT_WINDOW);
+	static const double qs[] = {0.5, 0.9, 0.99};
+	for (int i = 0; sorted && i < 3; i++)
+		put(&b, "stitch_serve_latency_seconds{quantile=\"%g\"} %.6f\n", qs[i],
+		    sorted[(long)(qs[i] * (double)(n - 1) + 0.5)]);
+	put(&b, "stitch_serve_latency_seconds_sum %.6f\nstitch_serve_latency_seconds_count %ld\n",
+	    m->lat_sum, m->lat_n);
+	free(sorted);
+	put(&b, "# HELP stitch_serve_worker_busy_ratio Share of the uptime a worker spent verifying "
+	        "(GPU busy, as far as the service keeps it so).\n"
+	        "# TYPE stitch_serve_worker_busy_ratio gauge\n");
+	for (int w = 0; w < m->workers; w++)
+		put(&b, "stitch_serve_worker_busy_ratio{worker=\"%d\",gpu=\"%s\"} %.4f\n", w,
+		    g->worker_labels ? g->worker_labels[w] : "", g->uptime_s > 0 ? m->busy[w] / g->uptime_s : 0);
+	pthread_mutex_unlock(&m->mu);
+	put(&b, "# HELP stitch_serve_queue_depth Requests waiting per stage.\n"
+	        "# TYPE stitch_serve_queue_depth gauge\n"
+	        "stitch_serve_queue_depth{stage=\"compile\"} %d\n"
+	        "stitch_serve_queue_depth{stage=\"run\"} %d\n"
+	        "stitch_serve_queue_depth{stage=\"judge\"} %d\n"
+	        "# HELP stitch_serve_inflight Admitted requests not yet answered.\n"
+	        "# TYPE stitch_serve_inflight gauge\nstitch_serve_inflight %d\n"
+	        "# HELP stitch_serve_waiting_clients Clients waiting for an answer.\n"
+	        "# TYPE stitch_serve_waiting_clients gauge\nstitch_serve_waiting_clients %d\n"
+	        "# HELP stitch_serve_draining 1 while draining after SIGTERM.\n"
+	        "# TYPE stitch_serve_draining gauge\nstitch_serve_draining %d\n"
+	        "# HELP stitch_serve_uptime_seconds Seconds since the service started.\n"
+	        "# TYPE stitch_serve_uptime_seconds gauge\nstitch_serve_uptime_seconds %.1f\n",
+	    g->compile_queue, g->run_queue, g->judge_queue, g->inflight, g->waiting, g->draining,
+	    g->uptime_s);
+	if (b.oom) {
+		free(b.p);
+		return NULL;
+	}
+	return b.p;
+}

@@ -1,0 +1,885 @@
+/* Admission, queues and workers of stitch serve. A request becomes a job: stored first (so a
+ * restart finds it), then written to the spool and compiled by the CPU pool, verified by one
+ * worker per GPU (whose runners see only that GPU), judged by an LLM when the reward asks for a
+ * rubric, and answered: the answer is stored, then every client waiting on that id is woken.
+ * Jobs are keyed by request id: a second request with the same id and the same content waits
+ * for the same job or gets the stored answer; with other content it is a conflict (409). One
+ * mutex guards the queues and the in-flight list; the work itself runs outside it. */
+#include "service.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agents/agents.h"
+#include "common/fs.h"
+#include "llm/llm.h"
+#include "metrics.h"
+#include "store.h"
+#include "task/task.h"
+
+#define ID_MAX 128
+#define MAX_WORKERS 64
+
+typedef struct job {
+	char id[ID_MAX + 1];
+	char hash[65];
+	char kind[8];            /* "verify" or "reward" */
+	json_t *req;             /* the validated request */
+	char task_dir[4096];
+	char path[4200];         /* the spooled code */
+	st_skill skill;
+	json_t *verdict;         /* after the run */
+	char *answer;            /* the answer's JSON text, once done */
+	int http_status;
+	int done;
+	int refs;                /* 1 for the pipeline until done, +1 per waiting client */
+	double t_in, t_start;    /* admission and start of the run (monotonic) */
+	struct job *next;        /* in a queue */
+	struct job *all_next;    /* in the in-flight list */
+} job;
+
+typedef struct jqueue {
+	job *head, *tail;
+	int n;
+} jqueue;
+
+typedef struct worker_arg {
+	struct st_service *s;
+	int index;
+} worker_arg;
+
+struct st_service {
+	st_serve_opts o;
+	st_serve_store *store;
+	st_serve_metrics *metrics;
+	char *tasks_text;                /* GET /v1/tasks, made once */
+	pthread_mutex_t mu;
+	pthread_cond_t cv_work, cv_done;
+	jqueue qc, qr, qj;               /* compile, run, judge */
+	job *inflight;
+	int n_inflight, waiting;
+	int draining, stopping;
+	char arch[32];                   /* learned from the first verdict; precompiles need it */
+	int n_workers;
+	char devices[MAX_WORKERS][16];   /* per worker: its CUDA_VISIBLE_DEVICES, "" on host */
+	const char *labels[MAX_WORKERS];
+	worker_arg args[MAX_WORKERS];
+	pthread_t threads[3 * MAX_WORKERS + 64];
+	int n_threads;
+	double t0;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void say(const st_service *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const st_service *s, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (s->o.log)
+		s->o.log(line);
+	else
+		fprintf(stderr, "serve: %s\n", line);
+}
+
+static void push(jqueue *q, job *j)
+{
+	j->next = NULL;
+	if (q->tail)
+		q->tail->next = j;
+	else
+		q->head = j;
+	q->tail = j;
+	q->n++;
+}
+
+static job *pop(jqueue *q)
+{
+	job *j = q->head;
+	if (j) {
+		q->head = j->next;
+		if (!q->head)
+			q->tail = NULL;
+		q->n--;
+	}
+	return j;
+}
+
+static void job_free(job *j)
+{
+	json_decref(j->req);
+	json_decref(j->verdict);
+	free(j->answer);
+	free(j);
+}
+
+/* Under s->mu. */
+static void release(job *j)
+{
+	if (--j->refs == 0)
+		job_free(j);
+}
+
+static char *error_text(const char *id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *error_text(const char *id, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	json_t *o = json_pack("{s:s}", "error", msg);
+	if (id && *id)
+		json_object_set_new(o, "id", json_string(id));
+	char *t = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return t;
+}
+
+/* ---- finishing a job ---------------------------------------------------------------------- */
+
+/* The job's answer: stored (unless the environment failed: then the request stays pending in
+ * the store and runs again after a restart or a repeat), then handed to the waiting clients. */
+static void finish(st_service *s, job *j, int http_status, json_t *answer)
+{
+	char *text = answer ? json_dumps(answer, JSON_COMPACT) : NULL;
+	json_decref(answer);
+	if (!text) {
+		http_status = 500;
+		text = error_text(j->id, "out of memory while answering");
+	}
+	st_err e;
+	if (http_status < 500 && st_serve_store_finish(s->store, j->id, http_status, text, &e)) {
+		say(s, "request %s: the answer could not be stored: %s", j->id, e.msg);
+		free(text);
+		http_status = 500;
+		text = error_text(j->id, "the answer could not be stored: %s", e.msg);
+	}
+	pthread_mutex_lock(&s->mu);
+	j->answer = text;
+	j->http_status = http_status;
+	j->done = 1;
+	for (job **p = &s->inflight; *p; p = &(*p)->all_next)
+		if (*p == j) {
+			*p = j->all_next;
+			break;
+		}
+	s->n_inflight--;
+	pthread_cond_broadcast(&s->cv_done);
+	release(j);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void finish_error(st_service *s, job *j, int http_status, const char *msg)
+{
+	json_t *o = json_pack("{s:s,s:s}", "id", j->id, "error", msg);
+	finish(s, j, http_status, o);
+}
+
+static json_t *answer_object(st_service *s, job *j)
+{
+	(void)s;
+	json_t *o = json_pack("{s:s,s:s,s:s?,s:O}", "id", j->id, "kind", j->kind, "status",
+	                      json_string_value(json_object_get(j->verdict, "status")), "verdict",
+	                      j->verdict);
+	json_object_set_new(o, "seconds", json_pack("{s:f,s:f}", "queued", j->t_start - j->t_in,
+	                                           "total", now_s() - j->t_in));
+	return o;
+}
+
+/* ---- the compile pool --------------------------------------------------------------------- */
+
+static job *take(st_service *s, jqueue *q)
+{
+	pthread_mutex_lock(&s->mu);
+	while (!q->head && !s->stopping)
+		pthread_cond_wait(&s->cv_work, &s->mu);
+	job *j = pop(q);
+	pthread_mutex_unlock(&s->mu);
+	return j;
+}
+
+static void hand_on(st_service *s, jqueue *q, job *j)
+{
+	pthread_mutex_lock(&s->mu);
+	push(q, j);
+	pthread_cond_broadcast(&s->cv_work);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void *compile_main(void *arg)
+{
+	st_service *s = arg;
+	job *j;
+	while ((j = take(s, &s->qc))) {
+		const char *code = json_string_value(json_object_get(j->req, "code"));
+		int host = !strcmp(s->o.verify.backend, "host");
+		/* Named by content: the same code twice is one file and one compile. */
+		char sha[65];
+		st_sha256_hex(code, strlen(code), sha);
+		snprintf(j->path, sizeof j->path, "%s/%.32s.%s", s->o.spool_dir, sha, host ? "c" : "cu");
+		st_err e;
+		if (st_write_file_atomic(j->path, code, strlen(code), &e)) {
+			finish_error(s, j, 500, e.msg);
+			continue;
+		}
+		char arch[32];
+		pthread_mutex_lock(&s->mu);
+		snprintf(arch, sizeof arch, "%s", s->arch);
+		pthread_mutex_unlock(&s->mu);
+		/* Compile errors are the verdict's business; only the cache is filled here. */
+		if (arch[0])
+			(void)st_verify_precompile(j->task_dir, j->path, &s->o.verify, arch, &e);
+		hand_on(s, &s->qr, j);
+	}
+	return NULL;
+}
+
+/* ---- the workers -------------------------------------------------------------------------- */
+
+/* The request's "options" on top of the service's verify options (validated at admission). */
+static void request_options(const json_t *req, st_verify_opts *o)
+{
+	const json_t *opt = json_object_get(req, "options");
+	const char *sets = json_string_value(json_object_get(opt, "sets"));
+	if (sets)
+		o->sets = sets;
+	if (json_is_integer(json_object_get(opt, "seeds")))
+		o->seeds = (int)json_integer_value(json_object_get(opt, "seeds"));
+	if (json_is_boolean(json_object_get(opt, "timing")))
+		o->timing = json_is_true(json_object_get(opt, "timing"));
+	if (json_is_boolean(json_object_get(opt, "profile")))
+		o->profile = json_is_true(json_object_get(opt, "profile"));
+}
+
+static void finish_reward(st_service *s, job *j, const st_rubric *rubric)
+{
+	json_t *r = st_reward_combine(j->verdict, rubric, j->skill, &s->o.reward);
+	json_t *a = answer_object(s, j);
+	json_object_set_new(a, "reward", r ? r : json_null());
+	finish(s, j, 200, a);
+}
+
+static void *worker_main(void *arg)
+{
+	worker_arg *w = arg;
+	st_service *s = w->s;
+	job *j;
+	while ((j = take(s, &s->qr))) {
+		j->t_start = now_s();
+		st_verify_opts o = s->o.verify;
+		o.devices = s->devices[w->index][0] ? s->devices[w->index] : NULL;
+		o.progress = NULL;
+		request_options(j->req, &o);
+		json_t *verdict = NULL;
+		st_err e;
+		st_status st = st_verify(j->task_dir, j->path, &o, &verdict, &e);
+		st_serve_metrics_busy(s->metrics, w->index, now_s() - j->t_start);
+		if (st) {
+			json_decref(verdict);
+			/* Bad options of the request: its answer. A broken machine or baseline: not an
+			 * answer to keep, the request stays pending in the store. */
+			finish_error(s, j, st == ST_E_INVALID ? 422 : 503, e.msg);
+			continue;
+		}
+		j->verdict = verdict;
+		const char *status = json_string_value(json_object_get(verdict, "status"));
+		st_serve_metrics_verdict(s->metrics, status ? status : "unknown");
+		const char *arch = json_string_value(json_object_get(verdict, "arch"));
+		pthread_mutex_lock(&s->mu);
+		if (!s->arch[0] && arch)
+			snprintf(s->arch, sizeof s->arch, "%s", arch);
+		pthread_mutex_unlock(&s->mu);
+		if (!strcmp(j->kind, "verify"))
+			finish(s, j, 200, answer_object(s, j));
+		else if (s->o.judge_model && status && !strcmp(status, "ok"))
+			hand_on(s, &s->qj, j); /* an incorrect solution gets 0 whatever a judge says */
+		else
+			finish_reward(s, j, NULL);
+	}
+	return NULL;
+}
+
+/* ---- the judges --------------------------------------------------------------------------- */
+
+static json_t *judge_vars(st_service *s, job *j, st_err *err)
+{
+	st_task t;
+	if (st_task_load(j->task_dir, &t, err))
+		return NULL;
+	int host = !strcmp(s->o.verify.backend, "host");
+	json_t *v = st_agent_task_vars(&t, host, s->arch[0] ? s->arch : "sm_90a", 0, NULL);
+	st_task_free(&t);
+	if (!v) {
+		st_err_set(err, ST_E_NOMEM, "out of memory for the judge's prompt");
+		return NULL;
+	}
+	char *summary = NULL;
+	st_verifier_feedback(j->verdict, json_string_value(json_object_get(j->req, "code")), 0,
+	                     &summary);
+	json_object_set(v, "code", json_object_get(j->req, "code"));
+	json_object_set_new(v, "verdict_summary", json_string(summary ? summary : ""));
+	free(summary);
+	if (j->skill == ST_SKILL_OPT) {
+		json_object_set(v, "previous_code", json_object_get(j->req, "previous_code"));
+		json_object_set(v, "feedback", json_object_get(j->req, "feedback"));
+	}
+	return v;
+}
+
+static void *judge_main(void *arg)
+{
+	st_service *s = arg;
+	st_llm_model m;
+	st_llm_opts lo;
+	st_llm_opts_default(&lo);
+	lo.cache_path = s->o.judge_cache;
+	st_llm_client *c = NULL;
+	st_err e;
+	/* The model spec was checked at start; a client per thread, so calls run in parallel. */
+	if (st_llm_model_parse(s->o.judge_model, &m, &e) || st_llm_client_new(&m, &lo, &c, &e)) {
+		say(s, "judge: %s (rewards get a neutral rubric)", e.msg);
+		c = NULL;
+	}
+	job *j;
+	while ((j = take(s, &s->qj))) {
+		st_rubric r;
+		memset(&r, 0, sizeof r);
+		json_t *vars = c ? judge_vars(s, j, &e) : NULL;
+		if (!vars || st_rubric_judge(c, s->o.prompts_dir, j->skill, vars, &r, NULL, &e)) {
+			/* As st_rubric_judge does for a judge that cannot answer: neutral, flagged. */
+			st_rubric_free(&r);
+			memset(&r, 0, sizeof r);
+			r.skill = j->skill;
+			r.score = 0.5;
+			r.neutral = 1;
+			r.rationale = strdup(c ? e.msg : "no judge client");
+		}
+		json_decref(vars);
+		finish_reward(s, j, &r);
+		st_rubric_free(&r);
+	}
+	st_llm_client_free(c);
+	return NULL;
+}
+
+/* ---- admission ---------------------------------------------------------------------------- */
+
+static int id_ok(const char *id)
+{
+	size_t n = strlen(id);
+	if (!n || n > ID_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!(id[i] >= 'a' && id[i] <= 'z') && !(id[i] >= 'A' && id[i] <= 'Z') &&
+		    !(id[i] >= '0' && id[i] <= '9') && !strchr("._:-", id[i]))
+			return 0;
+	return 1;
+}
+
+/* 0 when the request is well-formed; otherwise the HTTP status, with the reason in msg. */
+static int validate(st_service *s, const char *kind, json_t *req, char *task_dir, size_t dlen,
+                    st_skill *skill, char *msg, size_t mlen)
+{
+	static const char *const verify_keys[] = {"id", "task", "code", "options", NULL};
+	static const char *const reward_keys[] = {"id", "task", "code", "options", "skill",
+	                                          "previous_code", "feedback", NULL};
+	const char *const *keys = strcmp(kind, "verify") ? reward_keys : verify_keys;
+	if (!json_is_object(req)) {
+		snprintf(msg, mlen, "the body must be a JSON object");
+		return 400;
+	}
+	const char *k;
+	json_t *val;
+	json_object_foreach(req, k, val) {
+		int known = 0;
+		for (int i = 0; keys[i]; i++)
+			known |= !strcmp(keys[i], k);
+		if (!known) {
+			snprintf(msg, mlen, "unknown field '%s' (a %s request has: id, task, code, options%s)",
+			         k, kind, strcmp(kind, "verify") ? ", skill, previous_code, feedback" : "");
+			return 400;
+		}
+	}
+	const json_t *id = json_object_get(req, "id");
+	if (id && (!json_is_string(id) || !id_ok(json_string_value(id)))) {
+		snprintf(msg, mlen, "id must be 1 to %d characters of A-Z a-z 0-9 . _ : -", ID_MAX);
+		return 400;
+	}
+	const char *task = json_string_value(json_object_get(req, "task"));
+	const char *code = json_string_value(json_object_get(req, "code"));
+	if (!task || !code || !*code) {
+		snprintf(msg, mlen, "%s is missing (or not a non-empty string)", !task ? "task" : "code");
+		return 400;
+	}
+	st_err e;
+	if (strchr(task, '/') == task || strstr(task, "..") ||
+	    st_task_resolve(task, s->o.tasks_root, task_dir, dlen, &e)) {
+		snprintf(msg, mlen, "unknown task '%s' (GET /v1/tasks lists them)", task);
+		return 404;
+	}
+	const json_t *opt = json_object_get(req, "options");
+	if (opt) {
+		static const char *const okeys[] = {"sets", "seeds", "timing", "profile", NULL};
+		if (!json_is_object(opt)) {
+			snprintf(msg, mlen, "options must be an object");
+			return 400;
+		}
+		json_object_foreach((json_t *)opt, k, val) {
+			int known = 0;
+			for (int i = 0; okeys[i]; i++)
+				known |= !strcmp(okeys[i], k);
+			if (!known) {
+				snprintf(msg, mlen, "unknown option '%s' (options: sets, seeds, timing, profile)", k);
+				return 400;
+			}
+		}
+		const json_t *sets = json_object_get(opt, "sets"), *seeds = json_object_get(opt, "seeds");
+		if ((sets && !json_is_string(sets)) ||
+		    (seeds && (!json_is_integer(seeds) || json_integer_value(seeds) < 1 ||
+		               json_integer_value(seeds) > 10)) ||
+		    (json_object_get(opt, "timing") && !json_is_boolean(json_object_get(opt, "timing"))) ||
+		    (json_object_get(opt, "profile") && !json_is_boolean(json_object_get(opt, "profile")))) {
+			snprintf(msg, mlen, "options: sets is a string (e.g. \"small,eval\"), seeds 1 to 10, "
+			         "timing and profile true or false");
+			return 400;
+		}
+	}
+	*skill = ST_SKILL_GEN;
+	if (!strcmp(kind, "reward")) {
+		const char *sk = json_string_value(json_object_get(req, "skill"));
+		if (json_object_get(req, "skill") && (!sk || (strcmp(sk, "gen") && strcmp(sk, "opt")))) {
+			snprintf(msg, mlen, "skill must be \"gen\" (task to code) or \"opt\" (optimisation)");
+			return 400;
+		}
+		*skill = sk && !strcmp(sk, "opt") ? ST_SKILL_OPT : ST_SKILL_GEN;
+		if (*skill == ST_SKILL_OPT &&
+		    (!json_is_string(json_object_get(req, "previous_code")) ||
+		     !json_is_string(json_object_get(req, "feedback")))) {
+			snprintf(msg, mlen, "an optimisation reward needs previous_code and feedback (strings)");
+			return 400;
+		}
+	}
+	return 0;
+}
+
+/* What the request asks, without its id: the same content under the same id is one job. */
+static void request_hash(const char *kind, json_t *req, char hex[65])
+{
+	json_t *copy = json_deep_copy(req);
+	json_object_del(copy, "id");
+	json_object_set_new(copy, "kind", json_string(kind));
+	char *text = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+	st_sha256_hex(text ? text : "", text ? strlen(text) : 0, hex);
+	free(text);
+	json_decref(copy);
+}
+
+static void new_id(char *id, size_t len)
+{
+	unsigned char r[12];
+	size_t got = 0;
+	while (got < sizeof r) {
+		ssize_t n = getrandom(r + got, sizeof r - got, 0);
+		if (n > 0)
+			got += (size_t)n;
+	}
+	int k = snprintf(id, len, "r-");
+	for (size_t i = 0; i < sizeof r && (size_t)k + 2 < len; i++)
+		k += snprintf(id + k, len - (size_t)k, "%02x", r[i]);
+}
+
+/* Under s->mu: a job for a stored or new request, in flight and on the compile queue. */
+static job *admit(st_service *s, const char *id, const char *kind, const char *hash,
+                  json_t *req, const char *task_dir, st_skill skill)
+{
+	job *j = calloc(1, sizeof *j);
+	if (!j)
+		return NULL;
+	snprintf(j->id, sizeof j->id, "%s", id);
+	snprintf(j->hash, sizeof j->hash, "%s", hash);
+	snprintf(j->kind, sizeof j->kind, "%s", kind);
+	snprintf(j->task_dir, sizeof j->task_dir, "%s", task_dir);
+	j->req = json_incref(req);
+	j->skill = skill;
+	j->refs = 1;
+	j->t_in = now_s();
+	j->all_next = s->inflight;
+	s->inflight = j;
+	s->n_inflight++;
+	push(&s->qc, j);
+	pthread_cond_broadcast(&s->cv_work);
+	return j;
+}
+
+static job *find_inflight(st_service *s, const char *id)
+{
+	for (job *j = s->inflight; j; j = j->all_next)
+		if (!strcmp(j->id, id))
+			return j;
+	return NULL;
+}
+
+int st_service_request(st_service *s, const char *kind, const char *body, size_t len,
+                       char **answer, double *retry_after, char *id_out, size_t id_len)
+{
+	double t_in = now_s();
+	*retry_after = 0;
+	id_out[0] = '\0';
+	json_error_t je;
+	json_t *req = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+	char msg[1024], task_dir[4096], hash[65], id[ID_MAX + 1];
+	st_skill skill = ST_SKILL_GEN;
+	int code = 0;
+	if (!req) {
+		snprintf(msg, sizeof msg, "the body is not JSON: %s (line %d, column %d)", je.text,
+		         je.line, je.column);
+		code = 400;
+	} else {
+		code = validate(s, kind, req, task_dir, sizeof task_dir, &skill, msg, sizeof msg);
+	}
+	if (code) {
+		json_decref(req);
+		*answer = error_text(NULL, "%s", msg);
+		st_serve_metrics_answer(s->metrics, code, -1);
+		return code;
+	}
+	const char *given = json_string_value(json_object_get(req, "id"));
+	if (given)
+		snprintf(id, sizeof id, "%s", given);
+	else
+		new_id(id, sizeof id);
+	snprintf(id_out, id_len, "%s", id);
+	request_hash(kind, req, hash);
+
+	pthread_mutex_lock(&s->mu);
+	job *j = find_inflight(s, id);
+	st_serve_record rec;
+	memset(&rec, 0, sizeof rec);
+	st_err e;
+	if (j && strcmp(j->hash, hash)) {
+		code = 409;
+	} else if (!j) {
+		int found = st_serve_store_get(s->store, id, &rec, &e);
+		if (found < 0) {
+			code = 500;
+			snprintf(msg, sizeof msg, "%s", e.msg);
+		} else if (found && strcmp(rec.hash, hash)) {
+			code = 409;
+		} else if (found && rec.answer) {
+			code = rec.http_status;
+			*answer = rec.answer;
+			rec.answer = NULL;
+			st_serve_metrics_stored(s->metrics);
+		} else if (s->draining) {
+			code = 503;
+			snprintf(msg, sizeof msg, "the service is draining (shutting down): try again later");
+		} else if (s->n_inflight >= s->o.queue_max) {
+			code = 429;
+			*retry_after = s->o.retry_after_s;
+			snprintf(msg, sizeof msg, "%d requests in flight, the most this service takes: "
+			         "retry after %g s", s->n_inflight, s->o.retry_after_s);
+		} else if (!found && st_serve_store_add(s->store, id, kind, hash, body, &e)) {
+			code = 500;
+			snprintf(msg, sizeof msg, "%s", e.msg);
+		} else if (!(j = admit(s, id, kind, hash, req, task_dir, skill))) {
+			/* (found && unanswered: an earlier attempt whose machine failed; it runs again) */
+			code = 500;
+			snprintf(msg, sizeof msg, "out of memory");
+		}
+	}
+	st_serve_record_free(&rec);
+	json_decref(req);
+	if (code) {
+		pthread_mutex_unlock(&s->mu);
+		if (code == 409)
+			snprintf(msg, sizeof msg, "request id '%s' was used before for a different request",
+			         id);
+		if (!*answer)
+			*answer = error_text(id, "%s", msg);
+		st_serve_metrics_answer(s->metrics, code, code < 300 ? now_s() - t_in : -1);
+		return code;
+	}
+	j->refs++;
+	s->waiting++;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	double d = s->o.deadline_s;
+	until.tv_sec += (time_t)d;
+	until.tv_nsec += (long)((d - (double)(time_t)d) * 1e9);
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (!j->done)
+		if (pthread_cond_timedwait(&s->cv_done, &s->mu, &until) == ETIMEDOUT)
+			break;
+	if (j->done) {
+		code = j->http_status;
+		*answer = strdup(j->answer);
+	} else {
+		code = 504;
+		*answer = error_text(id, "no answer within the %g s deadline; the work goes on: repeat "
+		                     "the request with the same id for its answer", s->o.deadline_s);
+	}
+	s->waiting--;
+	release(j);
+	pthread_cond_broadcast(&s->cv_done); /* a drain waits for the last client */
+	pthread_mutex_unlock(&s->mu);
+	if (!*answer) {
+		code = 500;
+		*answer = error_text(id, "out of memory");
+	}
+	st_serve_metrics_answer(s->metrics, code, now_s() - t_in);
+	return code;
+}
+
+/* ---- start, drain, stop ------------------------------------------------------------------- */
+
+typedef struct requeue_arg {
+	st_service *s;
+	int n, bad;
+} requeue_arg;
+
+static void requeue(void *arg, const char *id, const char *kind, const char *hash,
+                    const char *request)
+{
+	requeue_arg *r = arg;
+	st_service *s = r->s;
+	json_t *req = json_loads(request, 0, NULL);
+	char task_dir[4096], msg[512];
+	st_skill skill;
+	if (!req || validate(s, kind, req, task_dir, sizeof task_dir, &skill, msg, sizeof msg) ||
+	    !admit(s, id, kind, hash, req, task_dir, skill))
+		r->bad++;
+	else
+		r->n++;
+	json_decref(req);
+}
+
+static char *tasks_text(const char *root, st_err *err)
+{
+	char **dirs = NULL;
+	int n = 0;
+	if (st_task_list(root, &dirs, &n, err))
+		return NULL;
+	json_t *arr = json_array();
+	for (int i = 0; i < n; i++) {
+		st_task t;
+		st_err e;
+		if (st_task_load(dirs[i], &t, &e))
+			continue; /* stitch tasks names a broken task; the service lists the good ones */
+		json_array_append_new(arr, st_task_json(&t));
+		st_task_free(&t);
+	}
+	st_task_list_free(dirs, n);
+	json_t *o = json_pack("{s:o}", "tasks", arr);
+	char *text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return text;
+}
+
+static st_status parse_gpus(st_service *s, st_err *err)
+{
+	if (!strcmp(s->o.verify.backend, "host")) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		s->n_workers = s->o.workers > 0 ? s->o.workers : cpus > 0 ? (int)cpus : 1;
+		if (s->n_workers > MAX_WORKERS)
+			s->n_workers = MAX_WORKERS;
+		for (int i = 0; i < s->n_workers; i++)
+			s->labels[i] = "host";
+		return ST_OK;
+	}
+	const char *p = s->o.gpus ? s->o.gpus : "0";
+	while (*p) {
+		char *end;
+		long g = strtol(p, &end, 10);
+		if (end == p || g < 0 || g > 1023 || (*end && *end != ','))
+			return st_err_set(err, ST_E_INVALID, "--gpus %s: not a comma list of GPU indexes",
+			                  s->o.gpus);
+		if (s->n_workers == MAX_WORKERS)
+			return st_err_set(err, ST_E_INVALID, "--gpus: at most %d", MAX_WORKERS);
+		snprintf(s->devices[s->n_workers], sizeof s->devices[0], "%ld", g);
+		s->labels[s->n_workers] = s->devices[s->n_workers];
+		s->n_workers++;
+		p = *end ? end + 1 : end;
+	}
+	if (!s->n_workers)
+		return st_err_set(err, ST_E_INVALID, "--gpus: no GPU named");
+	return ST_OK;
+}
+
+static int spawn(st_service *s, void *(*fn)(void *), void *arg)
+{
+	if (s->n_threads == (int)(sizeof s->threads / sizeof *s->threads))
+		return -1;
+	if (pthread_create(&s->threads[s->n_threads], NULL, fn, arg))
+		return -1;
+	s->n_threads++;
+	return 0;
+}
+
+st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err)
+{
+	*out = NULL;
+	st_service *s = calloc(1, sizeof *s);
+	if (!s)
+		return st_err_set(err, ST_E_NOMEM, "serve: out of memory");
+	s->o = *o;
+	s->t0 = now_s();
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv_work, NULL);
+	pthread_cond_init(&s->cv_done, NULL);
+	st_status st = parse_gpus(s, err);
+	if (!st && o->judge_model) {
+		st_llm_model m;
+		st = st_llm_model_parse(o->judge_model, &m, err);
+		if (st)
+			st = st_err_wrap(err, ST_E_INVALID, "--judge-model");
+	}
+	if (!st && !(s->tasks_text = tasks_text(o->tasks_root, err)))
+		st = st_err_wrap(err, ST_E_INVALID, "tasks");
+	if (!st && !(s->metrics = st_serve_metrics_new(s->n_workers)))
+		st = st_err_set(err, ST_E_NOMEM, "serve: out of memory");
+	if (!st)
+		st = st_mkdirs(o->spool_dir, err);
+	if (!st)
+		st = st_serve_store_open(o->db_path, &s->store, err);
+	if (st) {
+		st_service_stop(s);
+		return st;
+	}
+	requeue_arg ra = {s, 0, 0};
+	pthread_mutex_lock(&s->mu);
+	st = st_serve_store_pending(s->store, requeue, &ra, err);
+	pthread_mutex_unlock(&s->mu);
+	if (st) {
+		st_service_stop(s);
+		return st;
+	}
+	if (ra.n || ra.bad)
+		say(s, "%d unanswered request%s from before queued again%s", ra.n, ra.n == 1 ? "" : "s",
+		    ra.bad ? " (some could no longer be read and stay unanswered)" : "");
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int compilers = o->compilers > 0 ? o->compilers : cpus > 0 ? (int)cpus : 1;
+	if (compilers > MAX_WORKERS)
+		compilers = MAX_WORKERS;
+	int bad = 0;
+	for (int i = 0; i < compilers; i++)
+		bad |= spawn(s, compile_main, s);
+	for (int i = 0; i < s->n_workers; i++) {
+		s->args[i] = (worker_arg){s, i};
+		bad |= spawn(s, worker_main, &s->args[i]);
+	}
+	for (int i = 0; o->judge_model && i < (o->judges > 0 ? o->judges : 4); i++)
+		bad |= spawn(s, judge_main, s);
+	if (bad) {
+		st_service_stop(s);
+		return st_err_set(err, ST_E_SYSTEM, "serve: cannot start the worker threads");
+	}
+	*out = s;
+	return ST_OK;
+}
+
+void st_service_drain(st_service *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->draining = 1;
+	double last = 0;
+	while (s->n_inflight > 0 || s->waiting > 0) {
+		if (now_s() - last > 5) {
+			say(s, "draining: %d request%s in flight, %d client%s waiting", s->n_inflight,
+			    s->n_inflight == 1 ? "" : "s", s->waiting, s->waiting == 1 ? "" : "s");
+			last = now_s();
+		}
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_sec += 1;
+		pthread_cond_timedwait(&s->cv_done, &s->mu, &t);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+void st_service_stop(st_service *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->stopping = 1;
+	pthread_cond_broadcast(&s->cv_work);
+	pthread_mutex_unlock(&s->mu);
+	for (int i = 0; i < s->n_threads; i++)
+		pthread_join(s->threads[i], NULL);
+	/* Jobs still queued (a stop without a drain) stay pending in the store. */
+	for (job *j = s->inflight, *next; j; j = next) {
+		next = j->all_next;
+		job_free(j);
+	}
+	st_serve_store_close(s->store);
+	st_serve_metrics_free(s->metrics);
+	free(s->tasks_text);
+	pthread_cond_destroy(&s->cv_work);
+	pthread_cond_destroy(&s->cv_done);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+/* ---- the small GETs ------------------------------------------------------------------------ */
+
+char *st_service_tasks(st_service *s)
+{
+	st_serve_metrics_answer(s->metrics, 200, -1);
+	return strdup(s->tasks_text);
+}
+
+char *st_service_health(st_service *s, int *http_status)
+{
+	pthread_mutex_lock(&s->mu);
+	json_t *o = json_pack("{s:b,s:b,s:i,s:i,s:i,s:i,s:s?}", "ok", !s->draining, "draining",
+	                      s->draining, "workers", s->n_workers, "inflight", s->n_inflight,
+	                      "queue_max", s->o.queue_max, "waiting", s->waiting, "arch",
+	                      s->arch[0] ? s->arch : NULL);
+	*http_status = s->draining ? 503 : 200;
+	pthread_mutex_unlock(&s->mu);
+	char *t = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	st_serve_metrics_answer(s->metrics, *http_status, -1);
+	return t;
+}
+
+char *st_service_metrics_text(st_service *s)
+{
+	st_serve_gauges g;
+	pthread_mutex_lock(&s->mu);
+	g.compile_queue = s->qc.n;
+	g.run_queue = s->qr.n;
+	g.judge_queue = s->qj.n;
+	g.inflight = s->n_inflight;
+	g.waiting = s->waiting;
+	g.draining = s->draining;
+	pthread_mutex_unlock(&s->mu);
+	g.uptime_s = now_s() - s->t0;
+	g.worker_labels = s->labels;
+	st_serve_metrics_answer(s->metrics, 200, -1);
+	return st_serve_metrics_text(s->metrics, &g);
+}
+
+void st_service_count(st_service *s, int http_status)
+{
+	st_serve_metrics_answer(s->metrics, http_status, -1);
+}
