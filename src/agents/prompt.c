@@ -5,39 +5,13 @@
  * prompt missing its task text still "works" and silently wastes a whole model call. */
 #include "agents/agents.h"
 
+#include "common/buf.h"
 #include "common/fs.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct sbuf {
-	char *p;
-	size_t n, cap;
-	int oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = 1;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = 0;
-}
 
 static int key_char(char c)
 {
@@ -82,21 +56,21 @@ st_status st_prompt_render_text(const char *tmpl, const char *name, const json_t
 		name = "(template)";
 	if (!tmpl)
 		return st_err_set(err, ST_E_INVALID, "prompt %s: no template text", name);
-	sbuf b = {0};
-	sb_add(&b, "", 0); /* an empty template renders as "", not NULL */
+	st_buf b = {0};
+	st_buf_add(&b, "", 0); /* an empty template renders as "", not NULL */
 	int line = 1;
 	const char *p = tmpl;
 	while (*p) {
 		const char *open = strstr(p, "{{");
 		if (!open) {
-			sb_add(&b, p, strlen(p));
+			st_buf_add(&b, p, strlen(p));
 			break;
 		}
 		for (const char *q = p; q < open; q++)
 			line += *q == '\n';
-		sb_add(&b, p, (size_t)(open - p));
+		st_buf_add(&b, p, (size_t)(open - p));
 		if (!strncmp(open, "{{{{", 4)) {
-			sb_add(&b, "{{", 2);
+			st_buf_add(&b, "{{", 2);
 			p = open + 4;
 			continue;
 		}
@@ -136,7 +110,7 @@ st_status st_prompt_render_text(const char *tmpl, const char *name, const json_t
 			free(b.p);
 			return st_err_set(err, ST_E_NOMEM, "prompt %s: out of memory", name);
 		}
-		sb_add(&b, text, strlen(text));
+		st_buf_add(&b, text, strlen(text));
 		if (owned)
 			free((char *)text);
 		p = c + 2;

@@ -9,6 +9,8 @@
 
 #include "agents/dataset.h"
 #include "cli.h"
+#include "common/buf.h"
+#include "verify_opts.h"
 #include "common/fs.h"
 #include "common/paths.h"
 
@@ -48,47 +50,24 @@ static void usage(FILE *f)
 	        st_cli_tasks_root());
 }
 
-typedef struct sbuf {
-	char *p;
-	size_t n, cap;
-} sbuf;
-
-static int sb_add(sbuf *b, const char *s)
-{
-	size_t n = strlen(s);
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return -1;
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, n + 1);
-	b->n += n;
-	return 0;
-}
-
 /* ---- the command ----------------------------------------------------------------------------- */
 
 static int write_output(const json_t *records, const char *out, st_err *err)
 {
-	sbuf b = {0};
+	st_buf b = {0};
 	size_t i;
 	json_t *rec;
-	int r = sb_add(&b, "");
+	st_buf_add(&b, "", 0);
 	json_array_foreach(records, i, rec) {
-		char *line = r ? NULL : json_dumps(rec, JSON_PRESERVE_ORDER);
-		if (!line || sb_add(&b, line) || sb_add(&b, "\n"))
-			r = -1;
+		char *line = b.oom ? NULL : json_dumps(rec, JSON_PRESERVE_ORDER);
+		if (!line)
+			b.oom = 1;
+		else
+			st_buf_printf(&b, "%s\n", line);
 		free(line);
-		if (r)
-			break;
 	}
-	if (r) {
-		free(b.p);
+	if (b.oom) {
+		st_buf_free(&b);
 		return st_err_set(err, ST_E_NOMEM, "out of memory");
 	}
 	st_status s = ST_OK;
@@ -179,18 +158,9 @@ int cmd_export(int argc, char **argv)
 			st_cli_error("export: --task-dir %s: no such folder", tdirs[i]);
 			return ST_EXIT_USAGE;
 		}
-	if (out && strcmp(out, "-")) {
-		/* Checked before the work, which on many runs is not instant, finds it cannot write. */
-		char dir[4096];
-		snprintf(dir, sizeof dir, "%s", out);
-		char *slash = strrchr(dir, '/');
-		if (slash)
-			slash[slash == dir] = '\0';
-		if (!st_dir_exists(slash ? dir : ".")) {
-			st_cli_error("export: --out %s: folder %s does not exist", out, dir);
-			return ST_EXIT_USAGE;
-		}
-	}
+	/* Checked before the work, which on many runs is not instant, finds it cannot write. */
+	if (out && strcmp(out, "-") && !st_cli_output_folder_ok("export: --out", out))
+		return ST_EXIT_USAGE;
 	char prompts[4200];
 	if (prompts_arg)
 		snprintf(prompts, sizeof prompts, "%s", prompts_arg);

@@ -5,6 +5,8 @@
  * again, and the caller's budget is in wall time. */
 #include "llm.h"
 
+#include "common/buf.h"
+
 #include <curl/curl.h>
 #include <math.h>
 #include <pthread.h>
@@ -139,9 +141,9 @@ st_llm_usage st_llm_client_usage(const st_llm_client *c)
 
 /* ---- one HTTP attempt --------------------------------------------------------------------- */
 
+/* The answer's body, gathered up to `limit` bytes. */
 typedef struct buf {
-	char *p;
-	size_t n, cap;
+	st_buf b;
 	size_t limit;
 	int over;
 } buf;
@@ -150,24 +152,12 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
 	buf *b = arg;
 	size_t n = size * nmemb;
-	if (b->n + n > b->limit) {
+	if (b->b.n + n > b->limit) {
 		b->over = 1;
 		return 0; /* aborts the transfer */
 	}
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 16384;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return 0;
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, data, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-	return n;
+	st_buf_add(&b->b, data, n);
+	return b->b.oom ? 0 : n;
 }
 
 typedef struct headers_seen {
@@ -349,9 +339,9 @@ st_status st_llm_complete(st_llm_client *c, const st_llm_request *q, st_llm_resp
 		r->attempts = n + 1;
 		int retry = 0;
 		if (a.curl == CURLE_OK && a.status >= 200 && a.status < 300) {
-			s = st_llm_wire_parse(&c->m, a.body.p ? a.body.p : "", a.body.n, r, err);
+			s = st_llm_wire_parse(&c->m, a.body.b.p ? a.body.b.p : "", a.body.b.n, r, err);
 			if (!s && c->cache)
-				s = st_llm_cache_put(c->cache, key, payload, a.body.p ? a.body.p : "", a.body.n,
+				s = st_llm_cache_put(c->cache, key, payload, a.body.b.p ? a.body.b.p : "", a.body.b.n,
 				                     err);
 			break;
 		}
@@ -371,11 +361,11 @@ st_status st_llm_complete(st_llm_client *c, const st_llm_request *q, st_llm_resp
 			redact(c, err ? err->msg : NULL);
 			retry = 1;
 		} else {
-			json_t *ej = a.body.p ? json_loads(a.body.p, 0, NULL) : NULL;
+			json_t *ej = a.body.b.p ? json_loads(a.body.b.p, 0, NULL) : NULL;
 			const char *msg = ej ? st_llm_wire_error_message(ej) : NULL;
 			/* Redacted whole, before it is cut short, so no part of a key survives. */
 			char text[4096];
-			snprintf(text, sizeof text, "%s", msg ? msg : (a.body.p ? a.body.p : ""));
+			snprintf(text, sizeof text, "%s", msg ? msg : (a.body.b.p ? a.body.b.p : ""));
 			redact(c, text);
 			s = st_err_set(err, a.status == 401 || a.status == 403 ? ST_E_INVALID : ST_E_IO,
 			               "%s: HTTP %ld: %.300s", url, a.status, text);
@@ -387,11 +377,11 @@ st_status st_llm_complete(st_llm_client *c, const st_llm_request *q, st_llm_resp
 		double wait = a.hdr.retry_after >= 0 ? a.hdr.retry_after : backoff(&c->o, n);
 		if (wait > c->o.backoff_max_s)
 			wait = c->o.backoff_max_s;
-		free(a.body.p);
+		free(a.body.b.p);
 		c->usage.retries++;
 		sleep_s(wait);
 	}
-	free(a.body.p);
+	free(a.body.b.p);
 	free(payload);
 	r->latency_s = now_s() - t0;
 	if (s) {

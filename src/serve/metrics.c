@@ -4,8 +4,9 @@
  * count over all). */
 #include "metrics.h"
 
+#include "common/buf.h"
+
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,97 +104,67 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-typedef struct buf {
-	char *p;
-	size_t len, cap;
-	int oom;
-} buf;
-
-static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(buf *b, const char *fmt, ...)
-{
-	for (int tries = 0; tries < 2 && !b->oom; tries++) {
-		va_list ap;
-		va_start(ap, fmt);
-		int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = 1;
-			return;
-		}
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t cap = (b->cap + (size_t)n + 1) * 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = 1;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-}
-
 char *st_serve_metrics_text(st_serve_metrics *m, const st_serve_gauges *g)
 {
-	buf b = {malloc(4096), 0, 4096, 0};
-	if (!b.p)
-		return NULL;
-	b.p[0] = '\0';
+	st_buf b = {0};
 	pthread_mutex_lock(&m->mu);
-	put(&b, "# HELP stitch_serve_answers_total HTTP answers by status code.\n"
-	        "# TYPE stitch_serve_answers_total counter\n");
+	st_buf_printf(&b, "# HELP stitch_serve_answers_total HTTP answers by status code.\n"
+	                  "# TYPE stitch_serve_answers_total counter\n");
 	for (int i = 0; i < N_CODES && m->codes[i]; i++)
-		put(&b, "stitch_serve_answers_total{code=\"%d\"} %ld\n", m->codes[i], m->code_n[i]);
-	put(&b, "# HELP stitch_serve_verdicts_total Verdicts by status.\n"
-	        "# TYPE stitch_serve_verdicts_total counter\n");
+		st_buf_printf(&b, "stitch_serve_answers_total{code=\"%d\"} %ld\n", m->codes[i],
+		              m->code_n[i]);
+	st_buf_printf(&b, "# HELP stitch_serve_verdicts_total Verdicts by status.\n"
+	                  "# TYPE stitch_serve_verdicts_total counter\n");
 	for (int i = 0; i < N_STATUS && m->status[i][0]; i++)
-		put(&b, "stitch_serve_verdicts_total{status=\"%s\"} %ld\n", m->status[i], m->status_n[i]);
-	put(&b, "# HELP stitch_serve_stored_answers_total Answers served from the store (a request "
-	        "id seen before).\n# TYPE stitch_serve_stored_answers_total counter\n"
-	        "stitch_serve_stored_answers_total %ld\n", m->stored);
+		st_buf_printf(&b, "stitch_serve_verdicts_total{status=\"%s\"} %ld\n", m->status[i],
+		              m->status_n[i]);
+	st_buf_printf(&b, "# HELP stitch_serve_stored_answers_total Answers served from the store "
+	                  "(a request id seen before).\n"
+	                  "# TYPE stitch_serve_stored_answers_total counter\n"
+	                  "stitch_serve_stored_answers_total %ld\n", m->stored);
 	long n = m->lat_n < LAT_WINDOW ? m->lat_n : LAT_WINDOW;
 	double *sorted = n ? malloc((size_t)n * sizeof *sorted) : NULL;
 	if (sorted) {
 		memcpy(sorted, m->lat, (size_t)n * sizeof *sorted);
 		qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
 	}
-	put(&b, "# HELP stitch_serve_latency_seconds Admission to answer of verify and reward "
-	        "requests (quantiles over the last %d).\n# TYPE stitch_serve_latency_seconds summary\n",
-	    LAT_WINDOW);
+	st_buf_printf(&b, "# HELP stitch_serve_latency_seconds Admission to answer of verify and "
+	                  "reward requests (quantiles over the last %d).\n"
+	                  "# TYPE stitch_serve_latency_seconds summary\n", LAT_WINDOW);
 	static const double qs[] = {0.5, 0.9, 0.99};
 	for (int i = 0; sorted && i < 3; i++)
-		put(&b, "stitch_serve_latency_seconds{quantile=\"%g\"} %.6f\n", qs[i],
-		    sorted[(long)(qs[i] * (double)(n - 1) + 0.5)]);
-	put(&b, "stitch_serve_latency_seconds_sum %.6f\nstitch_serve_latency_seconds_count %ld\n",
-	    m->lat_sum, m->lat_n);
+		st_buf_printf(&b, "stitch_serve_latency_seconds{quantile=\"%g\"} %.6f\n", qs[i],
+		              sorted[(long)(qs[i] * (double)(n - 1) + 0.5)]);
+	st_buf_printf(&b, "stitch_serve_latency_seconds_sum %.6f\n"
+	                  "stitch_serve_latency_seconds_count %ld\n", m->lat_sum, m->lat_n);
 	free(sorted);
-	put(&b, "# HELP stitch_serve_worker_busy_ratio Share of the uptime a worker spent verifying "
-	        "(GPU busy, as far as the service keeps it so).\n"
-	        "# TYPE stitch_serve_worker_busy_ratio gauge\n");
+	st_buf_printf(&b, "# HELP stitch_serve_worker_busy_ratio Share of the uptime a worker spent "
+	                  "verifying (its GPU's share, as far as the service keeps it busy).\n"
+	                  "# TYPE stitch_serve_worker_busy_ratio gauge\n");
 	for (int w = 0; w < m->workers; w++)
-		put(&b, "stitch_serve_worker_busy_ratio{worker=\"%d\",gpu=\"%s\"} %.4f\n", w,
-		    g->worker_labels ? g->worker_labels[w] : "", g->uptime_s > 0 ? m->busy[w] / g->uptime_s : 0);
+		st_buf_printf(&b, "stitch_serve_worker_busy_ratio{worker=\"%d\",gpu=\"%s\"} %.4f\n", w,
+		              g->worker_labels ? g->worker_labels[w] : "",
+		              g->uptime_s > 0 ? m->busy[w] / g->uptime_s : 0);
 	pthread_mutex_unlock(&m->mu);
-	put(&b, "# HELP stitch_serve_queue_depth Requests waiting per stage.\n"
-	        "# TYPE stitch_serve_queue_depth gauge\n"
-	        "stitch_serve_queue_depth{stage=\"compile\"} %d\n"
-	        "stitch_serve_queue_depth{stage=\"run\"} %d\n"
-	        "stitch_serve_queue_depth{stage=\"judge\"} %d\n"
-	        "# HELP stitch_serve_inflight Admitted requests not yet answered.\n"
-	        "# TYPE stitch_serve_inflight gauge\nstitch_serve_inflight %d\n"
-	        "# HELP stitch_serve_waiting_clients Clients waiting for an answer.\n"
-	        "# TYPE stitch_serve_waiting_clients gauge\nstitch_serve_waiting_clients %d\n"
-	        "# HELP stitch_serve_draining 1 while draining after SIGTERM.\n"
-	        "# TYPE stitch_serve_draining gauge\nstitch_serve_draining %d\n"
-	        "# HELP stitch_serve_uptime_seconds Seconds since the service started.\n"
-	        "# TYPE stitch_serve_uptime_seconds gauge\nstitch_serve_uptime_seconds %.1f\n",
-	    g->compile_queue, g->run_queue, g->judge_queue, g->inflight, g->waiting, g->draining,
-	    g->uptime_s);
-	if (b.oom) {
-		free(b.p);
+	st_buf_printf(&b, "# HELP stitch_serve_queue_depth Requests waiting per stage.\n"
+	                  "# TYPE stitch_serve_queue_depth gauge\n"
+	                  "stitch_serve_queue_depth{stage=\"compile\"} %d\n"
+	                  "stitch_serve_queue_depth{stage=\"run\"} %d\n"
+	                  "stitch_serve_queue_depth{stage=\"judge\"} %d\n"
+	                  "# HELP stitch_serve_inflight Admitted requests not yet answered.\n"
+	                  "# TYPE stitch_serve_inflight gauge\nstitch_serve_inflight %d\n"
+	                  "# HELP stitch_serve_waiting_clients Clients waiting for an answer.\n"
+	                  "# TYPE stitch_serve_waiting_clients gauge\n"
+	                  "stitch_serve_waiting_clients %d\n"
+	                  "# HELP stitch_serve_draining 1 while draining after SIGTERM.\n"
+	                  "# TYPE stitch_serve_draining gauge\nstitch_serve_draining %d\n"
+	                  "# HELP stitch_serve_uptime_seconds Seconds since the service started.\n"
+	                  "# TYPE stitch_serve_uptime_seconds gauge\n"
+	                  "stitch_serve_uptime_seconds %.1f\n",
+	              g->compile_queue, g->run_queue, g->judge_queue, g->inflight, g->waiting,
+	              g->draining, g->uptime_s);
+	if (b.oom || !b.p) {
+		st_buf_free(&b);
 		return NULL;
 	}
 	return b.p;

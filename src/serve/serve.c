@@ -25,9 +25,7 @@ void st_serve_opts_default(st_serve_opts *o)
 	st_reward_opts_default(&o->reward);
 }
 
-static void log_line(const st_serve_opts *o, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void log_line(const st_serve_opts *o, const char *fmt, ...)
+void st_serve_log(const st_serve_opts *o, const char *fmt, ...)
 {
 	char line[1024];
 	va_list ap;
@@ -58,18 +56,19 @@ st_status st_serve_run(const st_serve_opts *o, st_err *err)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return s;
 	}
-	log_line(o, "listening on http://%.*s:%d (%s backend)", (int)(strrchr(o->listen, ':') - o->listen),
-	         o->listen, st_http_port(h), o->verify.backend);
+	st_serve_log(o, "listening on http://%.*s:%d (%s backend)",
+	             (int)(strrchr(o->listen, ':') - o->listen), o->listen, st_http_port(h),
+	             o->verify.backend);
 	if (o->ready)
 		o->ready(st_http_port(h), o->ready_arg);
 	int sig = 0;
 	sigwait(&sigs, &sig);
-	log_line(o, "%s: draining (new requests get 503; admitted ones are finished and answered)",
+	st_serve_log(o, "%s: draining (new requests get 503; admitted ones are finished and answered)",
 	         sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	st_service_drain(svc);
 	st_http_stop(h);
 	st_service_stop(svc);
-	log_line(o, "stopped");
+	st_serve_log(o, "stopped");
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ST_OK;
 }

@@ -83,20 +83,6 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void say(const st_service *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(const st_service *s, const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
-	va_end(ap);
-	if (s->o.log)
-		s->o.log(line);
-	else
-		fprintf(stderr, "serve: %s\n", line);
-}
-
 static void push(jqueue *q, job *j)
 {
 	j->next = NULL;
@@ -165,7 +151,7 @@ static void finish(st_service *s, job *j, int http_status, json_t *answer)
 	}
 	st_err e;
 	if (http_status < 500 && st_serve_store_finish(s->store, j->id, http_status, text, &e)) {
-		say(s, "request %s: the answer could not be stored: %s", j->id, e.msg);
+		st_serve_log(&s->o, "request %s: the answer could not be stored: %s", j->id, e.msg);
 		free(text);
 		http_status = 500;
 		text = error_text(j->id, "the answer could not be stored: %s", e.msg);
@@ -353,7 +339,7 @@ static void *judge_main(void *arg)
 	st_err e;
 	/* The model spec was checked at start; a client per thread, so calls run in parallel. */
 	if (st_llm_model_parse(s->o.judge_model, &m, &e) || st_llm_client_new(&m, &lo, &c, &e)) {
-		say(s, "judge: %s (rewards get a neutral rubric)", e.msg);
+		st_serve_log(&s->o, "judge: %s (rewards get a neutral rubric)", e.msg);
 		c = NULL;
 	}
 	job *j;
@@ -773,8 +759,9 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		return st;
 	}
 	if (ra.n || ra.bad)
-		say(s, "%d unanswered request%s from before queued again%s", ra.n, ra.n == 1 ? "" : "s",
-		    ra.bad ? " (some could no longer be read and stay unanswered)" : "");
+		st_serve_log(&s->o, "%d unanswered request%s from before queued again%s", ra.n,
+		             ra.n == 1 ? "" : "s",
+		             ra.bad ? " (some could no longer be read and stay unanswered)" : "");
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int compilers = o->compilers > 0 ? o->compilers : cpus > 0 ? (int)cpus : 1;
 	if (compilers > MAX_WORKERS)
@@ -803,7 +790,7 @@ void st_service_drain(st_service *s)
 	double last = 0;
 	while (s->n_inflight > 0 || s->waiting > 0) {
 		if (now_s() - last > 5) {
-			say(s, "draining: %d request%s in flight, %d client%s waiting", s->n_inflight,
+			st_serve_log(&s->o, "draining: %d request%s in flight, %d client%s waiting", s->n_inflight,
 			    s->n_inflight == 1 ? "" : "s", s->waiting, s->waiting == 1 ? "" : "s");
 			last = now_s();
 		}

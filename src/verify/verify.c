@@ -668,6 +668,27 @@ static int judge(vctx *v, const layout *L, const st_size_set *set, int i, int sl
 	return ok;
 }
 
+/* One more run of the candidate alone (`req`, a "run" request, is taken over). *ran = 1 when it
+ * answered; otherwise the verdict says how it failed, and an error of the harness is returned. */
+static st_status rerun_candidate(vctx *v, json_t *req, const st_size_set *set, const char *what,
+                                 int *ran, st_err *err)
+{
+	json_t *rep = NULL;
+	st_err e;
+	st_status s = st_runner_call(&v->sols[v->cand].runner, req, -1, &rep, v->o->timeout_s, &e);
+	json_decref(req);
+	*ran = !s && json_is_true(json_object_get(rep, "ok"));
+	if (!*ran) {
+		char phase[160];
+		snprintf(phase, sizeof phase, "set %s, %s", set->label, what);
+		s = runner_failed(v, v->cand, phase, s, rep, &e);
+		if (s)
+			*err = e;
+	}
+	json_decref(rep);
+	return s;
+}
+
 /* The task's metamorphic check on the candidate: the inputs of `seed` changed by st_task_perturb
  * (computed here from the reference's copy of them, and by the candidate's runner on its own),
  * one more run into slot 1, and the task's judgement of the two outputs side by side. The
@@ -701,23 +722,15 @@ static st_status perturbed_check(vctx *v, const layout *L, const st_size_set *se
 		return st_err_set(err, ST_E_SYSTEM, "%s: st_task_perturb failed: %s", t->id, msg);
 	}
 	sol *c = &v->sols[v->cand];
-	json_t *req = json_pack("{s:s,s:I,s:i,s:i,s:I}", "op", "run", "seed", (json_int_t)seed, "set",
-	                        0, "slot", 1, "perturb", (json_int_t)pseed);
-	json_t *rep = NULL;
-	st_err e;
-	st_status s = st_runner_call(&c->runner, req, -1, &rep, v->o->timeout_s, &e);
-	json_decref(req);
-	if (s || !json_is_true(json_object_get(rep, "ok"))) {
-		char phase[128];
-		snprintf(phase, sizeof phase, "set %s, seed 1 with changed inputs", set->label);
-		s = runner_failed(v, v->cand, phase, s, rep, &e);
-		json_decref(rep);
+	int ran;
+	st_status s = rerun_candidate(v, json_pack("{s:s,s:I,s:i,s:i,s:I}", "op", "run", "seed",
+	                                           (json_int_t)seed, "set", 0, "slot", 1, "perturb",
+	                                           (json_int_t)pseed),
+	                              set, "seed 1 with changed inputs", &ran, err);
+	if (s || !ran) {
 		free(copy);
-		if (s)
-			*err = e;
 		return s;
 	}
-	json_decref(rep);
 	views(t, L, c->shm, 0, 0, got);
 	views(t, L, c->shm, 1, 0, got2);
 	msg[0] = 0;
@@ -809,23 +822,13 @@ static st_status determinism_check(vctx *v, const layout *L, const st_size_set *
                                    uint64_t seed, st_err *err)
 {
 	/* Seed 1 ran on buffer set 0. */
-	json_t *req = json_pack("{s:s,s:I,s:i,s:i}", "op", "run", "seed", (json_int_t)seed, "set", 1,
-	                        "slot", 1);
-	json_t *rep = NULL;
-	st_err e;
 	sol *c = &v->sols[v->cand];
-	st_status s = st_runner_call(&c->runner, req, -1, &rep, v->o->timeout_s, &e);
-	json_decref(req);
-	if (s || !json_is_true(json_object_get(rep, "ok"))) {
-		char phase[128];
-		snprintf(phase, sizeof phase, "set %s, seed 1 again", set->label);
-		s = runner_failed(v, v->cand, phase, s, rep, &e);
-		json_decref(rep);
-		if (s)
-			*err = e;
+	int ran;
+	st_status s = rerun_candidate(v, json_pack("{s:s,s:I,s:i,s:i}", "op", "run", "seed",
+	                                           (json_int_t)seed, "set", 1, "slot", 1),
+	                              set, "seed 1 again", &ran, err);
+	if (s || !ran)
 		return s;
-	}
-	json_decref(rep);
 	json_t *outs = json_array();
 	char why[1024] = "";
 	if (!judge(v, L, set, v->cand, 1, outs, why, sizeof why))

@@ -1,0 +1,19 @@
+/* A growable byte buffer, always NUL-terminated, for text built piece by piece (prompts, HTTP
+ * bodies, Prometheus text). A failed allocation sets `oom`; later appends then do nothing, so a
+ * caller checks once at the end. */
+#ifndef ST_BUF_H
+#define ST_BUF_H
+
+#include <stddef.h>
+
+typedef struct st_buf {
+	char *p;      /* NULL until the first append */
+	size_t n, cap;
+	int oom;
+} st_buf;
+
+void st_buf_add(st_buf *b, const void *data, size_t n);
+void st_buf_printf(st_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void st_buf_free(st_buf *b);
+
+#endif
