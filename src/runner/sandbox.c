@@ -8,6 +8,7 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/landlock.h>
@@ -96,6 +97,14 @@ static int drop_privileges(unsigned uid, char *err, size_t len)
 	/* Changing uid made the process non-dumpable, which hands its /proc files to root; the
 	 * driver reads some of them. ptrace stays impossible: the filter below denies it. */
 	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	/* Changing credentials also cleared the parent-death signal the runner set: set it again,
+	 * or a hung solution outlives a parent that was killed (kill -9 of stitch serve). A parent
+	 * already gone in between is caught by the check that follows. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1) {
+		snprintf(err, len, "sandbox: the parent is gone");
+		return -1;
+	}
 	return 1;
 }
 

@@ -513,6 +513,18 @@ static job *admit(st_service *s, const char *id, const char *kind, const char *h
 	return j;
 }
 
+/* The body as it came (not NUL-terminated: the HTTP front hands over its buffer and length). */
+static st_status store_add(st_service *s, const char *id, const char *kind, const char *hash,
+                           const char *body, size_t len, st_err *err)
+{
+	char *text = strndup(body, len);
+	if (!text)
+		return st_err_set(err, ST_E_NOMEM, "out of memory");
+	st_status st = st_serve_store_add(s->store, id, kind, hash, text, err);
+	free(text);
+	return st;
+}
+
 static job *find_inflight(st_service *s, const char *id)
 {
 	for (job *j = s->inflight; j; j = j->all_next)
@@ -580,7 +592,7 @@ int st_service_request(st_service *s, const char *kind, const char *body, size_t
 			*retry_after = s->o.retry_after_s;
 			snprintf(msg, sizeof msg, "%d requests in flight, the most this service takes: "
 			         "retry after %g s", s->n_inflight, s->o.retry_after_s);
-		} else if (!found && st_serve_store_add(s->store, id, kind, hash, body, &e)) {
+		} else if (!found && store_add(s, id, kind, hash, body, len, &e)) {
 			code = 500;
 			snprintf(msg, sizeof msg, "%s", e.msg);
 		} else if (!(j = admit(s, id, kind, hash, req, task_dir, skill))) {

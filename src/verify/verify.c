@@ -1022,11 +1022,18 @@ static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
 				continue;
 			}
 			left++;
-			/* Batches of about 25 ms keep the interleaving fine and the round trips cheap. */
-			/* The median is what the runner reported: clamp before any conversion. */
+			/* Batches of about 25 ms of wall time keep the interleaving fine and the round trips
+			 * cheap. A sample's wall time (flush, fresh inputs, sync) can far exceed a tiny
+			 * solution's own time, so the larger of the two sizes the batch; and no batch goes
+			 * past the sample cap. The median is what the runner reported: clamp before any
+			 * conversion. */
 			double est = st.median > 0 ? st.median : 1;
+			if (so->n_samples && so->timing_wall_ms / so->n_samples > est)
+				est = so->timing_wall_ms / so->n_samples;
 			double want = 25.0 / est;
-			int batch = !(want >= 1) ? 1 : want > 2000 ? 2000 : (int)want;
+			int room = v->o->stop.max_samples - so->n_samples;
+			int cap = room < 1 ? 1 : room < 2000 ? room : 2000;
+			int batch = !(want >= 1) ? 1 : want > cap ? cap : (int)want;
 			st_status s = time_batch(v, order[m], batch, 1, err);
 			if (s)
 				return s;

@@ -66,6 +66,7 @@ typedef struct result {
 	int kind;
 	double latency_s;   /* first attempt to the 200 answer */
 	int final_code;     /* the last HTTP code (0: none) */
+	int attempts;
 	char *answer;       /* kept for the resend sample */
 } result;
 
@@ -119,7 +120,8 @@ static uint64_t mix64(uint64_t x)
 /* A uniform number in [0, 1) from (seed, n, salt). */
 static double unit(int n, int salt)
 {
-	return (double)(mix64(g.seed ^ mix64((uint64_t)n * 4 + (uint64_t)salt)) >> 11) / 9007199254740992.0;
+	uint64_t x = mix64(g.seed ^ mix64((uint64_t)n * 4 + (uint64_t)salt));
+	return (double)(x >> 11) / 9007199254740992.0; /* 2^53 */
 }
 
 /* ---- a growable buffer -------------------------------------------------------------------- */
@@ -523,7 +525,9 @@ static void run_one(CURL *c, int n, int resend_sample)
 	http_reply r = {0};
 	double t0 = now_s();
 	long code = 0;
+	int attempt_n = 0;
 	for (int attempt = 0;; attempt++) {
+		attempt_n = attempt + 1;
 		code = http(c, path, body, &r, err, sizeof err);
 		if (code == 200 || attempt >= g.max_retries)
 			break;
@@ -542,6 +546,7 @@ static void run_one(CURL *c, int n, int resend_sample)
 	}
 	res->final_code = (int)code;
 	res->latency_s = now_s() - t0;
+	res->attempts = attempt_n;
 	pthread_mutex_lock(&g.mu);
 	k->sent++;
 	pthread_mutex_unlock(&g.mu);
@@ -883,6 +888,16 @@ int main(int argc, char **argv)
 	printf("\n");
 	printf("latency         p50 %.3f s  p90 %.3f s  p99 %.3f s  max %.3f s\n", p50, p90, p99,
 	       pmax);
+	int slow = -1;
+	for (int n = 0; n < g.requests; n++)
+		if (g.res[n].final_code == 200 && (slow < 0 || g.res[n].latency_s > g.res[slow].latency_s))
+			slow = n;
+	if (slow >= 0) {
+		char id[128];
+		request_id(slow, id, sizeof id);
+		printf("slowest         %s (%s, %d attempts, %.3f s)\n", id,
+		       g.kinds[g.res[slow].kind].name, g.res[slow].attempts, g.res[slow].latency_s);
+	}
 	for (int i = 0; i < g.n_kinds; i++) {
 		kind *k = &g.kinds[i];
 		printf("  %-10s %6ld sent  %6ld as expected (%s)  %ld wrong\n", k->name, k->sent, k->ok,
