@@ -21,7 +21,18 @@ const char st_ncu_metrics[] =
 	"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,"
 	"smsp__sass_inst_executed_op_local_ld.sum,"
 	"smsp__sass_inst_executed_op_local_st.sum,"
-	"dram__bytes.sum";
+	"dram__bytes.sum,"
+	"sm__ops_path_tensor_src_bf16_dst_fp32.sum,"
+	"sm__ops_path_tensor_src_fp16.sum,"
+	"sm__ops_path_tensor_src_tf32_dst_fp32.sum,"
+	"sm__ops_path_tensor_src_fp8.sum,"
+	"sm__ops_path_tensor_src_fp64.sum,"
+	"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,"
+	"smsp__sass_thread_inst_executed_op_fadd_pred_on.sum,"
+	"smsp__sass_thread_inst_executed_op_fmul_pred_on.sum,"
+	"smsp__sass_thread_inst_executed_op_dfma_pred_on.sum,"
+	"smsp__sass_thread_inst_executed_op_dadd_pred_on.sum,"
+	"smsp__sass_thread_inst_executed_op_dmul_pred_on.sum";
 
 /* ncu's column -> our key */
 static const struct {
@@ -44,6 +55,18 @@ static const struct {
 	{"smsp__sass_inst_executed_op_local_ld.sum", "local_loads"},
 	{"smsp__sass_inst_executed_op_local_st.sum", "local_stores"},
 	{"dram__bytes.sum", "dram_bytes"},
+	/* floating-point work, folded into "flops" and "tensor_flops" (fold_flops) */
+	{"sm__ops_path_tensor_src_bf16_dst_fp32.sum", "_tensor_bf16"},
+	{"sm__ops_path_tensor_src_fp16.sum", "_tensor_fp16"},
+	{"sm__ops_path_tensor_src_tf32_dst_fp32.sum", "_tensor_tf32"},
+	{"sm__ops_path_tensor_src_fp8.sum", "_tensor_fp8"},
+	{"sm__ops_path_tensor_src_fp64.sum", "_tensor_fp64"},
+	{"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "_ffma"},
+	{"smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", "_fadd"},
+	{"smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", "_fmul"},
+	{"smsp__sass_thread_inst_executed_op_dfma_pred_on.sum", "_dfma"},
+	{"smsp__sass_thread_inst_executed_op_dadd_pred_on.sum", "_dadd"},
+	{"smsp__sass_thread_inst_executed_op_dmul_pred_on.sum", "_dmul"},
 };
 #define N_WANTED (sizeof wanted / sizeof wanted[0])
 
@@ -132,6 +155,39 @@ static const char *line_start(const char *text, const char *end, const char *pre
 	return NULL;
 }
 
+/* The raw counters of one kernel into its floating-point operations: the tensor-path "math ops"
+ * as ncu counts them, plus the scalar fp32 and fp64 instructions per thread, a fused
+ * multiply-add counting two. tests/gpu/test_profile_cuda.sh holds a cuBLAS GEMM's sum against
+ * its 2·M·N·K. Only when ncu measured them (an older ncu or another GPU may lack a counter). */
+static void fold_flops(json_t *k)
+{
+	static const char *const tensor[] = {"_tensor_bf16", "_tensor_fp16", "_tensor_tf32",
+	                                     "_tensor_fp8", "_tensor_fp64"};
+	static const struct {
+		const char *key;
+		double weight;
+	} scalar[] = {{"_ffma", 2}, {"_fadd", 1}, {"_fmul", 1}, {"_dfma", 2}, {"_dadd", 1},
+	              {"_dmul", 1}};
+	double t = 0, f = 0;
+	int seen = 0;
+	for (size_t i = 0; i < sizeof tensor / sizeof *tensor; i++) {
+		const json_t *v = json_object_get(k, tensor[i]);
+		seen |= v != NULL;
+		t += json_number_value(v);
+		json_object_del(k, tensor[i]);
+	}
+	for (size_t i = 0; i < sizeof scalar / sizeof *scalar; i++) {
+		const json_t *v = json_object_get(k, scalar[i].key);
+		seen |= v != NULL;
+		f += scalar[i].weight * json_number_value(v);
+		json_object_del(k, scalar[i].key);
+	}
+	if (!seen)
+		return;
+	json_object_set_new(k, "flops", json_real(t + f));
+	json_object_set_new(k, "tensor_flops", json_real(t));
+}
+
 st_status st_ncu_parse(const char *text, size_t len, json_t **kernels, st_err *err)
 {
 	*kernels = NULL;
@@ -191,6 +247,7 @@ st_status st_ncu_parse(const char *text, size_t len, json_t **kernels, st_err *e
 				v = to_microseconds(v, units[col[w]]);
 			json_object_set_new(k, wanted[w].key, json_real(v));
 		}
+		fold_flops(k);
 		json_array_append_new(out, k);
 	}
 done:
@@ -219,7 +276,14 @@ void st_ncu_classify(json_t *k)
 	json_object_set_new(k, "roof_pct", json_real(roof));
 	json_object_set_new(k, "bound", json_string(bound));
 	const json_t *b = json_object_get(k, "dram_bytes"), *t = json_object_get(k, "duration_us");
-	if (json_is_number(b) && json_is_number(t) && json_number_value(t) > 0)
-		json_object_set_new(k, "dram_gbs",
-		                    json_real(json_number_value(b) / (json_number_value(t) * 1e3)));
+	const json_t *f = json_object_get(k, "flops");
+	double us = json_number_value(t);
+	if (json_is_number(b) && us > 0)
+		json_object_set_new(k, "dram_gbs", json_real(json_number_value(b) / (us * 1e3)));
+	if (json_is_number(f) && us > 0)
+		json_object_set_new(k, "tflops", json_real(json_number_value(f) / (us * 1e6)));
+	/* the roofline's x: FLOP per byte of DRAM traffic */
+	if (json_is_number(f) && json_number_value(b) > 0)
+		json_object_set_new(k, "intensity",
+		                    json_real(json_number_value(f) / json_number_value(b)));
 }

@@ -23,6 +23,8 @@
 #include "metrics.h"
 #include "store.h"
 #include "task/task.h"
+#include "verify/peaks.h"
+#include "verify/runner.h"
 
 #define ID_MAX 128
 #define MAX_WORKERS 64
@@ -722,6 +724,39 @@ static st_status parse_gpus(st_service *s, st_err *err)
 	return ST_OK;
 }
 
+/* Before the first request: each worker's GPU answers (and its peaks are measured once and
+ * cached, not in some request's verify), and the arch the compiler targets is known, so the
+ * compile pool can work ahead from the first request on instead of leaving every compile of a
+ * cold start to the GPU workers. */
+static st_status probe_devices(st_service *s, st_err *err)
+{
+	if (s->o.verify.arch)
+		snprintf(s->arch, sizeof s->arch, "%s", s->o.verify.arch);
+	for (int w = 0; w < s->n_workers; w++) {
+		if (w > 0 && !strcmp(s->devices[w], s->devices[0]))
+			continue;
+		st_runner r;
+		st_status st = st_runner_start(&r, s->o.verify.backend, "probe",
+		                               s->o.verify.no_sandbox ? 0 : ST_RUNNER_SANDBOX,
+		                               s->devices[w][0] ? s->devices[w] : NULL, err);
+		if (!st)
+			st = st_runner_hello(&r, 120, err);
+		const char *arch = st ? NULL : json_string_value(json_object_get(r.info, "arch"));
+		if (!st && !s->arch[0] && arch)
+			snprintf(s->arch, sizeof s->arch, "%s", arch);
+		json_t *peaks = NULL;
+		st_err pe;
+		if (!st && (s->o.verify.timing || s->o.verify.profile) && st_peaks_get(&r, 600, &peaks, &pe))
+			st_serve_log(&s->o, "worker %d: device peaks unavailable: %s", w, pe.msg);
+		json_decref(peaks);
+		st_runner_stop(&r);
+		if (st)
+			return st_err_wrap(err, st, "worker %d (GPU %s)", w,
+			                   s->devices[w][0] ? s->devices[w] : "host");
+	}
+	return ST_OK;
+}
+
 static int spawn(st_service *s, void *(*fn)(void *), void *arg)
 {
 	if (s->n_threads == (int)(sizeof s->threads / sizeof *s->threads))
@@ -758,6 +793,8 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		st = st_mkdirs(o->spool_dir, err);
 	if (!st)
 		st = st_serve_store_open(o->db_path, &s->store, err);
+	if (!st)
+		st = probe_devices(s, err);
 	if (st) {
 		st_service_stop(s);
 		return st;

@@ -87,12 +87,17 @@ static void print_ncu(FILE *f, const json_t *n)
 		}
 		int first = !i && !json_is_true(json_object_get(n, "capped"));
 		const char *bound = json_string_value(json_object_get(k, "bound"));
+		char work[64] = "";
+		if (json_object_get(k, "tflops"))
+			snprintf(work, sizeof work, "%7.1f TFLOP/s %6.1f FLOP/B  ", num(k, "tflops"),
+			         num(k, "intensity"));
 		fprintf(f, "%-10s %3d x %8.1f us  %-7s DRAM %3.0f%%  SM %3.0f%%  occupancy %3.0f%%  "
-		        "tensor %3.0f%%  L2 hit %3.0f%%  %3.0f regs  %.50s\n", first ? "ncu" : "",
+		        "tensor %3.0f%%  L2 hit %3.0f%%  %3.0f regs  %s%.50s\n", first ? "ncu" : "",
 		        (int)json_integer_value(json_object_get(k, "launches")), num(k, "duration_us"),
 		        bound ? bound : "?",
 		        num(k, "dram_pct"), num(k, "sm_pct"), num(k, "occupancy_pct"), num(k, "tensor_pct"),
-		        num(k, "l2_hit_pct"), num(k, "registers"), json_string_value(json_object_get(k, "name")));
+		        num(k, "l2_hit_pct"), num(k, "registers"), work,
+		        json_string_value(json_object_get(k, "name")));
 	}
 }
 

@@ -1509,7 +1509,8 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 
 /* The report of a candidate runner started under ncu: the kernels of one st_run (the runner
  * marks only its first), launches of one kernel with one launch shape merged into a row with
- * their count and total duration (the other figures are the first launch's), longest first. */
+ * their count and total duration, DRAM bytes and FLOPs (the other figures are the first
+ * launch's), longest first. */
 static json_t *ncu_collect(st_runner *r)
 {
 	char *text = NULL;
@@ -1536,9 +1537,14 @@ static json_t *ncu_collect(st_runner *r)
 		if (same) {
 			json_object_set_new(same, "launches", json_integer(json_integer_value(
 			                                          json_object_get(same, "launches")) + 1));
-			json_object_set_new(same, "duration_us",
-			                    json_real(json_number_value(json_object_get(same, "duration_us")) +
-			                              json_number_value(json_object_get(k, "duration_us"))));
+			/* the totals of all its launches: time, traffic and work alike */
+			static const char *const sums[] = {"duration_us", "dram_bytes", "flops",
+			                                   "tensor_flops"};
+			for (size_t m = 0; m < sizeof sums / sizeof *sums; m++)
+				if (json_object_get(k, sums[m]))
+					json_object_set_new(same, sums[m], json_real(
+						json_number_value(json_object_get(same, sums[m])) +
+						json_number_value(json_object_get(k, sums[m]))));
 			continue;
 		}
 		json_object_set_new(k, "launches", json_integer(1));

@@ -65,6 +65,26 @@ EOF
 	phase=$(sed -n 's/^phase_s //p' "$WORK/ncu.check")
 	check "profile --ncu: the ncu pass took at most 60 s ($phase s; whole profile $took s)" \
 		awk -v p="$phase" 'BEGIN { exit !(p + 0 > 0 && p + 0 <= 60) }'
+	# The work counters: a cuBLAS GEMM's FLOPs as ncu counts them against the task's 2*M*N*K.
+	"$STITCH" profile --json --quiet --ncu t1/gemm_bf16 "$STITCH_SRC/tasks/t1/gemm_bf16/expert.cu" \
+		>"$WORK/ncu-gemm.json" 2>"$WORK/ncu-gemm.err"
+	python3 - "$WORK/ncu-gemm.json" "$STITCH_SRC/tasks/t1/gemm_bf16/task.json" <<'EOF' >"$WORK/ncu-gemm.check" 2>&1
+import json, sys
+v = json.load(open(sys.argv[1]))
+e = json.load(open(sys.argv[2]))["sizes"]["eval"]
+n = v["profile"]["ncu"]
+assert "error" not in n, n.get("error")
+want = 2.0 * e["M"] * e["N"] * e["K"]
+got = sum(k.get("flops", 0) for k in n["kernels"])
+top = n["kernels"][0]
+print("gemm flops: ncu %.4g, task %.4g, ratio %.3f; top kernel %.1f TFLOP/s at %.0f FLOP/B"
+      % (got, want, got / want, top.get("tflops", 0), top.get("intensity", 0)))
+assert 0.9 < got / want < 1.1
+print("ok")
+EOF
+	cat "$WORK/ncu-gemm.check"
+	check "profile --ncu: a GEMM's counted FLOPs match 2*M*N*K ($(head -n 1 "$WORK/ncu-gemm.check"))" \
+		grep -qx ok "$WORK/ncu-gemm.check"
 else
 	echo "note: no ncu here; profile --ncu is checked for its 'not available' answer only"
 fi

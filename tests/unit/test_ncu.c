@@ -1,7 +1,7 @@
 /* Unit tests for the Nsight Compute CSV parser: a real `ncu --csv --page raw` capture from the
  * H200 (tests/data/ncu, the application's own output before the report included), durations in
  * other units, quoted fields with quotes and thousands separators inside, metrics ncu left out,
- * and text that holds no report. */
+ * FLOPs folded from the work counters, and text that holds no report. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,9 +143,48 @@ static void test_classify(void **state)
 	json_decref(k);
 }
 
+/* FLOPs from the work counters: tensor-path ops as counted, scalar instructions per thread with
+ * a fused multiply-add counting two, and the rate and intensity from them. */
+static void test_flops(void **state)
+{
+	(void)state;
+	static const char csv[] =
+		"\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\",\"dram__bytes.sum\","
+		"\"sm__ops_path_tensor_src_bf16_dst_fp32.sum\","
+		"\"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum\","
+		"\"smsp__sass_thread_inst_executed_op_fadd_pred_on.sum\","
+		"\"smsp__sass_thread_inst_executed_op_dfma_pred_on.sum\"\n"
+		"\"\",\"\",\"us\",\"byte\",\"\",\"inst\",\"inst\",\"inst\"\n"
+		"\"0\",\"gemm\",\"1000\",\"1000000\",\"6e11\",\"1000\",\"10\",\"5\"\n"
+		"\"1\",\"copy\",\"10\",\"2000\",\"0\",\"0\",\"0\",\"0\"\n";
+	json_t *k;
+	st_err err;
+	assert_int_equal(st_ncu_parse(csv, sizeof csv - 1, &k, &err), ST_OK);
+	json_t *g = json_array_get(k, 0);
+	assert_float_equal(get(g, "flops"), 6e11 + 2 * 1000 + 10 + 2 * 5, 1);
+	assert_float_equal(get(g, "tensor_flops"), 6e11, 1);
+	assert_null(json_object_get(g, "_ffma")); /* the raw counters are folded away */
+	assert_null(json_object_get(g, "_tensor_bf16"));
+	json_object_set_new(g, "dram_pct", json_real(10));
+	json_object_set_new(g, "sm_pct", json_real(90));
+	st_ncu_classify(g);
+	assert_float_equal(get(g, "tflops"), get(g, "flops") / 1e-3 / 1e12, 1e-9);
+	assert_float_equal(get(g, "intensity"), get(g, "flops") / 1e6, 1e-6);
+	json_t *c = json_array_get(k, 1);
+	assert_float_equal(get(c, "flops"), 0, 0);
+	json_decref(k);
+	/* a report without the work counters claims no FLOPs */
+	static const char old[] = "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n"
+	                          "\"\",\"\",\"us\"\n\"0\",\"k\",\"5\"\n";
+	assert_int_equal(st_ncu_parse(old, sizeof old - 1, &k, &err), ST_OK);
+	assert_null(json_object_get(json_array_get(k, 0), "flops"));
+	json_decref(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_flops),
 		cmocka_unit_test(test_h200_capture),
 		cmocka_unit_test(test_units_and_quoting),
 		cmocka_unit_test(test_no_report),
