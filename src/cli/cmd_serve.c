@@ -28,7 +28,7 @@ static void usage(FILE *f)
 	        "  --listen HOST:PORT  address (default 127.0.0.1:8421; port 0: any free port)\n"
 	        "  --gpus LIST      cuda: GPU indexes, one worker each (default 0), e.g. 0,1\n"
 	        "  --workers N      host backend: workers (default: online CPUs)\n"
-	        "  --compilers N    compile pool threads (default: online CPUs)\n"
+	        "  --compilers N    compile pool threads (default: half the online CPUs)\n"
 	        "  --queue-max N    requests in flight before 429 + Retry-After (default 256)\n"
 	        "  --body-max BYTES request body limit (default 1048576; 413 beyond)\n"
 	        "  --deadline S     answer 504 after S seconds; the work goes on and a repeat with\n"

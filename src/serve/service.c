@@ -7,6 +7,7 @@
  * mutex guards the queues and the in-flight list; the work itself runs outside it. */
 #include "service.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,6 +71,7 @@ struct st_service {
 	int n_inflight, waiting;
 	int draining, stopping;
 	char arch[32];                   /* learned from the first verdict; precompiles need it */
+	long spooled;                    /* jobs written to the spool (its sweep counts them) */
 	int n_workers;
 	char devices[MAX_WORKERS][16];   /* per worker: its CUDA_VISIBLE_DEVICES, "" on host */
 	const char *labels[MAX_WORKERS];
@@ -210,11 +213,37 @@ static void hand_on(st_service *s, jqueue *q, job *j)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* The spool keeps each code while a job may still need it: a file is rewritten (its time
+ * renewed) by every job that submits it, so one untouched for longer than any job can take is
+ * left over. Swept every SWEEP_EVERY jobs, so a long-running service does not fill its disk. */
+#define SWEEP_EVERY 1000
+static void sweep_spool(st_service *s)
+{
+	DIR *d = opendir(s->o.spool_dir);
+	if (!d)
+		return;
+	time_t old = time(NULL) - (time_t)(2 * s->o.deadline_s + 3600);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char path[4400];
+		struct stat st;
+		snprintf(path, sizeof path, "%s/%s", s->o.spool_dir, e->d_name);
+		if (e->d_name[0] != '.' && !stat(path, &st) && S_ISREG(st.st_mode) && st.st_mtime < old)
+			unlink(path);
+	}
+	closedir(d);
+}
+
 static void *compile_main(void *arg)
 {
 	st_service *s = arg;
 	job *j;
 	while ((j = take(s, &s->qc))) {
+		pthread_mutex_lock(&s->mu);
+		int sweep = ++s->spooled % SWEEP_EVERY == 0;
+		pthread_mutex_unlock(&s->mu);
+		if (sweep)
+			sweep_spool(s);
 		const char *code = json_string_value(json_object_get(j->req, "code"));
 		int host = !strcmp(s->o.verify.backend, "host");
 		/* Named by content: the same code twice is one file and one compile. */
@@ -812,7 +841,9 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		             ra.n == 1 ? "" : "s",
 		             ra.bad ? " (some could no longer be read and stay unanswered)" : "");
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int compilers = o->compilers > 0 ? o->compilers : cpus > 0 ? (int)cpus : 1;
+	/* Half the cores: the workers' verifies need the rest (runners, output comparisons), and
+	 * nvcc on every core slows them more than it speeds the pool. */
+	int compilers = o->compilers > 0 ? o->compilers : cpus > 1 ? (int)cpus / 2 : 1;
 	if (compilers > MAX_WORKERS)
 		compilers = MAX_WORKERS;
 	int bad = 0;

@@ -49,6 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runner/rng.h" /* splitmix64, as the input generators use */
+
 #define MAX_KINDS 32
 #define MAX_CODES 600
 
@@ -109,18 +111,10 @@ static void note(const char *fmt, ...)
 	pthread_mutex_unlock(&g.mu);
 }
 
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 /* A uniform number in [0, 1) from (seed, n, salt). */
 static double unit(int n, int salt)
 {
-	uint64_t x = mix64(g.seed ^ mix64((uint64_t)n * 4 + (uint64_t)salt));
+	uint64_t x = st_mix64(g.seed ^ st_mix64((uint64_t)n * 4 + (uint64_t)salt));
 	return (double)(x >> 11) / 9007199254740992.0; /* 2^53 */
 }
 
