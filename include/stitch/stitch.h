@@ -3,6 +3,7 @@
 #ifndef STITCH_STITCH_H
 #define STITCH_STITCH_H
 
+#include <pthread.h>
 #include <jansson.h>
 #include <stdint.h>
 #include "common/st_error.h"
@@ -36,6 +37,10 @@ typedef struct st_verify_opts {
 	int under_ncu;             /* internal to that pass: run the candidate under ncu and put
 	                              its report in the verdict as "ncu" */
 	const char *devices;       /* CUDA_VISIBLE_DEVICES of the runners (e.g. "1"); NULL: ours */
+	pthread_rwlock_t *gpu_lock; /* shared by verifies that run on one GPU at once (NULL: none):
+	                              held shared while runners use the GPU, exclusive while timing,
+	                              profiling or measuring peaks, so no verify's figures see
+	                              another's work */
 	const char *params_path;   /* take the params from this safetensors file (by name; dtype
 	                              and shape must match the task's for every set run) instead of
 	                              generating them from a seed, e.g. real model weights */

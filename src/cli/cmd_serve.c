@@ -28,6 +28,8 @@ static void usage(FILE *f)
 	        "  --listen HOST:PORT  address (default 127.0.0.1:8421; port 0: any free port)\n"
 	        "  --gpus LIST      cuda: GPU indexes, one worker each (default 0), e.g. 0,1\n"
 	        "  --workers N      host backend: workers (default: online CPUs)\n"
+	        "  --per-gpu N      cuda: workers per GPU (default 1); with more they overlap their\n"
+	        "                   correctness runs and take the GPU alone to time and profile\n"
 	        "  --compilers N    compile pool threads (default: half the online CPUs)\n"
 	        "  --queue-max N    requests in flight before 429 + Retry-After (default 256)\n"
 	        "  --body-max BYTES request body limit (default 1048576; 413 beyond)\n"
@@ -92,6 +94,7 @@ int cmd_serve(int argc, char **argv)
 		            : !strcmp(a, "--lambda-gen") ? &o.reward.lambda_gen
 		            : !strcmp(a, "--lambda-opt") ? &o.reward.lambda_opt : NULL;
 		int *count = !strcmp(a, "--workers")   ? &o.workers
+		           : !strcmp(a, "--per-gpu")   ? &o.per_gpu
 		           : !strcmp(a, "--compilers") ? &o.compilers
 		           : !strcmp(a, "--queue-max") ? &o.queue_max
 		           : !strcmp(a, "--judges")    ? &o.judges : NULL;

@@ -17,6 +17,9 @@ typedef struct st_serve_opts {
 	const char *listen;        /* "HOST:PORT" (port 0: any free port), default 127.0.0.1:8421 */
 	const char *gpus;          /* cuda: comma list of GPU indexes, one worker each (default "0") */
 	int workers;               /* host backend: workers (default: online CPUs) */
+	int per_gpu;               /* cuda: workers per GPU (default 1); with more, they share the
+	                              GPU for correctness runs and take it alone to measure
+	                              (st_verify_opts.gpu_lock) */
 	int compilers;             /* compile pool threads (default: half the online CPUs) */
 	int queue_max;             /* admitted and unanswered requests at most (default 256) */
 	size_t body_max;           /* request body limit in bytes (default 1 MiB) */

@@ -74,6 +74,9 @@ struct st_service {
 	long spooled;                    /* jobs written to the spool (its sweep counts them) */
 	int n_workers;
 	char devices[MAX_WORKERS][16];   /* per worker: its CUDA_VISIBLE_DEVICES, "" on host */
+	int gpu_of[MAX_WORKERS];         /* per worker: its GPU's index into gpu_locks, or -1 */
+	pthread_rwlock_t gpu_locks[MAX_WORKERS];
+	int n_gpu_locks;
 	const char *labels[MAX_WORKERS];
 	worker_arg args[MAX_WORKERS];
 	pthread_t threads[3 * MAX_WORKERS + 64];
@@ -301,6 +304,7 @@ static void *worker_main(void *arg)
 		j->t_start = now_s();
 		st_verify_opts o = s->o.verify;
 		o.devices = s->devices[w->index][0] ? s->devices[w->index] : NULL;
+		o.gpu_lock = s->gpu_of[w->index] >= 0 ? &s->gpu_locks[s->gpu_of[w->index]] : NULL;
 		o.progress = NULL;
 		request_options(j->req, &o);
 		json_t *verdict = NULL;
@@ -730,22 +734,40 @@ static st_status parse_gpus(st_service *s, st_err *err)
 		s->n_workers = s->o.workers > 0 ? s->o.workers : cpus > 0 ? (int)cpus : 1;
 		if (s->n_workers > MAX_WORKERS)
 			s->n_workers = MAX_WORKERS;
-		for (int i = 0; i < s->n_workers; i++)
+		for (int i = 0; i < s->n_workers; i++) {
 			s->labels[i] = "host";
+			s->gpu_of[i] = -1;
+		}
 		return ST_OK;
 	}
 	const char *p = s->o.gpus ? s->o.gpus : "0";
+	int per = s->o.per_gpu > 0 ? s->o.per_gpu : 1;
 	while (*p) {
 		char *end;
 		long g = strtol(p, &end, 10);
 		if (end == p || g < 0 || g > 1023 || (*end && *end != ','))
 			return st_err_set(err, ST_E_INVALID, "--gpus %s: not a comma list of GPU indexes",
 			                  s->o.gpus);
-		if (s->n_workers == MAX_WORKERS)
-			return st_err_set(err, ST_E_INVALID, "--gpus: at most %d", MAX_WORKERS);
-		snprintf(s->devices[s->n_workers], sizeof s->devices[0], "%ld", g);
-		s->labels[s->n_workers] = s->devices[s->n_workers];
-		s->n_workers++;
+		if (s->n_workers + per > MAX_WORKERS)
+			return st_err_set(err, ST_E_INVALID, "--gpus, --per-gpu: at most %d workers",
+			                  MAX_WORKERS);
+		int lock = -1;
+		if (per > 1) {
+			/* Writers first: a worker waiting to time must not starve behind a stream of
+			 * correctness runs. */
+			pthread_rwlockattr_t a;
+			pthread_rwlockattr_init(&a);
+			pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+			lock = s->n_gpu_locks++;
+			pthread_rwlock_init(&s->gpu_locks[lock], &a);
+			pthread_rwlockattr_destroy(&a);
+		}
+		for (int k = 0; k < per; k++) {
+			snprintf(s->devices[s->n_workers], sizeof s->devices[0], "%ld", g);
+			s->labels[s->n_workers] = s->devices[s->n_workers];
+			s->gpu_of[s->n_workers] = lock;
+			s->n_workers++;
+		}
 		p = *end ? end + 1 : end;
 	}
 	if (!s->n_workers)
@@ -899,6 +921,8 @@ void st_service_stop(st_service *s)
 	}
 	st_serve_store_close(s->store);
 	st_serve_metrics_free(s->metrics);
+	for (int i = 0; i < s->n_gpu_locks; i++)
+		pthread_rwlock_destroy(&s->gpu_locks[i]);
 	free(s->tasks_text);
 	pthread_cond_destroy(&s->cv_work);
 	pthread_cond_destroy(&s->cv_done);

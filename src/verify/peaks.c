@@ -9,22 +9,43 @@
 #include "common/fs.h"
 #include "common/proto.h"
 
-st_status st_peaks_get(st_runner *r, double timeout_s, json_t **peaks, st_err *err)
+/* The cache file of the runner's device (dir: the cache folder). */
+static st_status peaks_path(const st_runner *r, char *dir, size_t dlen, char *path, size_t plen,
+                            st_err *err)
 {
-	char dir[4096], path[4400];
-	st_status s = st_cache_dir(dir, sizeof dir, err);
+	st_status s = st_cache_dir(dir, dlen, err);
 	if (s)
 		return s;
 	const char *uuid = json_string_value(json_object_get(r->info, "uuid"));
-	snprintf(path, sizeof path, "%s/peaks/%s.json", dir, uuid ? uuid : "unknown");
+	snprintf(path, plen, "%s/peaks/%s.json", dir, uuid ? uuid : "unknown");
+	return ST_OK;
+}
+
+int st_peaks_cached(const st_runner *r, json_t **peaks)
+{
+	char dir[4096], path[4400];
+	st_err e;
+	*peaks = NULL;
+	if (peaks_path(r, dir, sizeof dir, path, sizeof path, &e))
+		return 0;
 	json_error_t je;
 	*peaks = json_load_file(path, 0, &je);
 	if (*peaks && json_object_get(*peaks, "bw_gbs") &&
 	    json_integer_value(json_object_get(*peaks, "version")) == ST_PEAKS_VERSION)
-		return ST_OK;
+		return 1;
 	json_decref(*peaks);
 	*peaks = NULL;
+	return 0;
+}
 
+st_status st_peaks_get(st_runner *r, double timeout_s, json_t **peaks, st_err *err)
+{
+	char dir[4096], path[4400];
+	if (st_peaks_cached(r, peaks))
+		return ST_OK;
+	st_status s = peaks_path(r, dir, sizeof dir, path, sizeof path, err);
+	if (s)
+		return s;
 	json_t *req = json_pack("{s:s}", "op", "peaks"), *rep = NULL;
 	s = st_runner_call(r, req, -1, &rep, timeout_s, err);
 	json_decref(req);

@@ -6,6 +6,8 @@
 #include <jansson.h>
 #include "runner.h"
 
+/* 1 with *peaks set when the runner's device has cached peaks (nothing is measured). */
+int st_peaks_cached(const st_runner *r, json_t **peaks);
 /* Return the cached peaks for the runner's device or measure them with that runner. */
 st_status st_peaks_get(st_runner *r, double timeout_s, json_t **peaks, st_err *err);
 

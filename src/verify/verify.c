@@ -112,6 +112,37 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Sharing one GPU with other verifies (st_verify_opts.gpu_lock): shared from the runners' start
+ * to their end, exclusive for whatever measures (timing, the profile, the peaks). */
+static void gpu_share(const vctx *v)
+{
+	if (v->o->gpu_lock)
+		pthread_rwlock_rdlock(v->o->gpu_lock);
+}
+
+static void gpu_unshare(const vctx *v)
+{
+	if (v->o->gpu_lock)
+		pthread_rwlock_unlock(v->o->gpu_lock);
+}
+
+/* From shared to exclusive and back: a read lock cannot be upgraded in place. */
+static void gpu_exclusive(const vctx *v)
+{
+	if (v->o->gpu_lock) {
+		pthread_rwlock_unlock(v->o->gpu_lock);
+		pthread_rwlock_wrlock(v->o->gpu_lock);
+	}
+}
+
+static void gpu_shared_again(const vctx *v)
+{
+	if (v->o->gpu_lock) {
+		pthread_rwlock_unlock(v->o->gpu_lock);
+		pthread_rwlock_rdlock(v->o->gpu_lock);
+	}
+}
+
 static void progress(vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void progress(vctx *v, const char *fmt, ...)
 {
@@ -1320,6 +1351,9 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 			         v->verdict_final ? "FAILED" : "ok");
 	}
 	phase(v, "correctness");
+	int measuring = timed && (v->o->timing || profiling(v));
+	if (measuring)
+		gpu_exclusive(v);
 	if (!s && timed && v->o->timing && usable(v, v->cand))
 		s = time_all(v, set, err);
 	if (!s && timed && v->o->timing && usable(v, v->cand))
@@ -1332,6 +1366,8 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		s = profile_candidate(v, set, peaks, err);
 		phase(v, "profile");
 	}
+	if (measuring)
+		gpu_shared_again(v);
 	json_t *td = json_pack("{s:s}", "op", "teardown");
 	for (int i = 0; i < v->n_sols; i++)
 		reqs[i] = usable(v, i) ? td : NULL;
@@ -1479,7 +1515,13 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	json_t *peaks = NULL;
 	if (o->timing || profiling(v)) {
 		st_err pe;
-		if (st_peaks_get(&v->sols[v->ref].runner, 600, &peaks, &pe)) {
+		st_status ps = ST_OK;
+		if (!st_peaks_cached(&v->sols[v->ref].runner, &peaks)) {
+			gpu_exclusive(v); /* measuring: nobody else on the GPU */
+			ps = st_peaks_get(&v->sols[v->ref].runner, 600, &peaks, &pe);
+			gpu_shared_again(v);
+		}
+		if (ps) {
 			flag(v, "peaks_unavailable");
 			progress(v, "device peaks unavailable: %s", pe.msg);
 			if (!v->sols[v->ref].runner.alive)
@@ -1719,6 +1761,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	v.correctness = json_array();
 	v.flags = json_array();
 
+	gpu_share(&v);
 	s = pipeline(&v, solution, err);
 	if (o->under_ncu && v.cand >= 0 && v.sols[v.cand].started)
 		json_object_set_new(v.verdict, "ncu", ncu_collect(&v.sols[v.cand].runner));
@@ -1734,6 +1777,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 		free(v.sols[i].samples);
 		free(v.sols[i].path);
 	}
+	gpu_unshare(&v);
 	if (v.hooks_dl)
 		dlclose(v.hooks_dl);
 	json_object_set_new(v.verdict, "correctness", v.correctness);
