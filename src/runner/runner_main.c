@@ -264,6 +264,25 @@ static int read_offsets(json_t *arr, size_t **out, int n)
 	return 0;
 }
 
+/* The params between the device and the shared block at the parent's offsets: up (stitch verify
+ * --params) or down (--dump). 0, or -1 with g_err set. */
+static int copy_params(json_t *offsets, int up)
+{
+	size_t *off = NULL;
+	g_err[0] = '\0';
+	int bad = read_offsets(offsets, &off, R.n_params);
+	for (int i = 0; i < R.n_params && !bad; i++) {
+		size_t n = tensor_bytes(&R.params[i]);
+		bad = off[i] > R.shm_len || n > R.shm_len - off[i] ||
+		      (up ? rb_upload(R.params[i].data, R.shm + off[i], n, g_err, sizeof g_err)
+		          : rb_download(R.shm + off[i], R.params[i].data, n, g_err, sizeof g_err));
+	}
+	free(off);
+	if (bad && !g_err[0])
+		seterr("setup: malformed params layout");
+	return bad ? -1 : 0;
+}
+
 static json_t *op_setup(json_t *req, int fd)
 {
 	if (!R.dl)
@@ -304,18 +323,8 @@ static json_t *op_setup(json_t *req, int fd)
 	/* Params the parent put into the shared block (stitch verify --params FILE) are uploaded
 	 * instead of generated. */
 	json_t *given = json_object_get(json_object_get(req, "layout"), "params_in");
-	if (given) {
-		size_t *off = NULL;
-		g_err[0] = '\0';
-		int bad = read_offsets(given, &off, R.n_params);
-		for (int i = 0; i < R.n_params && !bad; i++)
-			bad = off[i] + tensor_bytes(&R.params[i]) > R.shm_len ||
-			      rb_upload(R.params[i].data, R.shm + off[i], tensor_bytes(&R.params[i]), g_err,
-			                sizeof g_err);
-		free(off);
-		if (bad)
-			return reply_fail("harness", g_err[0] ? g_err : "setup: malformed params layout");
-	}
+	if (given && copy_params(given, 1))
+		return reply_fail("harness", g_err);
 	for (int i = 0; i < R.n_params && !given; i++) {
 		rb_init init;
 		if (parse_init(json_object_get(json_array_get(params, (size_t)i), "init"), &init) ||
@@ -353,17 +362,8 @@ static json_t *op_setup(json_t *req, int fd)
 	/* The parent asked for the params too (stitch verify --dump): copied before st_init, so
 	 * they are the ones the harness made, whatever the solution does with them later. */
 	json_t *par = json_object_get(shm, "params");
-	if (par) {
-		size_t *par_off = NULL;
-		g_err[0] = '\0';
-		int bad = read_offsets(par, &par_off, R.n_params);
-		for (int i = 0; i < R.n_params && !bad; i++)
-			bad = rb_download(R.shm + par_off[i], R.params[i].data, tensor_bytes(&R.params[i]),
-			                  g_err, sizeof g_err);
-		free(par_off);
-		if (bad)
-			return reply_fail("harness", g_err[0] ? g_err : "setup: malformed params layout");
-	}
+	if (par && copy_params(par, 0))
+		return reply_fail("harness", g_err);
 
 	int fatal = 0;
 	if (rb_check("generating params", &fatal, g_err, sizeof g_err))
