@@ -46,7 +46,8 @@ static void usage(FILE *f)
 	        "                   the reward formula's parameters (docs/reward.md)\n"
 	        "  --profile        add the CUPTI profile to every verdict (costs a run)\n"
 	        "$STITCH_SERVE_TOKEN, when set: every /v1 request needs Authorization: Bearer <it>.\n"
-	        "verify options for every request:\n" ST_VERIFY_OPTS_HELP
+	        "verify options for every request (serve's own defaults: --min-time 100\n"
+	        "--max-rse 0.01, and no profile unless --profile):\n" ST_VERIFY_OPTS_HELP
 	        "\nexit: 0 after a drain, 2 bad options, 3 cannot listen or start\n");
 }
 
