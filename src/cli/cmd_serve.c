@@ -32,6 +32,8 @@ static void usage(FILE *f)
 	        "                   correctness runs and take the GPU alone to time and profile\n"
 	        "  --compilers N    compile pool threads (default: half the online CPUs)\n"
 	        "  --queue-max N    requests in flight before 429 + Retry-After (default 256)\n"
+	        "  --admit-wait S   a request that finds the queue full waits up to S s in line\n"
+	        "                   for a slot before its 429 (default 1; 0: at once)\n"
 	        "  --body-max BYTES request body limit (default 1048576; 413 beyond)\n"
 	        "  --deadline S     answer 504 after S seconds; the work goes on and a repeat with\n"
 	        "                   the same id gets its answer (default 600)\n"
@@ -90,6 +92,7 @@ int cmd_serve(int argc, char **argv)
 		                 : !strcmp(a, "--prompts")       ? &o.prompts_dir
 		                 : !strcmp(a, "--baseline")      ? &baseline : NULL;
 		double *num = !strcmp(a, "--deadline")   ? &o.deadline_s
+		            : !strcmp(a, "--admit-wait") ? &o.admit_wait_s
 		            : !strcmp(a, "--clip")       ? &o.reward.clip
 		            : !strcmp(a, "--offset")     ? &o.reward.offset
 		            : !strcmp(a, "--lambda-gen") ? &o.reward.lambda_gen

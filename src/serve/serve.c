@@ -18,6 +18,7 @@ void st_serve_opts_default(st_serve_opts *o)
 	o->body_max = (size_t)1 << 20;
 	o->deadline_s = 600;
 	o->retry_after_s = 2;
+	o->admit_wait_s = 1;
 	o->judges = 4;
 	st_verify_opts_default(&o->verify);
 	/* A verdict for a trainer: correctness and speed. The profile costs a second run, and a

@@ -25,6 +25,8 @@ typedef struct st_serve_opts {
 	size_t body_max;           /* request body limit in bytes (default 1 MiB) */
 	double deadline_s;         /* per request: answer 504 after this, the work goes on (600) */
 	double retry_after_s;      /* the Retry-After of a 429 (default 2) */
+	double admit_wait_s;       /* a request that finds the queue full waits this long, in line
+	                              with the others, for a slot before its 429 (default 1) */
 	const char *token;         /* bearer token every request must carry; NULL: none */
 	const char *db_path;       /* SQLite file of requests and answers */
 	const char *spool_dir;     /* where submitted code is written for the compiler */

@@ -54,6 +54,11 @@ typedef struct jqueue {
 	int n;
 } jqueue;
 
+/* A request waiting for a slot while the queue is full: first come, first admitted. */
+typedef struct waiter {
+	struct waiter *next;
+} waiter;
+
 typedef struct worker_arg {
 	struct st_service *s;
 	int index;
@@ -69,6 +74,7 @@ struct st_service {
 	jqueue qc, qr, qj;               /* compile, run, judge */
 	job *inflight;
 	int n_inflight, waiting;
+	waiter *admit_head, *admit_tail; /* requests waiting for a slot, oldest first */
 	int draining, stopping;
 	char arch[32];                   /* learned from the first verdict; precompiles need it */
 	long spooled;                    /* jobs written to the spool (its sweep counts them) */
@@ -601,10 +607,16 @@ int st_service_request(st_service *s, const char *kind, const char *body, size_t
 	request_hash(kind, req, hash);
 
 	pthread_mutex_lock(&s->mu);
-	job *j = find_inflight(s, id);
+	job *j;
 	st_serve_record rec;
 	memset(&rec, 0, sizeof rec);
 	st_err e;
+	waiter me = {NULL};
+	int queued = 0;
+	double wait_until = t_in + (s->o.admit_wait_s < s->o.deadline_s ? s->o.admit_wait_s
+	                                                                   : s->o.deadline_s);
+again:
+	j = find_inflight(s, id);
 	if (j && strcmp(j->hash, hash)) {
 		code = 409;
 	} else if (!j) {
@@ -622,7 +634,30 @@ int st_service_request(st_service *s, const char *kind, const char *body, size_t
 		} else if (s->draining) {
 			code = 503;
 			snprintf(msg, sizeof msg, "the service is draining (shutting down): try again later");
-		} else if (s->n_inflight >= s->o.queue_max) {
+		} else if (s->n_inflight >= s->o.queue_max ||
+		           (s->admit_head && s->admit_head != &me)) {
+			/* Full, or others came first: wait in line for a while before the 429, so that
+			 * slots go to requests in the order they came, not to whoever retries fastest. */
+			if (now_s() < wait_until) {
+				if (!queued) {
+					if (s->admit_tail)
+						s->admit_tail->next = &me;
+					else
+						s->admit_head = &me;
+					s->admit_tail = &me;
+					queued = 1;
+				}
+				st_serve_record_free(&rec);
+				struct timespec t;
+				clock_gettime(CLOCK_REALTIME, &t);
+				t.tv_nsec += 50 * 1000000L;
+				if (t.tv_nsec >= 1000000000L) {
+					t.tv_sec++;
+					t.tv_nsec -= 1000000000L;
+				}
+				pthread_cond_timedwait(&s->cv_done, &s->mu, &t);
+				goto again;
+			}
 			code = 429;
 			*retry_after = s->o.retry_after_s;
 			snprintf(msg, sizeof msg, "%d requests in flight, the most this service takes: "
@@ -635,6 +670,19 @@ int st_service_request(st_service *s, const char *kind, const char *body, size_t
 			code = 500;
 			snprintf(msg, sizeof msg, "out of memory");
 		}
+	}
+	if (queued) {
+		/* out of the line (admitted, answered otherwise, or given up): the next may go */
+		waiter **p = &s->admit_head;
+		while (*p != &me)
+			p = &(*p)->next;
+		*p = me.next;
+		if (s->admit_tail == &me) {
+			s->admit_tail = NULL;
+			for (waiter *w = s->admit_head; w; w = w->next)
+				s->admit_tail = w;
+		}
+		pthread_cond_broadcast(&s->cv_done);
 	}
 	st_serve_record_free(&rec);
 	json_decref(req);

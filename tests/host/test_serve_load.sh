@@ -2,8 +2,8 @@
 # `stitch serve` under load on the host backend: serve-load (tests/load/serve_load.c) sends 2000
 # requests from 32 clients, alternately /v1/verify and /v1/reward, 11.5 % of them crashing,
 # hanging or trying something forbidden (tests/load/mix-host.txt), half of them code the
-# compile cache has seen. The queue takes 16 at a time (so clients get 429s and retry after the
-# Retry-After) and the deadline is 2 s (so a hang's client, whose verdict takes a little longer,
+# compile cache has seen. The queue takes 16 at a time (so clients wait in line, and those not
+# admitted within --admit-wait get 429s and retry after the Retry-After) and the deadline is 2 s (so a hang's client, whose verdict takes a little longer,
 # gets a 504 and repeats its id). Every request must get exactly one 200 answer with its own id
 # and the status its candidate deserves, a sample sent again must get the stored answers byte
 # for byte, and the service must be the same process at the end (no restart). The figures are
