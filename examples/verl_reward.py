@@ -11,8 +11,8 @@ verl (datasets from `stitch export`, whose extra_info carries task_id and skill)
     custom_reward_function.name=compute_score_batch     # reward_model.reward_manager=batch
 TRL (GRPOTrainer passes the dataset's other columns, extra_info among them, as kwargs):
     GRPOTrainer(..., reward_funcs=[verl_reward.trl_reward])
-An opt sample's previous_code and feedback are taken from extra_info where it has them (empty
-otherwise: only the rubric judge reads them).
+An opt sample's previous_code and feedback come from extra_info (`stitch export --skill opt`
+writes both; empty where a dataset lacks them: only the rubric judge reads them).
 Settings: STITCH_SERVE_URL (default http://127.0.0.1:8421), STITCH_SERVE_TOKEN.
 Try it:   python3 examples/verl_reward.py TASK_ID SOLUTION_FILE
 """

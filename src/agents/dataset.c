@@ -161,17 +161,21 @@ static int set_str(json_t *vars, const char *key, const char *value)
 	return json_object_set_new(vars, key, json_string(value ? value : ""));
 }
 
-/* One dataset record; `baseline` is borrowed (NULL: no timing recorded). */
+/* One dataset record; `baseline` is borrowed (NULL: no timing recorded). An opt record also
+ * carries the code it starts from and the Verifier's feedback on it, which an optimisation
+ * reward hands to its judge (stitch serve's /v1/reward); NULL for gen. */
 static int add_record(exporter *X, const char *prompt, const char *task_id, const char *tmpl,
-                      const char *backend, const json_t *baseline, const char *source)
+                      const char *backend, const json_t *baseline, const char *source,
+                      const char *previous_code, const char *feedback)
 {
 	json_t *rec = json_pack("{s:[{s:s,s:s}],s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s,s:O,s:s,"
-	                        "s:I}}",
+	                        "s:s*,s:s*,s:I}}",
 	                        "prompt", "role", "user", "content", prompt, "data_source", "stitch",
 	                        "ability", "cuda", "reward_model", "style", "rule", "ground_truth", "",
 	                        "extra_info", "task_id", task_id, "skill", X->skill, "template", tmpl,
 	                        "size_set", "eval", "backend", backend, "baseline_ms",
-	                        baseline ? baseline : json_null(), "source", source, "index",
+	                        baseline ? baseline : json_null(), "source", source, "previous_code",
+	                        previous_code, "feedback", feedback, "index",
 	                        (json_int_t)json_array_size(X->records));
 	if (!rec || json_array_append_new(X->records, rec))
 		return oom(X);
@@ -235,7 +239,7 @@ static int export_gen(exporter *X)
 		int r = render(X, "coder-draft", vars, &prompt);
 		json_decref(vars);
 		if (!r)
-			r = add_record(X, prompt, t->id, "coder-draft", backend, NULL, "suite");
+			r = add_record(X, prompt, t->id, "coder-draft", backend, NULL, "suite", NULL, NULL);
 		free(prompt);
 		if (r)
 			return -1;
@@ -320,6 +324,7 @@ typedef struct pending {
 	int segment, attempt, order;
 	char *path;   /* version path */
 	char *prompt, *source;
+	char *previous_code, *feedback; /* what the prompt shows: the version and its feedback */
 	const char *tmpl;
 	char task_id[256], backend[16];
 	json_t *baseline;
@@ -336,6 +341,8 @@ static void pending_free(pending_list *l)
 		free(l->v[i].path);
 		free(l->v[i].prompt);
 		free(l->v[i].source);
+		free(l->v[i].previous_code);
+		free(l->v[i].feedback);
 		json_decref(l->v[i].baseline);
 	}
 	free(l->v);
@@ -464,6 +471,8 @@ static int on_feedback(exporter *X, run_state *R, const json_t *rec, const char 
 	p->order = out->n;
 	p->tmpl = tmpl;
 	p->prompt = prompt;
+	p->previous_code = strdup(code);
+	p->feedback = strdup(text);
 	snprintf(p->task_id, sizeof p->task_id, "%s", R->task_id);
 	snprintf(p->backend, sizeof p->backend, "%s", R->backend);
 	const char *sha = str_or(json_string_value(json_object_get(code_rec, "version")), "?");
@@ -474,7 +483,7 @@ static int on_feedback(exporter *X, run_state *R, const json_t *rec, const char 
 		snprintf(p->source, slen, "%s#%s", file, sha);
 	p->baseline = baseline_of(verdict);
 	out->n++; /* counted before the checks, so that pending_free releases what was made */
-	if (!p->path || !p->source)
+	if (!p->path || !p->source || !p->previous_code || !p->feedback)
 		return oom(X);
 	return 0;
 }
@@ -615,7 +624,8 @@ static int export_trajectory(exporter *X, const char *file)
 		/* A version that was not timed (not correct) borrows the run's baselines: they are the
 		 * task's on that machine, not the version's. */
 		r = add_record(X, p->prompt, p->task_id, p->tmpl, p->backend,
-		               p->baseline ? p->baseline : first_baseline, p->source);
+		               p->baseline ? p->baseline : first_baseline, p->source, p->previous_code,
+		               p->feedback);
 	}
 	pending_free(&out);
 	json_decref(first_baseline);

@@ -66,6 +66,9 @@ check "opt: optimise prompt holds its feedback" has opt 2 'status: ok'
 check "opt: optimise prompt holds the plan" has opt 2 'One pass: y = 2x + b over the input vector.'
 check "opt: skill and size set" has opt 2 '"skill": "opt", "template": "coder-optimise", "size_set": "eval", "backend": "host"'
 check "opt: baselines from the verdict" has opt 2 '"baseline_ms": {"reference": '
+check "opt: the repair record carries its version's code for the reward's judge" \
+	has opt 1 '"previous_code": "'
+check "opt: and its feedback" has opt 1 '"feedback": "'
 check "opt: the untimed version borrows the run's baselines" has opt 1 '"baseline_ms": {"reference": '
 check "opt: source names the trajectory and version" \
 	has opt 1 "\"source\": \"$RUN/trajectory.jsonl#"
@@ -93,6 +96,7 @@ check "opt --backend cuda: the host run is left out" none cuda
 
 # ---- gen: one first-draft prompt per task ---------------------------------------------------
 export_ gen --skill gen --task-dir "$TASK" --backend host
+check "gen: no previous_code (a first draft starts from nothing)" bash -c "! grep -q previous_code '$WORK/gen.jsonl'"
 check "gen: exit 0 (got $RC: $(cat "$WORK/gen.err"))" [ "$RC" -eq 0 ]
 check "gen: 1 record (got $(wc -l <"$WORK/gen.jsonl"))" [ "$(wc -l <"$WORK/gen.jsonl")" -eq 1 ]
 check "gen: a record of the documented shape" shaped gen
