@@ -214,45 +214,42 @@ st_status st_mkdirs(const char *path, st_err *err)
 	return ST_OK;
 }
 
-st_status st_cache_dir(char *out, size_t len, st_err *err)
+/* stitch's own folder under the user's: $OVERRIDE as given, else $XDG/stitch, else
+ * $HOME/HOME_SUB/stitch; created if missing. `what` names it in errors. */
+static st_status user_dir(const char *override, const char *xdg, const char *home_sub,
+                          const char *what, char *out, size_t len, st_err *err)
 {
-	const char *env = getenv("STITCH_CACHE_DIR");
+	const char *env = override ? getenv(override) : NULL;
 	int n;
-	if (env && *env) {
+	if (env && *env)
 		n = snprintf(out, len, "%s", env);
-	} else if ((env = getenv("XDG_CACHE_HOME")) && *env) {
+	else if ((env = getenv(xdg)) && *env)
 		n = snprintf(out, len, "%s/stitch", env);
-	} else if ((env = getenv("HOME")) && *env) {
-		n = snprintf(out, len, "%s/.cache/stitch", env);
-	} else {
-		return st_err_set(err, ST_E_INVALID,
-		                  "no cache folder: set STITCH_CACHE_DIR, XDG_CACHE_HOME or HOME");
-	}
+	else if ((env = getenv("HOME")) && *env)
+		n = snprintf(out, len, "%s/%s/stitch", env, home_sub);
+	else
+		return st_err_set(err, ST_E_INVALID, "no %s folder: set %s%s%s or HOME", what,
+		                  override ? override : "", override ? ", " : "", xdg);
 	if (n < 0 || (size_t)n >= len)
-		return st_err_set(err, ST_E_INVALID, "cache folder path too long (%d bytes)", n);
+		return st_err_set(err, ST_E_INVALID, "%s folder path too long (%d bytes)", what, n);
 	st_status s = st_mkdirs(out, err);
 	if (s != ST_OK)
-		return st_err_wrap(err, s, "cache folder");
+		return st_err_wrap(err, s, "%s folder", what);
 	return ST_OK;
+}
+
+st_status st_cache_dir(char *out, size_t len, st_err *err)
+{
+	return user_dir("STITCH_CACHE_DIR", "XDG_CACHE_HOME", ".cache", "cache", out, len, err);
 }
 
 st_status st_data_path(const char *name, char *out, size_t len, st_err *err)
 {
-	const char *env = getenv("XDG_DATA_HOME");
-	int n;
-	if (env && *env)
-		n = snprintf(out, len, "%s/stitch", env);
-	else if ((env = getenv("HOME")) && *env)
-		n = snprintf(out, len, "%s/.local/share/stitch", env);
-	else
-		return st_err_set(err, ST_E_INVALID, "no data folder: set XDG_DATA_HOME or HOME");
-	if (n < 0 || (size_t)n >= len)
-		return st_err_set(err, ST_E_INVALID, "data folder path too long (%d bytes)", n);
-	st_status s = st_mkdirs(out, err);
-	if (s != ST_OK)
-		return st_err_wrap(err, s, "data folder");
-	size_t used = (size_t)n;
-	n = snprintf(out + used, len - used, "/%s", name);
+	st_status s = user_dir(NULL, "XDG_DATA_HOME", ".local/share", "data", out, len, err);
+	if (s)
+		return s;
+	size_t used = strlen(out);
+	int n = snprintf(out + used, len - used, "/%s", name);
 	if (n < 0 || (size_t)n >= len - used)
 		return st_err_set(err, ST_E_INVALID, "data file path too long");
 	return ST_OK;

@@ -191,9 +191,8 @@ static void finish_error(st_service *s, job *j, int http_status, const char *msg
 	finish(s, j, http_status, o);
 }
 
-static json_t *answer_object(st_service *s, job *j)
+static json_t *answer_object(const job *j)
 {
-	(void)s;
 	json_t *o = json_pack("{s:s,s:s,s:s?,s:O}", "id", j->id, "kind", j->kind, "status",
 	                      json_string_value(json_object_get(j->verdict, "status")), "verdict",
 	                      j->verdict);
@@ -296,7 +295,7 @@ static void request_options(const json_t *req, st_verify_opts *o)
 static void finish_reward(st_service *s, job *j, const st_rubric *rubric)
 {
 	json_t *r = st_reward_combine(j->verdict, rubric, j->skill, &s->o.reward);
-	json_t *a = answer_object(s, j);
+	json_t *a = answer_object(j);
 	json_object_set_new(a, "reward", r ? r : json_null());
 	finish(s, j, 200, a);
 }
@@ -333,7 +332,7 @@ static void *worker_main(void *arg)
 			snprintf(s->arch, sizeof s->arch, "%s", arch);
 		pthread_mutex_unlock(&s->mu);
 		if (!strcmp(j->kind, "verify"))
-			finish(s, j, 200, answer_object(s, j));
+			finish(s, j, 200, answer_object(j));
 		else if (s->o.judge_model && status && !strcmp(status, "ok"))
 			hand_on(s, &s->qj, j); /* an incorrect solution gets 0 whatever a judge says */
 		else
@@ -419,6 +418,21 @@ static int id_ok(const char *id)
 	return 1;
 }
 
+/* The first member of `obj` whose name is not in the NULL-ended `keys`, or NULL. */
+static const char *first_unknown(const json_t *obj, const char *const *keys)
+{
+	const char *k;
+	json_t *val;
+	json_object_foreach((json_t *)obj, k, val) {
+		int i = 0;
+		while (keys[i] && strcmp(keys[i], k))
+			i++;
+		if (!keys[i])
+			return k;
+	}
+	return NULL;
+}
+
 /* 0 when the request is well-formed; otherwise the HTTP status, with the reason in msg. */
 static int validate(st_service *s, const char *kind, json_t *req, char *task_dir, size_t dlen,
                     st_skill *skill, char *msg, size_t mlen)
@@ -431,17 +445,11 @@ static int validate(st_service *s, const char *kind, json_t *req, char *task_dir
 		snprintf(msg, mlen, "the body must be a JSON object");
 		return 400;
 	}
-	const char *k;
-	json_t *val;
-	json_object_foreach(req, k, val) {
-		int known = 0;
-		for (int i = 0; keys[i]; i++)
-			known |= !strcmp(keys[i], k);
-		if (!known) {
-			snprintf(msg, mlen, "unknown field '%s' (a %s request has: id, task, code, options%s)",
-			         k, kind, strcmp(kind, "verify") ? ", skill, previous_code, feedback" : "");
-			return 400;
-		}
+	const char *k = first_unknown(req, keys);
+	if (k) {
+		snprintf(msg, mlen, "unknown field '%s' (a %s request has: id, task, code, options%s)", k,
+		         kind, strcmp(kind, "verify") ? ", skill, previous_code, feedback" : "");
+		return 400;
 	}
 	const json_t *id = json_object_get(req, "id");
 	if (id && (!json_is_string(id) || !id_ok(json_string_value(id)))) {
@@ -467,14 +475,9 @@ static int validate(st_service *s, const char *kind, json_t *req, char *task_dir
 			snprintf(msg, mlen, "options must be an object");
 			return 400;
 		}
-		json_object_foreach((json_t *)opt, k, val) {
-			int known = 0;
-			for (int i = 0; okeys[i]; i++)
-				known |= !strcmp(okeys[i], k);
-			if (!known) {
-				snprintf(msg, mlen, "unknown option '%s' (options: sets, seeds, timing, profile)", k);
-				return 400;
-			}
+		if ((k = first_unknown(opt, okeys))) {
+			snprintf(msg, mlen, "unknown option '%s' (options: sets, seeds, timing, profile)", k);
+			return 400;
 		}
 		const json_t *sets = json_object_get(opt, "sets"), *seeds = json_object_get(opt, "seeds");
 		if ((sets && !json_is_string(sets)) ||
