@@ -33,6 +33,8 @@ json_t *st_agent_task_vars(const st_task *t, int host, const char *arch, double 
 	char sizes[2048] = "";
 	const st_size_set *sets[2] = {&t->small, &t->eval};
 	for (int k = 0; k < 2; k++) {
+		if (!sets[k]->label) /* an imported task has no small set */
+			continue;
 		size_t L = strlen(sizes);
 		snprintf(sizes + L, sizeof sizes - L, "%s:", sets[k]->label);
 		for (int i = 0; i < sets[k]->n; i++) {
@@ -60,14 +62,22 @@ json_t *st_agent_task_vars(const st_task *t, int host, const char *arch, double 
 	char abi_path[4200];
 	snprintf(abi_path, sizeof abi_path, "%s/include/stitch/solution.h", st_home());
 	char *abi = read_or_empty(abi_path);
-	char *ref = read_or_empty(host ? t->host_reference : t->reference);
+	/* An imported task has no reference solution: its PyTorch program, in the description, is
+	 * what to match, and the agents are told so where the reference would stand. */
+	int imported = t->n_data_seeds > 0;
+	char *ref = imported ? strdup("There is no reference solution: the task was imported from a "
+	                              "PyTorch program, shown in the task description above, and "
+	                              "your outputs must match what that program computes. Write "
+	                              "standalone code: no PyTorch, no Python, no libtorch.")
+	                     : read_or_empty(host ? t->host_reference : t->reference);
 	json_t *vars = NULL;
 	if (abi && ref)
-		vars = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:f}", "task_id", t->id,
+		vars = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:f}", "task_id", t->id,
 		                 "task_description", t->description ? t->description : "",
 		                 "reference_source", ref, "sizes", sizes, "policy", policy, "arch", arch,
 		                 "abi", abi, "reference_profile", reference_profile, "backend",
 		                 host ? "host" : "cuda", "code_fence", host ? "c" : "cuda",
+		                 "reference_fence", imported ? "text" : host ? "c" : "cuda",
 		                 "target_speedup", target_speedup);
 	free(abi);
 	free(ref);

@@ -648,6 +648,9 @@ static char *reference_profile(solve *S)
 	const st_solve_opts *o = S->o;
 	if (strcmp(o->verify.backend, "cuda") || !o->verify.profile)
 		return strdup("none (this backend has no profiler)");
+	if (!S->task.reference)
+		return strdup("none (an imported task: judged against stored outputs, no reference "
+		              "solution)");
 	st_verify_opts vo = o->verify;
 	vo.timing = 0;
 	vo.seeds = 1;

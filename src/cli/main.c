@@ -21,6 +21,7 @@ static const struct st_cmd commands[] = {
 	{"bench", cmd_bench, "run a solution per task (default: experts); scores, store, report"},
 	{"redteam", cmd_redteam, "verify every red-team exploit and check it is caught"},
 	{"export", cmd_export, "write RL training datasets (verl, TRL) from the suite and solve runs"},
+	{"import", cmd_import, "turn a KernelBench PyTorch program into a task with stored outputs"},
 	{"serve", cmd_serve, "serve verify and reward over HTTP for RL trainers (queue, SQLite, metrics)"},
 };
 

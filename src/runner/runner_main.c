@@ -419,6 +419,17 @@ static int generate_inputs(int set, uint64_t seed)
 	return 0;
 }
 
+/* Inputs the parent put into the shared block (an imported task's stored seeds) instead of
+ * generated ones. */
+static int given_inputs(int set)
+{
+	for (int i = 0; i < R.n_in; i++)
+		if (rb_upload(R.in[set][i].data, R.shm + R.in_off[i], tensor_bytes(&R.in[set][i]), g_err,
+		              sizeof g_err))
+			return -1;
+	return 0;
+}
+
 /* The metamorphic check's changed inputs: the generated ones, changed on the host by the task's
  * st_task_perturb. The shared block's input area is the host copy; the parent computes the same
  * change on its own and never reads this one back. */
@@ -468,7 +479,8 @@ static json_t *op_run(json_t *req)
 	int slot = (int)json_integer_value(json_object_get(req, "slot")) % 2;
 	int dump = json_is_true(json_object_get(req, "dump_inputs"));
 	int fatal = 0;
-	if (generate_inputs(set, seed))
+	if (json_is_true(json_object_get(req, "given")) ? given_inputs(set)
+	                                                 : generate_inputs(set, seed))
 		return reply_fail("harness", g_err);
 	json_t *jperturb = json_object_get(req, "perturb");
 	if (jperturb && perturb_inputs(set, (uint64_t)json_integer_value(jperturb)))
@@ -542,13 +554,16 @@ static json_t *op_time(json_t *req)
 	 * call's result afterwards. Inputs a task's host generator makes are too slow to redo. */
 	json_t *jseed = json_object_get(req, "seed");
 	int fresh = json_is_integer(jseed) && !R.staging;
+	/* "given": the inputs the parent put into the shared block, for a timed call it checks. */
+	int given = json_is_true(json_object_get(req, "given"));
 	uint64_t seed = (uint64_t)json_integer_value(jseed);
 	json_t *samples = json_array();
 	for (int i = 0; i < n; i++) {
 		timed_set = i % N_SETS;
-		if (fresh) {
+		if (fresh || given) {
 			R.last_seed[timed_set] = st_mix64(seed + (uint64_t)i);
-			if (generate_inputs(timed_set, R.last_seed[timed_set])) {
+			if (given ? given_inputs(timed_set)
+			          : generate_inputs(timed_set, R.last_seed[timed_set])) {
 				json_decref(samples);
 				return reply_fail("harness", g_err);
 			}

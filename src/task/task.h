@@ -86,6 +86,17 @@ typedef struct st_task {
 
 	char **solution_libraries; /* libraries the shipped (trusted) solutions link, e.g. "cublas" */
 	int n_solution_libraries;
+
+	/* An imported task (stitch import kernelbench) carries its tensors in safetensors files of
+	 * its folder instead of a reference: the params (by name), each correctness seed's inputs
+	 * and expected outputs (x0.., y0..), and one more seed kept for checking a timed call.
+	 * Such a task has only the `eval` set and needs no solutions. NULL/0 otherwise. */
+	char *data_params;
+	char **data_seeds;
+	int n_data_seeds;
+	char *data_check;
+	json_t *baselines;    /* what the import measured: {"eager_ms", "compile_ms", "device", ...} */
+	json_t *source;       /* where the task came from: {"kind": "kernelbench", "file", ...} */
 } st_task;
 
 /* Load TASK_DIR/task.json. Errors name the file, the field and what is wrong, e.g.

@@ -24,6 +24,7 @@ typedef struct loader {
 	char file[PATH_MAX + 16]; /* task.json as named in messages */
 	st_task *t;
 	st_err *err;
+	int stored;               /* the task has "data": tensors from files, no reference */
 } loader;
 
 static const char *const known_libraries[] = {"cublas", "cublasLt", "cusparse", "cufft", "curand",
@@ -99,6 +100,26 @@ static int is_identifier(const char *s)
 		      (*s >= '0' && *s <= '9')))
 			return 0;
 	return 1;
+}
+
+/* Tensor names may also have dots: an imported model's params keep their state_dict names
+ * ("fc1.weight"). */
+static int is_tensor_name(const char *s)
+{
+	if (*s == '.' || !*s || s[strlen(s) - 1] == '.')
+		return 0;
+	for (const char *p = s; *p; p++)
+		if (*p == '.' && p[1] == '.')
+			return 0;
+	char buf[256];
+	size_t n = strlen(s);
+	if (n >= sizeof buf)
+		return 0;
+	memcpy(buf, s, n + 1);
+	for (char *p = buf; *p; p++)
+		if (*p == '.')
+			*p = '_';
+	return is_identifier(buf);
 }
 
 static st_status dup(loader *L, const char *s, char **out)
@@ -286,6 +307,13 @@ static st_status load_sizes(loader *L, json_t *root)
 		s = member(L, sizes, "sizes", "eval", 1, &v);
 	if (!s)
 		s = load_size_set(L, v, "sizes.eval", "eval", &L->t->eval);
+	/* An imported task's shapes are fixed by its files: it has the eval set only. */
+	if (!s && L->stored) {
+		if (json_object_get(sizes, "small") || json_object_get(sizes, "hidden"))
+			return bad(L, "sizes", "a task with \"data\" has only the 'eval' set (its tensors "
+			           "are stored for one shape)");
+		return ST_OK;
+	}
 	if (!s)
 		s = member(L, sizes, "sizes", "small", 1, &v);
 	if (!s)
@@ -503,7 +531,7 @@ static st_status load_tol(loader *L, json_t *tensor, const char *parent, st_tol 
 }
 
 static st_status load_tensor(loader *L, json_t *v, const char *field, int is_output,
-                             st_tensor_spec *t)
+                             int is_param, st_tensor_spec *t)
 {
 	static const char *const in_keys[] = {"name", "dtype", "shape", "init", NULL};
 	static const char *const out_keys[] = {"name", "dtype", "shape", "tol", NULL};
@@ -512,15 +540,18 @@ static st_status load_tensor(loader *L, json_t *v, const char *field, int is_out
 		s = check_keys(L, v, field, is_output ? out_keys : in_keys);
 	if (!s)
 		s = get_string(L, v, field, "name", &t->name);
-	if (!s && !is_identifier(t->name)) {
+	if (!s && !is_tensor_name(t->name)) {
 		char f[FIELD_MAX];
 		field_key(f, field, "name");
-		s = bad(L, f, "'%s' is not a valid name (letters, digits and _)", t->name);
+		s = bad(L, f, "'%s' is not a valid name (letters, digits, _ and inner dots)", t->name);
 	}
 	if (!s)
 		s = load_dtype(L, v, field, t);
 	if (!s)
 		s = load_shape(L, v, field, t);
+	/* An imported task's params come from its data file: they need no init. */
+	if (!s && !is_output && is_param && L->stored && !json_object_get(v, "init"))
+		return ST_OK;
 	if (!s)
 		s = is_output ? load_tol(L, v, field, &t->tol) : load_init(L, v, field, &t->init);
 	return s;
@@ -547,7 +578,8 @@ static st_status load_tensors(loader *L, json_t *root, const char *key, int is_o
 		char f[FIELD_MAX];
 		field_index(f, key, i);
 		(*count)++;
-		if ((s = load_tensor(L, json_array_get(arr, i), f, is_output, &(*out)[i])))
+		if ((s = load_tensor(L, json_array_get(arr, i), f, is_output, !strcmp(key, "params"),
+		                     &(*out)[i])))
 			return s;
 	}
 	return ST_OK;
@@ -774,6 +806,11 @@ static st_status load_solutions(loader *L, json_t *root)
 	static const char *const keys[] = {"reference", "experts", "host_reference", "host_expert",
 	                                   "libraries", NULL};
 	json_t *sol, *v;
+	if (L->stored && !json_object_get(root, "solutions"))
+		return ST_OK; /* judged against its stored outputs */
+	if (L->stored)
+		return bad(L, "solutions", "a task with \"data\" is judged against its stored outputs "
+		           "and ships no solutions");
 	st_status s = member(L, root, "", "solutions", 1, &sol);
 	if (!s)
 		s = want_type(L, sol, "solutions", JSON_OBJECT);
@@ -865,16 +902,85 @@ static st_status load_identity(loader *L, json_t *root)
 	return get_string(L, root, "", "description", &L->t->description);
 }
 
+/* "data": {"params": FILE, "seeds": [FILE, ...], "check": FILE}, files of the task folder. */
+static st_status load_data(loader *L, json_t *root)
+{
+	static const char *const keys[] = {"params", "seeds", "check", NULL};
+	json_t *d = json_object_get(root, "data"), *v;
+	if (!d || json_is_null(d))
+		return ST_OK;
+	L->stored = 1;
+	st_status s = want_type(L, d, "data", JSON_OBJECT);
+	if (!s)
+		s = check_keys(L, d, "data", keys);
+	if (!s)
+		s = member(L, d, "data", "params", 1, &v);
+	if (!s)
+		s = folder_file(L, v, "data.params", &L->t->data_params);
+	if (!s)
+		s = member(L, d, "data", "check", 1, &v);
+	if (!s)
+		s = folder_file(L, v, "data.check", &L->t->data_check);
+	if (!s)
+		s = member(L, d, "data", "seeds", 1, &v);
+	if (!s)
+		s = want_type(L, v, "data.seeds", JSON_ARRAY);
+	if (s)
+		return s;
+	size_t n = json_array_size(v);
+	if (n < 1 || n > 100)
+		return bad(L, "data.seeds", "needs 1 to 100 files, has %zu", n);
+	if (!(L->t->data_seeds = calloc(n, sizeof *L->t->data_seeds)))
+		return no_memory(L);
+	for (size_t i = 0; i < n; i++) {
+		char f[FIELD_MAX];
+		field_index(f, "data.seeds", i);
+		L->t->n_data_seeds++;
+		if ((s = folder_file(L, json_array_get(v, i), f, &L->t->data_seeds[i])))
+			return s;
+	}
+	return ST_OK;
+}
+
+/* What an import measured and where the task came from: kept as given, with the figures the
+ * verifier reads checked. */
+static st_status load_provenance(loader *L, json_t *root)
+{
+	static const char *const figures[] = {"eager_ms", "compile_ms", NULL};
+	json_t *b = json_object_get(root, "baselines"), *src = json_object_get(root, "source");
+	st_status s = ST_OK;
+	if (b && !json_is_null(b)) {
+		if ((s = want_type(L, b, "baselines", JSON_OBJECT)))
+			return s;
+		for (int i = 0; figures[i]; i++) {
+			json_t *x = json_object_get(b, figures[i]);
+			char f[FIELD_MAX];
+			field_key(f, "baselines", figures[i]);
+			if (x && !(json_is_number(x) && json_number_value(x) > 0))
+				return bad(L, f, "expected a positive number of milliseconds");
+		}
+		L->t->baselines = json_incref(b);
+	}
+	if (src && !json_is_null(src)) {
+		if ((s = want_type(L, src, "source", JSON_OBJECT)))
+			return s;
+		L->t->source = json_incref(src);
+	}
+	return s;
+}
+
 static st_status load_root(loader *L, json_t *root)
 {
 	static const char *const keys[] = {"name", "tier", "description", "sizes", "params",
 	                                   "inputs", "outputs", "validator", "cost", "policy",
-	                                   "archs", "solutions", "hooks", NULL};
+	                                   "archs", "solutions", "hooks", "data", "baselines",
+	                                   "source", NULL};
 	st_task *t = L->t;
 	st_status s;
 	if (!json_is_object(root))
 		return bad(L, "", "expected a JSON object at the top");
 	if ((s = check_keys(L, root, "", keys)) || (s = load_identity(L, root)) ||
+	    (s = load_data(L, root)) || (s = load_provenance(L, root)) ||
 	    (s = optional_file(L, root, "", "hooks", &t->hooks)) || (s = load_validator(L, root)) || (s = load_sizes(L, root)) ||
 	    (s = load_tensors(L, root, "params", 0, &t->params, &t->n_params)) ||
 	    (s = load_tensors(L, root, "inputs", 0, &t->inputs, &t->n_inputs)) ||
@@ -959,7 +1065,7 @@ st_status st_task_load_text(const char *text, size_t len, const char *task_dir, 
 int st_task_size_sets(const st_task *task, const st_size_set **sets, int max)
 {
 	int n = 0;
-	if (n < max)
+	if (n < max && task->small.label) /* an imported task has no small set */
 		sets[n++] = &task->small;
 	if (n < max)
 		sets[n++] = &task->eval;
@@ -1053,5 +1159,10 @@ void st_task_free(st_task *t)
 	free_strings(t->experts, t->n_experts);
 	free(t->host_expert);
 	free_strings(t->solution_libraries, t->n_solution_libraries);
+	free(t->data_params);
+	free_strings(t->data_seeds, t->n_data_seeds);
+	free(t->data_check);
+	json_decref(t->baselines);
+	json_decref(t->source);
 	memset(t, 0, sizeof *t);
 }

@@ -183,11 +183,19 @@ void st_verdict_print(const json_t *v, FILE *f)
 	}
 	const json_t *sp = json_object_get(v, "speedup");
 	if (sp && json_object_size(sp)) {
+		static const char *const against[][2] = {{"vs_reference", "reference"},
+		                                         {"vs_expert", "expert"},
+		                                         {"vs_eager", "PyTorch eager"},
+		                                         {"vs_compile", "torch.compile"}};
 		fprintf(f, "%-10s", "speedup");
-		if (json_object_get(sp, "vs_reference"))
-			fprintf(f, " %.2fx vs reference", num(sp, "vs_reference"));
-		if (json_object_get(sp, "vs_expert"))
-			fprintf(f, ", %.2fx vs expert", num(sp, "vs_expert"));
+		for (int k = 0, n = 0; k < 4; k++)
+			if (json_object_get(sp, against[k][0]))
+				fprintf(f, "%s %.2fx vs %s", n++ ? "," : "", num(sp, against[k][0]),
+				        against[k][1]);
+		const json_t *b = json_object_get(v, "baselines");
+		if (json_object_get(b, "measured_on"))
+			fprintf(f, " (PyTorch timed at import on %s)",
+			        json_string_value(json_object_get(b, "measured_on")));
 		fputc('\n', f);
 	}
 	const json_t *sol = json_object_get(v, "sol");

@@ -4,6 +4,9 @@
  * outputs through shared memory; compare the candidate's and the expert's outputs with the
  * reference's (or run the task's semantic validator); re-run one seed on other buffers to catch
  * races and stale reads; then time all of them interleaved on the timed set and build the verdict.
+ * An imported task (task.json "data") has no reference: its place is taken by the stored
+ * outputs, which this process loads from the task's files into the reference's slot, and the
+ * inputs of each seed are handed to the runners instead of generated.
  * Nothing of a solution ever runs in this process. */
 #include "common/paths.h"
 #include "stitch/stitch.h"
@@ -54,6 +57,8 @@ typedef struct sol {
 	char *path;
 	char sha[65];
 	int trusted;
+	int stored;           /* the stored outputs of an imported task: a runner for the device's
+	                         figures, never a solution, never asked to run */
 	st_compile_result cr;
 	st_runner runner;
 	int started;
@@ -102,7 +107,10 @@ typedef struct vctx {
 	int verdict_final;     /* the candidate's status is decided (a failure) */
 	double t_start, t_mark;
 	json_t *phases;        /* seconds spent per phase, for people who wonder where time goes */
-	const st_safetensors *params; /* --params: the file the params come from, or NULL */
+	const st_safetensors *params; /* --params (or an imported task's): where the params come
+	                               * from, or NULL */
+	const char *params_path; /* that file's name */
+	int stored;            /* an imported task: inputs and expected outputs from its files */
 } vctx;
 
 static double now_s(void)
@@ -263,6 +271,21 @@ static st_status add_sol(vctx *v, const char *role, const char *path, int truste
 	return ST_OK;
 }
 
+/* An imported task's stand-in for the reference: the stored outputs. */
+static st_status add_stored(vctx *v)
+{
+	sol *so = &v->sols[v->n_sols];
+	memset(so, 0, sizeof *so);
+	so->role = "stored outputs";
+	so->path = strdup(v->task->data_check);
+	so->trusted = 1;
+	so->stored = 1;
+	so->shm_fd = -1;
+	snprintf(so->sha, sizeof so->sha, "stored");
+	v->ref = v->n_sols++;
+	return ST_OK;
+}
+
 static const char *role_of(vctx *v, int i)
 {
 	return i == v->cand ? "candidate" : v->sols[i].role;
@@ -302,7 +325,7 @@ static st_status runner_failed(vctx *v, int i, const char *phase, st_status s, j
 
 static int usable(vctx *v, int i)
 {
-	if (i < 0 || v->sols[i].failed)
+	if (i < 0 || v->sols[i].failed || v->sols[i].stored)
 		return 0;
 	if (i == v->cand && v->verdict_final)
 		return 0;
@@ -501,6 +524,9 @@ static st_status compile_all(vctx *v, const char *arch, st_err *err)
 	int started[MAX_SOLS] = {0};
 	for (int i = 0; i < v->n_sols; i++) {
 		jobs[i].so = &v->sols[i];
+		jobs[i].status = ST_OK;
+		if (v->sols[i].stored)
+			continue;
 		jobs[i].opts = solution_compile_opts(t, co, v->sols[i].trusted);
 		started[i] = pthread_create(&threads[i], NULL, compile_thread, &jobs[i]) == 0;
 		if (!started[i])
@@ -511,6 +537,8 @@ static st_status compile_all(vctx *v, const char *arch, st_err *err)
 			pthread_join(threads[i], NULL);
 	for (int i = 0; i < v->n_sols; i++) {
 		sol *so = &v->sols[i];
+		if (so->stored)
+			continue;
 		if (jobs[i].status) {
 			*err = jobs[i].err;
 			return st_err_wrap(err, jobs[i].status, "%s", role_of(v, i));
@@ -651,6 +679,61 @@ static void views(const st_task *t, const layout *L, unsigned char *base, int sl
 			out[i].shape[d] = inputs ? L->dims_in[i][d] : L->dims_out[i][d];
 		out[i].data = base + (inputs ? L->in_off[i] : L->out_off[slot][i]);
 	}
+}
+
+/* ---- an imported task's stored seeds ------------------------------------------------------- */
+
+/* One tensor of a stored seed file into `dst`, checked against what the task says. */
+static st_status stored_tensor(const st_safetensors *f, const char *file, const st_tensor_spec *sp,
+                               const int64_t *dims, size_t bytes, unsigned char *dst, st_err *err)
+{
+	const st_safetensor *x = st_safetensors_find(f, sp->name);
+	if (!x)
+		return st_err_set(err, ST_E_INVALID, "%s: no tensor '%s'", file, sp->name);
+	int same = x->dtype == sp->dtype && x->ndim == sp->ndim && x->bytes == bytes;
+	for (int d = 0; same && d < x->ndim; d++)
+		same = x->shape[d] == dims[d];
+	if (!same)
+		return st_err_set(err, ST_E_INVALID, "%s: tensor '%s' (%s, %d dims, %zu bytes) is not "
+		                  "what task.json says (%s, %d dims, %zu bytes)", file, sp->name,
+		                  st_dtype_name(x->dtype), x->ndim, x->bytes, st_dtype_name(sp->dtype),
+		                  sp->ndim, bytes);
+	memcpy(dst, x->data, bytes);
+	return ST_OK;
+}
+
+/* Load a stored seed of an imported task: its inputs and expected outputs into the reference's
+ * slot 0 (this process's own memory: no runner maps it) and its inputs into every runner's input
+ * area, from where the runner uploads them ("given"). */
+static st_status stored_load(vctx *v, const layout *L, const char *file, st_err *err)
+{
+	const st_task *t = v->task;
+	sol *ref = &v->sols[v->ref];
+	st_safetensors f;
+	st_status s = st_safetensors_open(file, &f, err);
+	for (int j = 0; !s && j < t->n_inputs; j++)
+		s = stored_tensor(&f, file, &t->inputs[j], L->dims_in[j], L->in_bytes[j],
+		                  ref->shm + L->in_off[j], err);
+	for (int j = 0; !s && j < t->n_outputs; j++)
+		s = stored_tensor(&f, file, &t->outputs[j], L->dims_out[j], L->out_bytes[j],
+		                  ref->shm + L->out_off[0][j], err);
+	st_safetensors_close(&f);
+	if (s)
+		return st_err_wrap(err, ST_E_INVALID, "%s: stored seed", t->id);
+	for (int i = 0; i < v->n_sols; i++)
+		if (usable(v, i))
+			for (int j = 0; j < t->n_inputs; j++)
+				memcpy(v->sols[i].shm + L->in_off[j], ref->shm + L->in_off[j], L->in_bytes[j]);
+	return ST_OK;
+}
+
+/* The inputs of the stored seed loaded last, again into solution i's input area: the solution
+ * shares that memory and may have changed it. */
+static void stored_put_inputs(vctx *v, const layout *L, int i)
+{
+	for (int j = 0; v->stored && j < v->task->n_inputs; j++)
+		memcpy(v->sols[i].shm + L->in_off[j], v->sols[v->ref].shm + L->in_off[j],
+		       L->in_bytes[j]);
 }
 
 /* Judge the outputs in `so`'s slot against the reference's slot 0; append to `outs`. 1 = pass. */
@@ -855,8 +938,10 @@ static st_status determinism_check(vctx *v, const layout *L, const st_size_set *
 	/* Seed 1 ran on buffer set 0. */
 	sol *c = &v->sols[v->cand];
 	int ran;
-	st_status s = rerun_candidate(v, json_pack("{s:s,s:I,s:i,s:i}", "op", "run", "seed",
-	                                           (json_int_t)seed, "set", 1, "slot", 1),
+	stored_put_inputs(v, L, v->cand);
+	st_status s = rerun_candidate(v, json_pack("{s:s,s:I,s:i,s:i,s:b}", "op", "run", "seed",
+	                                           (json_int_t)seed, "set", 1, "slot", 1, "given",
+	                                           v->stored),
 	                              set, "seed 1 again", &ran, err);
 	if (s || !ran)
 		return s;
@@ -883,13 +968,17 @@ static st_status run_seed(vctx *v, const layout *L, const st_size_set *set, int 
 {
 	uint64_t seed = next_seed(v);
 	int need_inputs = v->task->validator != NULL || v->perturb || v->o->dump_path;
+	st_status s = v->stored ? stored_load(v, L, v->task->data_seeds[k], err) : ST_OK;
+	if (s)
+		return s;
 	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
 	for (int i = 0; i < v->n_sols; i++)
-		reqs[i] = json_pack("{s:s,s:I,s:i,s:i,s:b}", "op", "run", "seed", (json_int_t)seed, "set",
-		                    k % 2, "slot", 0, "dump_inputs", need_inputs && i == v->ref);
+		reqs[i] = json_pack("{s:s,s:I,s:i,s:i,s:b,s:b}", "op", "run", "seed", (json_int_t)seed,
+		                    "set", k % 2, "slot", 0, "dump_inputs", need_inputs && i == v->ref,
+		                    "given", v->stored);
 	char phase[128];
 	snprintf(phase, sizeof phase, "set %s, seed %d", set->label, k + 1);
-	st_status s = broadcast(v, reqs, NULL, phase, v->o->timeout_s, reps, err);
+	s = broadcast(v, reqs, NULL, phase, v->o->timeout_s, reps, err);
 	free_reps(reps, v->n_sols);
 	for (int i = 0; i < v->n_sols; i++)
 		json_decref(reqs[i]);
@@ -1073,6 +1162,28 @@ static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
 	return ST_OK;
 }
 
+/* The PyTorch times an import measured (eager, torch.compile): speedups against them. They were
+ * measured once, at import, perhaps on another GPU: the verdict says where. */
+static void imported_baselines(vctx *v, const json_t *b, double cand_ms, json_t *base,
+                               json_t *speed)
+{
+	static const char *const names[][2] = {{"eager_ms", "vs_eager"}, {"compile_ms", "vs_compile"}};
+	for (int k = 0; k < 2; k++) {
+		double ms = json_number_value(json_object_get(b, names[k][0]));
+		if (ms > 0) {
+			json_object_set_new(base, names[k][0], json_real(ms));
+			json_object_set_new(speed, names[k][1], json_real(ms / cand_ms));
+		}
+	}
+	const char *dev = json_string_value(json_object_get(b, "device"));
+	const char *here = json_string_value(json_object_get(json_object_get(v->verdict, "device"),
+	                                                     "device"));
+	if (dev)
+		json_object_set_new(base, "measured_on", json_string(dev));
+	if (dev && here && !strstr(here, dev))
+		flag(v, "baselines_from_other_device");
+}
+
 static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 {
 	const st_task *t = v->task;
@@ -1152,6 +1263,8 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 		json_object_set_new(speed, "vs_reference", json_real(med[v->ref] / c));
 	if (c > 0 && v->expert >= 0 && med[v->expert] > 0)
 		json_object_set_new(speed, "vs_expert", json_real(med[v->expert] / c));
+	if (t->baselines && c > 0)
+		imported_baselines(v, t->baselines, c, base, speed);
 	json_object_set_new(v->verdict, "baselines", base);
 	json_object_set_new(v->verdict, "speedup", speed);
 
@@ -1230,11 +1343,47 @@ static st_status profile_candidate(vctx *v, const st_size_set *set, const json_t
 /* After timing, check one timed call of the candidate, chosen now that all of them have run: its
  * buffers still hold that call's output, and the reference recomputes it from the same seed. A
  * solution that is only right when it believes it is being checked is caught here. */
+/* An imported task has no reference to recompute a timed call: instead, after timing, one more
+ * timed call (the same request as the others, so nothing tells it apart) runs on the inputs of
+ * the seed the import kept back, which the candidate has never seen, and its output is checked
+ * against the stored one. */
+static st_status stored_check(vctx *v, const layout *L, const st_size_set *set, st_err *err)
+{
+	sol *c = &v->sols[v->cand];
+	st_status s = stored_load(v, L, v->task->data_check, err);
+	if (s)
+		return s;
+	json_t *req = json_pack("{s:s,s:i,s:b}", "op", "time", "n", 1, "given", 1), *rep = NULL;
+	s = st_runner_call(&c->runner, req, -1, &rep, v->o->timeout_s, err);
+	json_decref(req);
+	if (s || !json_is_true(json_object_get(rep, "ok"))) {
+		s = runner_failed(v, v->cand, "checking a timed call", s, rep, err);
+		json_decref(rep);
+		return s;
+	}
+	json_decref(rep);
+	req = json_pack("{s:s,s:i,s:i}", "op", "fetch", "set", 0, "slot", 1);
+	int ran;
+	s = rerun_candidate(v, req, set, "fetching the checked timed call", &ran, err);
+	if (s || !ran)
+		return s;
+	json_t *outs = json_array();
+	char why[1024] = "";
+	if (!judge(v, L, set, v->cand, 1, outs, why, sizeof why))
+		fail(v, "incorrect", "a timed call on the inputs of a seed kept back for this check "
+		     "returned a wrong answer (lazy work, a benchmark detector, or wrong on unseen "
+		     "inputs): %s", why);
+	json_decref(outs);
+	return ST_OK;
+}
+
 static st_status spot_check(vctx *v, const layout *L, const st_size_set *set, st_err *err)
 {
 	sol *c = &v->sols[v->cand];
 	if (v->cand == v->ref || !usable(v, v->cand) || c->trusted)
 		return ST_OK;
+	if (v->stored)
+		return stored_check(v, L, set, err);
 	if (!c->have_seeds) { /* inputs from a task's host generator are not redone per call */
 		flag(v, "timed_calls_unchecked");
 		return ST_OK;
@@ -1301,8 +1450,8 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 			for (int d = 0; d < f->ndim; d++)
 				snprintf(got + strlen(got), sizeof got - strlen(got), "%s%" PRId64, d ? ", " : "",
 				         f->shape[d]);
-			return st_err_set(err, ST_E_INVALID, "--params %s: %s has shape [%s] in the file; "
-			                  "set %s needs [%s]", v->o->params_path, f->name, got, set->label,
+			return st_err_set(err, ST_E_INVALID, "params %s: %s has shape [%s] in the file; "
+			                  "set %s needs [%s]", v->params_path, f->name, got, set->label,
 			                  want);
 		}
 	}
@@ -1328,9 +1477,11 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 	st_status s = ST_OK;
 	for (int i = 0; i < v->n_sols && !s; i++) {
 		fds[i] = -1;
-		if (!usable(v, i))
+		if (!usable(v, i) && !v->sols[i].stored)
 			continue;
 		s = map_shm(&v->sols[i], L.total, err);
+		if (v->sols[i].stored)
+			continue; /* the stored outputs' memory: this process's alone */
 		fds[i] = v->sols[i].shm_fd;
 		reqs[i] = req;
 		for (int j = 0; !s && v->params && j < t->n_params; j++)
@@ -1344,10 +1495,12 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 	free_reps(reps, v->n_sols);
 	json_decref(req);
 	phase(v, "setup");
-	for (int k = 0; k < v->o->seeds && !s && usable(v, v->cand); k++) {
+	/* An imported task runs every seed it stored. */
+	int seeds = v->stored ? t->n_data_seeds : v->o->seeds;
+	for (int k = 0; k < seeds && !s && usable(v, v->cand); k++) {
 		s = run_seed(v, &L, set, k, err);
 		if (!s)
-			progress(v, "set %-8s seed %d/%d %s", set->label, k + 1, v->o->seeds,
+			progress(v, "set %-8s seed %d/%d %s", set->label, k + 1, seeds,
 			         v->verdict_final ? "FAILED" : "ok");
 	}
 	phase(v, "correctness");
@@ -1419,10 +1572,10 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	int host = !strcmp(o->backend, "host");
 	const char *ref_path = host ? t->host_reference : t->reference;
 	const char *exp_path = host ? t->host_expert : (t->n_experts ? t->experts[0] : NULL);
-	if (!ref_path)
+	if (!ref_path && !v->stored)
 		return st_err_set(err, ST_E_INVALID, "task %s has no %sreference", t->id,
 		                  host ? "host " : "");
-	st_status s = add_sol(v, "reference", ref_path, 1, &v->ref, err);
+	st_status s = v->stored ? add_stored(v) : add_sol(v, "reference", ref_path, 1, &v->ref, err);
 	if (!s && exp_path)
 		s = add_sol(v, "expert", exp_path, 1, &v->expert, err);
 	if (!s)
@@ -1473,6 +1626,8 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 		return s;
 
 	for (int i = 0; i < v->n_sols; i++) {
+		if (v->sols[i].stored)
+			continue;
 		/* Each runner loads its own private copies: the cache, which holds every other
 		 * solution, stays out of its reach. */
 		char so_path[700], hooks_path[700];
@@ -1531,8 +1686,9 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	phase(v, "peaks");
 	const st_size_set *sets[64];
 	int n_sets = st_task_size_sets(t, sets, 64);
-	const char *sel = o->sets ? o->sets : host ? "small" : NULL;
-	const char *tset = o->time_set ? o->time_set : host ? "small" : "eval";
+	/* An imported task has its eval set only, on either backend. */
+	const char *sel = o->sets ? o->sets : host && !v->stored ? "small" : NULL;
+	const char *tset = o->time_set ? o->time_set : host && !v->stored ? "small" : "eval";
 	int timed_any = 0;
 	for (int k = 0; k < n_sets && !s && usable(v, v->cand); k++) {
 		int timed = !strcmp(sets[k]->label, tset);
@@ -1689,15 +1845,15 @@ static st_status open_params(const st_task *t, const char *path, st_safetensors 
 {
 	st_status s = st_safetensors_open(path, f, err);
 	if (s) /* a file the user named that cannot be read is bad input, not a broken machine */
-		return st_err_wrap(err, s == ST_E_IO ? ST_E_INVALID : s, "--params");
+		return st_err_wrap(err, s == ST_E_IO ? ST_E_INVALID : s, "params");
 	for (int i = 0; i < t->n_params; i++) {
 		const st_safetensor *x = st_safetensors_find(f, t->params[i].name);
 		if (!x)
-			s = st_err_set(err, ST_E_INVALID, "--params %s: no tensor '%s' (%s needs %d params: "
+			s = st_err_set(err, ST_E_INVALID, "params %s: no tensor '%s' (%s needs %d params: "
 			               "%s%s)", path, t->params[i].name, t->id, t->n_params,
 			               t->params[0].name, t->n_params > 1 ? ", ..." : "");
 		else if (x->dtype != t->params[i].dtype)
-			s = st_err_set(err, ST_E_INVALID, "--params %s: %s is %s in the file; the task "
+			s = st_err_set(err, ST_E_INVALID, "params %s: %s is %s in the file; the task "
 			               "needs %s", path, x->name, st_dtype_name(x->dtype),
 			               st_dtype_name(t->params[i].dtype));
 		if (s) {
@@ -1740,13 +1896,17 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 		return s;
 	st_safetensors params;
 	memset(&params, 0, sizeof params);
-	if (o->params_path && (s = open_params(&task, o->params_path, &params, err))) {
+	/* An imported task's params are its own file's, unless --params names others. */
+	const char *params_path = o->params_path ? o->params_path : task.data_params;
+	if (params_path && (s = open_params(&task, params_path, &params, err))) {
 		st_task_free(&task);
 		return s;
 	}
 	vctx v;
 	memset(&v, 0, sizeof v);
-	v.params = o->params_path ? &params : NULL;
+	v.params = params_path ? &params : NULL;
+	v.params_path = params_path;
+	v.stored = task.n_data_seeds > 0;
 	v.task = &task;
 	v.o = o;
 	v.expert = -1;

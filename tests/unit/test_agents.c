@@ -102,7 +102,7 @@ static void prompts_dir(char *buf, size_t len)
 static json_t *full_vars(const char *backend)
 {
 	int host = !strcmp(backend, "host");
-	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:f,s:s,s:s}",
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:f,s:s,s:s,s:s}",
 	                 "task_id", "t1/softmax", "task_description", "Row-wise softmax DESC_MARK",
 	                 "reference_source", "int st_run(void) { return 0; } /* REF_MARK */", "sizes",
 	                 "small: rows=37 cols=1000\neval: rows=8192 cols=8192\n", "policy",
@@ -112,7 +112,7 @@ static json_t *full_vars(const char *backend)
 	                 "1. fuse", "previous_code", "__global__ void k() {} /* PREV_MARK */",
 	                 "feedback", "status: incorrect — FEEDBACK_MARK", "history",
 	                 "attempt 1 (draft): incorrect", "target_speedup", 2.0, "backend", backend,
-	                 "code_fence", host ? "c" : "cuda");
+	                 "code_fence", host ? "c" : "cuda", "reference_fence", host ? "c" : "cuda");
 }
 
 static char *render_file(const char *name, const json_t *vars)

@@ -277,6 +277,8 @@ static void test_symbols(void **state)
 	expect_hit(&softmax, BASE "extern \"C\" int rb_time_sample(void);\n", "forbidden-symbol",
 	           "'rb_time_sample'", 12);
 	expect_hit(&softmax, BASE "#define IN scanf\n", "forbidden-symbol", "'scanf'", 12);
+	expect_hit(&softmax, BASE "static void f(int x) { std::cout << x; }\n", "forbidden-symbol",
+	           "'cout'", 12);
 	/* a default member initializer runs like any other code */
 	expect_hit(&softmax, BASE "struct S { int x = system(\"ls\"); };\n", "forbidden-symbol",
 	           "'system'", 12);
@@ -308,6 +310,8 @@ static void test_symbols_not_code(void **state)
 	                            "static int h(void) { return ::my::connect(1) + my::connect(2); }\n"
 	                            "static int thread = 3;\n"
 	                            "static __device__ long long tick(void) { return clock64(); }\n");
+	/* the C++ streams' names are fine as variables (channels in); std::cin is not */
+	expect_clean(&softmax, BASE "static int cin = 3, cout = 16, clog = 0;\n");
 	/* clock() and events for stream joins are fine */
 	expect_clean(&softmax, BASE "static void j(cudaStream_t a, cudaStream_t b, cudaEvent_t e) {\n"
 	                            "    cudaEventRecord(e, a); cudaStreamWaitEvent(b, e, 0); }\n");

@@ -419,13 +419,96 @@ static void test_list(void **state)
 	assert_int_equal(n, 0);
 }
 
+/* An imported task: tensors from data files, eval set only, no solutions, dotted param names. */
+static const char *imported_json =
+	"{\"name\": \"mlp\", \"tier\": 2, \"description\": \"imported\",\n"
+	" \"sizes\": {\"eval\": {}},\n"
+	" \"params\": [{\"name\": \"fc1.weight\", \"dtype\": \"f32\", \"shape\": [4, 8]}],\n"
+	" \"inputs\": [{\"name\": \"x0\", \"dtype\": \"f32\", \"shape\": [2, 8],\n"
+	"             \"init\": {\"dist\": \"normal\", \"mean\": 0, \"std\": 1}}],\n"
+	" \"outputs\": [{\"name\": \"y0\", \"dtype\": \"f32\", \"shape\": [2, 4],\n"
+	"              \"tol\": {\"atol\": 1e-4, \"rtol\": 1e-4}}],\n"
+	" \"validator\": null, \"cost\": {\"flops\": 128, \"bytes\": 224, \"unit\": \"fp32\"},\n"
+	" \"policy\": {\"mode\": \"engineering\", \"libraries\": [\"cublas\"]},\n"
+	" \"archs\": [\"sm_90a\"],\n"
+	" \"data\": {\"params\": \"data/params.safetensors\", \"check\": \"data/check.safetensors\",\n"
+	"          \"seeds\": [\"data/seed1.safetensors\", \"data/seed2.safetensors\"]},\n"
+	" \"baselines\": {\"eager_ms\": 0.5, \"compile_ms\": 0.25, \"device\": \"NVIDIA H200\"},\n"
+	" \"source\": {\"kind\": \"kernelbench\", \"file\": \"model.py\", \"level\": 2}}\n";
+
+static void expect_imported_error(const char *dir, const char *from, const char *to,
+                                  const char *what)
+{
+	char *json = replaced(imported_json, from, to);
+	write_file(dir, "task.json", json);
+	free(json);
+	st_task t;
+	st_err err = {{0}};
+	if (st_task_load(dir, &t, &err) == ST_OK) {
+		st_task_free(&t);
+		fail_msg("%s -> %s loaded", from, to);
+	}
+	if (!strstr(err.msg, what))
+		fail_msg("'%s' lacks '%s'", err.msg, what);
+}
+
+static void test_imported(void **state)
+{
+	(void)state;
+	char dir[PATH_MAX], data[PATH_MAX + 8];
+	snprintf(dir, sizeof dir, "%s/level2", tmp);
+	mkdir(dir, 0755);
+	snprintf(dir, sizeof dir, "%s/level2/mlp", tmp);
+	make_dir(dir);
+	snprintf(data, sizeof data, "%s/data", dir);
+	make_dir(data);
+	const char *files[] = {"params", "check", "seed1", "seed2"};
+	for (int i = 0; i < 4; i++) {
+		char name[64];
+		snprintf(name, sizeof name, "%s.safetensors", files[i]);
+		write_file(data, name, "x");
+	}
+	write_file(dir, "task.json", imported_json);
+	st_task t;
+	st_err err = {{0}};
+	assert_int_equal(st_task_load(dir, &t, &err), ST_OK);
+	assert_string_equal(t.id, "level2/mlp");
+	assert_string_equal(t.params[0].name, "fc1.weight");
+	assert_int_equal(t.n_data_seeds, 2);
+	assert_non_null(strstr(t.data_seeds[1], "/level2/mlp/data/seed2.safetensors"));
+	assert_non_null(strstr(t.data_check, "data/check.safetensors"));
+	assert_null(t.reference);
+	assert_null(t.small.label);
+	const st_size_set *sets[8];
+	assert_int_equal(st_task_size_sets(&t, sets, 8), 1); /* eval only */
+	assert_string_equal(sets[0]->label, "eval");
+	assert_true(json_number_value(json_object_get(t.baselines, "eager_ms")) == 0.5);
+	assert_string_equal(json_string_value(json_object_get(t.source, "kind")), "kernelbench");
+	st_task_free(&t);
+
+	expect_imported_error(dir, "\"data/seed2.safetensors\"", "\"data/seed9.safetensors\"",
+	                      "data.seeds[1]: file 'data/seed9.safetensors' not found");
+	expect_imported_error(dir, "\"eval\": {}", "\"eval\": {}, \"small\": {}",
+	                      "only the 'eval' set");
+	expect_imported_error(dir, "\"check\": \"data/check.safetensors\",", "",
+	                      "data.check: missing");
+	expect_imported_error(dir, "\"eager_ms\": 0.5", "\"eager_ms\": -1",
+	                      "baselines.eager_ms: expected a positive number");
+	expect_imported_error(dir, "fc1.weight", "fc1..weight", "not a valid name");
+	expect_imported_error(dir, "\"archs\"", "\"solutions\": {}, \"archs\"",
+	                      "ships no solutions");
+	/* inputs still need an init: timed calls draw fresh ones */
+	expect_imported_error(dir, ",\n             \"init\": {\"dist\": \"normal\", \"mean\": 0, \"std\": 1}", "",
+	                      "inputs[0].init: missing");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_valid_task),    cmocka_unit_test(test_valid_with_hooks),
 		cmocka_unit_test(test_malformed),     cmocka_unit_test(test_bad_json),
 		cmocka_unit_test(test_missing_files), cmocka_unit_test(test_resolve),
-		cmocka_unit_test(test_list),
+		cmocka_unit_test(test_list),          cmocka_unit_test(test_imported),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

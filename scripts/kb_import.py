@@ -1,0 +1,403 @@
+#!/usr/bin/env python3
+"""Turn a KernelBench-format PyTorch program into a stitch task folder.
+
+`stitch import kernelbench FILE.py` runs this helper; it is the one place where stitch needs
+PyTorch. It loads FILE.py (a `Model(nn.Module)`, `get_inputs()`, `get_init_inputs()`), builds
+the model under a fixed seed in the mode it is constructed in (KernelBench does not call
+.eval(): BatchNorm uses batch statistics), and writes into OUT:
+
+  task.json                  sizes, tensors, tolerances, cost, policy, baselines, data files
+  model.py                   the program as given (the agents read it in the description)
+  data/params.safetensors    every state_dict entry by name (params and buffers)
+  data/seed<k>.safetensors   inputs x0.. and expected outputs y0.. of correctness seed k
+  data/check.safetensors     one more seed, kept for checking a timed call after timing
+
+On a GPU it also times PyTorch eager and torch.compile with a cold L2 (medians) and records
+them as the task's baselines. Exit status: 0 done, 2 bad input (the program), 3 environment.
+"""
+import argparse
+import ctypes
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import time
+
+INIT_SEED = 42          # the seed Model(*get_init_inputs()) is built under
+CHECK_SEED = 9001       # the timed-call check's inputs (never a correctness seed)
+
+
+class BadInput(Exception):
+    pass
+
+
+def log(msg):
+    print("import: " + msg, file=sys.stderr, flush=True)
+
+
+def load_program(path):
+    if not os.path.isfile(path):
+        raise BadInput(f"{path}: no such file")
+    spec = importlib.util.spec_from_file_location("kb_program", path)
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:  # the program itself is broken: say where
+        raise BadInput(f"{path}: loading the program failed: {type(e).__name__}: {e}")
+    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(mod, n)]
+    if missing:
+        raise BadInput(f"{path}: not a KernelBench program: no {', '.join(missing)} "
+                       "(it needs class Model(nn.Module), get_inputs() and get_init_inputs())")
+    return mod
+
+
+DTYPES = None
+
+
+def dtype_table(torch):
+    return {
+        torch.float32: ("f32", "F32"), torch.float16: ("f16", "F16"),
+        torch.bfloat16: ("bf16", "BF16"), torch.float64: ("f64", "F64"),
+        torch.int32: ("i32", "I32"), torch.int64: ("i64", "I64"),
+        torch.int8: ("i8", "I8"), torch.uint8: ("u8", "U8"), torch.bool: ("u8", "U8"),
+    }
+
+
+def stitch_dtype(torch, t, what):
+    if t.layout != torch.strided:
+        raise BadInput(f"{what}: {t.layout} tensors are not supported (dense tensors only)")
+    if t.dtype not in DTYPES:
+        raise BadInput(f"{what}: dtype {t.dtype} is not supported (float32, float16, bfloat16, "
+                       "float64, int32, int64, int8, uint8, bool)")
+    return DTYPES[t.dtype][0]
+
+
+def shape_of(t):
+    return list(t.shape) if t.dim() else [1]   # stitch has no 0-dim tensors
+
+
+def write_safetensors(torch, path, tensors, meta):
+    """tensors: list of (name, tensor). Wider elements first keeps each one aligned."""
+    items = sorted(tensors, key=lambda nt: -nt[1].element_size())
+    header, blobs, off = {}, [], 0
+    for name, t in items:
+        t = t.detach().contiguous().cpu()
+        if t.dtype == torch.bool:
+            t = t.to(torch.uint8)
+        n = t.numel() * t.element_size()
+        blobs.append(ctypes.string_at(t.data_ptr(), n) if n else b"")
+        header[name] = {"dtype": DTYPES[t.dtype][1], "shape": shape_of(t),
+                        "data_offsets": [off, off + n]}
+        off += n
+    header["__metadata__"] = {k: str(v) for k, v in meta.items()}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def as_outputs(torch, y):
+    ys = list(y) if isinstance(y, (tuple, list)) else [y]
+    for i, t in enumerate(ys):
+        if not isinstance(t, torch.Tensor):
+            raise BadInput(f"forward() result {i} is a {type(t).__name__}, not a tensor")
+    return [t.detach() for t in ys]
+
+
+def seeded_inputs(torch, mod, seed, device):
+    torch.manual_seed(seed)
+    xs = mod.get_inputs()
+    if not isinstance(xs, (list, tuple)):
+        raise BadInput(f"get_inputs() returned a {type(xs).__name__}, expected a list")
+    out = []
+    for i, x in enumerate(xs):
+        if not isinstance(x, torch.Tensor):
+            raise BadInput(f"get_inputs()[{i}] is a {type(x).__name__} ({x!r}); stitch tasks take "
+                           "tensors only (put constants into get_init_inputs())")
+        stitch_dtype(torch, x, f"get_inputs()[{i}]")
+        out.append(x.to(device))
+    return out
+
+
+def run_model(torch, model, xs, what):
+    try:
+        with torch.no_grad():
+            return as_outputs(torch, model(*xs))
+    except BadInput:
+        raise
+    except Exception as e:
+        raise BadInput(f"the model failed to run on {what}: {type(e).__name__}: {e}")
+
+
+def check_deterministic(torch, model, xs, ys):
+    for name, m in model.named_modules():
+        p = getattr(m, "p", None)
+        if m.training and "Dropout" in type(m).__name__ and p:
+            raise BadInput(f"the model is not deterministic: {type(m).__name__} '{name}' with "
+                           f"p={p} is in train mode (KernelBench runs the model as constructed; "
+                           "set p=0 or call self.eval() in __init__)")
+    again = run_model(torch, model, xs, "a second run of seed 1")
+    for i, (a, b) in enumerate(zip(ys, again)):
+        if not torch.equal(a, b):
+            diff = (a.double() - b.double()).abs().max().item()
+            raise BadInput(f"the model is not deterministic: output {i} differs between two runs "
+                           f"on the same inputs (max abs difference {diff:.3g}): random ops in "
+                           "forward()?")
+
+
+def tolerance(dtype_name):
+    if dtype_name in ("f16", "bf16"):
+        return {"atol": 1e-2, "rtol": 1e-2}
+    if dtype_name in ("f32", "f64"):
+        return {"atol": 1e-4, "rtol": 1e-4}
+    return {"atol": 0, "rtol": 0}
+
+
+def timing_init(torch, x):
+    """How the verifier draws fresh inputs for timed calls: the seed-1 input's range."""
+    if not x.is_floating_point():
+        lo, hi = int(x.min().item()), int(x.max().item())
+        return {"dist": "randint", "lo": lo, "hi": hi + 1}
+    xd = x.double()
+    lo, hi = xd.min().item(), xd.max().item()
+    if lo >= 0:
+        return {"dist": "uniform", "lo": lo, "hi": hi if hi > lo else lo + 1}
+    std = xd.std().item() if x.numel() > 1 else 1.0
+    return {"dist": "normal", "mean": xd.mean().item(), "std": std if std > 0 else 1.0}
+
+
+def count_flops(torch, model, xs):
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+    except ImportError:
+        return None
+    try:
+        with torch.no_grad(), FlopCounterMode(display=False) as fc:
+            model(*xs)
+        return int(fc.get_total_flops())
+    except Exception:
+        return None
+
+
+def time_cold(torch, fn, budget_s=1.0):
+    """Median ms of fn() with L2 flushed before each call (CUDA events)."""
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    est = max(time.perf_counter() - t0, 1e-5)
+    n = int(min(max(budget_s / (est + 2e-4), 20), 500))
+    times = []
+    for _ in range(n):
+        flush.zero_()
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times), n
+
+
+def baselines(torch, model, xs, compile_mode):
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "method": "CUDA events, L2 flushed (256 MiB written) before each call, median"}
+    with torch.no_grad():
+        ms, n = time_cold(torch, lambda: model(*xs))
+        out["eager_ms"], out["eager_samples"] = ms, n
+        log(f"PyTorch eager: {ms:.4f} ms (median of {n})")
+        if compile_mode == "none":
+            return out
+        try:
+            t0 = time.perf_counter()
+            cm = torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
+            cm(*xs)
+            torch.cuda.synchronize()
+            out["compile_s"] = time.perf_counter() - t0
+            ms, n = time_cold(torch, lambda: cm(*xs))
+            out["compile_ms"], out["compile_samples"] = ms, n
+            out["compile_mode"] = compile_mode
+            log(f"torch.compile ({compile_mode}): {ms:.4f} ms (median of {n}; compiled in "
+                f"{out['compile_s']:.1f} s)")
+        except Exception as e:
+            out["compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            log(f"torch.compile failed: {out['compile_error']}")
+    return out
+
+
+def describe(name, level, mode, batchnorm, params, inputs, outputs, source):
+    def line(t):
+        return f"  {t['name']} [{', '.join(str(d) for d in t['shape'])}] {t['dtype']}"
+    tol = "; ".join(f"{o['name']}: |got - want| <= {o['tol']['atol']:g} + "
+                    f"{o['tol']['rtol']:g}*|want|" for o in outputs)
+    parts = [
+        f"KernelBench level {level} program '{name}', imported by stitch. Implement the forward "
+        "pass of the PyTorch Model below as a standalone CUDA program (solution ABI v1; no "
+        "PyTorch, no Python). The model runs exactly as constructed: it is in "
+        f"{mode} mode" + (" (BatchNorm normalises with the batch's own statistics)"
+                          if mode == "train" and batchnorm else "") + ".",
+        "st_init receives the model's state_dict, in this order and by these names "
+        "(device memory, read-only):" if params else "The model has no parameters.",
+        *[line(p) for p in params],
+        "st_run receives the inputs of forward(), in order:", *[line(x) for x in inputs],
+        "and writes the outputs, in order (a tuple result gives y0, y1, ...):",
+        *[line(y) for y in outputs],
+        f"Correctness: {tol}, for every element. Output buffers are poisoned before every call; "
+        "input pointers and contents change between calls, so compute everything on every call.",
+        "The program:", "```python", source.rstrip(), "```",
+    ]
+    return "\n".join(parts)
+
+
+def main():
+    global DTYPES
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("program")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--name")
+    ap.add_argument("--level", type=int, default=0)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    ap.add_argument("--compile-mode", default="default",
+                    help="torch.compile mode for the baseline: default, max-autotune, "
+                    "max-autotune-no-cudagraphs, reduce-overhead; none skips it")
+    ap.add_argument("--no-baselines", action="store_true")
+    a = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("import: error: no PyTorch for this python3 (%s); install torch or point "
+              "STITCH_PYTHON at a python that has it" % sys.executable, file=sys.stderr)
+        return 3
+    DTYPES = dtype_table(torch)
+    started = time.perf_counter()
+    try:
+        if not 1 <= a.seeds <= 20:
+            raise BadInput("--seeds must be between 1 and 20")
+        level = a.level
+        if not level:
+            m = re.search(r"level[_-]?([1-4])", os.path.abspath(a.program))
+            level = int(m.group(1)) if m else 1
+        if not 1 <= level <= 4:
+            raise BadInput("--level must be 1 to 4")
+        name = a.name or re.sub(r"[^A-Za-z0-9_]", "_",
+                                os.path.splitext(os.path.basename(a.program))[0])
+        device = a.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cuda" and not torch.cuda.is_available():
+            print("import: error: --device cuda, but torch sees no GPU", file=sys.stderr)
+            return 3
+        # fp32 means fp32: no TF32 in the expected outputs or in the baselines
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        with open(a.program, encoding="utf-8") as f:
+            source = f.read()
+        mod = load_program(a.program)
+        torch.manual_seed(INIT_SEED)
+        try:
+            init = mod.get_init_inputs()
+            model = mod.Model(*init)
+        except Exception as e:
+            raise BadInput(f"building Model(*get_init_inputs()) failed: {type(e).__name__}: {e}")
+        if not isinstance(model, torch.nn.Module):
+            raise BadInput("Model is not a torch.nn.Module")
+        mode = "train" if model.training else "eval"
+        state = [(k, v.detach().clone()) for k, v in model.state_dict().items()]
+        for k, v in state:
+            stitch_dtype(torch, v, f"state_dict entry '{k}'")
+        model = model.to(device)
+        os.makedirs(os.path.join(a.out, "data"), exist_ok=True)
+
+        seeds = []
+        xs1 = ys1 = None
+        for k in list(range(1, a.seeds + 1)) + [CHECK_SEED]:
+            xs = seeded_inputs(torch, mod, 1000 + k, device)
+            ys = run_model(torch, model, xs, f"seed {k}")
+            if k == 1:
+                xs1, ys1 = xs, ys
+                check_deterministic(torch, model, xs, ys)
+                for i, y in enumerate(ys):
+                    stitch_dtype(torch, y, f"forward() output {i}")
+                    if y.is_floating_point() and not torch.isfinite(y).all():
+                        raise BadInput(f"forward() output {i} has NaN or Inf on seed 1")
+            fname = "check.safetensors" if k == CHECK_SEED else f"seed{k}.safetensors"
+            tensors = [(f"x{i}", x) for i, x in enumerate(xs)] + \
+                      [(f"y{i}", y) for i, y in enumerate(ys)]
+            write_safetensors(torch, os.path.join(a.out, "data", fname), tensors,
+                              {"seed": 1000 + k, "program": name})
+            if k != CHECK_SEED:
+                seeds.append("data/" + fname)
+        write_safetensors(torch, os.path.join(a.out, "data", "params.safetensors"), state,
+                          {"program": name, "init_seed": INIT_SEED})
+
+        def spec(nm, t):
+            return {"name": nm, "dtype": stitch_dtype(torch, t, nm), "shape": shape_of(t)}
+        params = [spec(k, v) for k, v in state]
+        inputs = [dict(spec(f"x{i}", x), init=timing_init(torch, x)) for i, x in enumerate(xs1)]
+        outputs = [dict(spec(f"y{i}", y), tol=tolerance(stitch_dtype(torch, y, f"y{i}")))
+                   for i, y in enumerate(ys1)]
+        nbytes = sum(t.numel() * t.element_size() for _, t in state) + \
+            sum(t.numel() * t.element_size() for t in xs1 + ys1)
+        flops = count_flops(torch, model, xs1)
+        widest = max((t.dtype for t in ys1 if t.is_floating_point()),
+                     key=lambda d: torch.finfo(d).bits, default=torch.float32)
+        unit = {"f16": "fp16", "bf16": "bf16", "f64": "fp64"}.get(DTYPES[widest][0], "fp32")
+        task = {
+            "name": name,
+            "tier": min(level, 3),
+            "description": describe(name, level, mode,
+                                    any("BatchNorm" in type(m).__name__ for m in model.modules()),
+                                    params, inputs, outputs, source),
+            "sizes": {"eval": {}},
+            "params": params,
+            "inputs": inputs,
+            "outputs": outputs,
+            "validator": None,
+            "cost": {"flops": flops or 0, "bytes": nbytes, "unit": unit},
+            "policy": {"mode": "engineering", "libraries": ["cublas", "cublasLt"]},
+            "archs": ["sm_80", "sm_90a", "sm_100a"],
+            "data": {"params": "data/params.safetensors", "seeds": seeds,
+                     "check": "data/check.safetensors"},
+            "source": {"kind": "kernelbench", "file": "model.py", "level": level,
+                       "sha256": hashlib.sha256(source.encode()).hexdigest(),
+                       "mode": mode, "imported_on": device, "torch": torch.__version__,
+                       "flops_counted": flops is not None},
+        }
+        import_s = time.perf_counter() - started
+        task["source"]["import_s"] = round(import_s, 3)
+        if device == "cuda" and not a.no_baselines:
+            task["baselines"] = baselines(torch, model, xs1, a.compile_mode)
+        with open(os.path.join(a.out, "model.py"), "w", encoding="utf-8") as f:
+            f.write(source)
+        tmp = os.path.join(a.out, "task.json.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(task, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, os.path.join(a.out, "task.json"))
+        log(f"{name}: {len(params)} params, {len(inputs)} inputs, {len(outputs)} outputs, "
+            f"{a.seeds} seeds + check on {device}; import {import_s:.2f} s (without "
+            "torch.compile)")
+        return 0
+    except BadInput as e:
+        print(f"import: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

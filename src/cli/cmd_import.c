@@ -1,0 +1,281 @@
+/* `stitch import kernelbench FILE.py`: turn a KernelBench-format PyTorch program into a stitch
+ * task folder. The work that needs PyTorch (building the model, its outputs, the eager and
+ * torch.compile baselines) is scripts/kb_import.py, run with the python the user points at; this
+ * command picks the folder, guards what is already there, and loads the result as every task is
+ * loaded, so an import that `stitch verify` could not use never reports success. */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+#include "common/paths.h"
+#include "task/task.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: stitch import kernelbench FILE.py [--out DIR] [--name NAME] [--level N]\n"
+	        "                                 [--seeds N] [--device auto|cpu|cuda]\n"
+	        "                                 [--compile-mode MODE] [--no-baselines] [--force]\n\n"
+	        "Turn a KernelBench program (class Model(nn.Module), get_inputs(), get_init_inputs())\n"
+	        "into a stitch task: Model(*get_init_inputs()) is built under a fixed seed and run as\n"
+	        "constructed (KernelBench does not call .eval()); its state_dict becomes the params\n"
+	        "(by name), and the inputs and outputs of N seeds plus one seed kept back for checking\n"
+	        "a timed call are stored as safetensors. Tolerances follow KernelBench: 1e-4 for fp32,\n"
+	        "1e-2 for fp16/bf16. On a GPU, PyTorch eager and torch.compile are timed (cold L2,\n"
+	        "medians) and stored as the task's baselines; `stitch verify DIR SOLUTION.cu` then\n"
+	        "reports speedups against them.\n\n"
+	        "  --out DIR           the task folder (default: TASKS/kb/level<N>/<name>, TASKS being\n"
+	        "                      $STITCH_TASKS or the source tree's tasks/)\n"
+	        "  --name NAME         task name (default: the file's name, [A-Za-z0-9_] only)\n"
+	        "  --level N           KernelBench level 1-4 (default: from a 'levelN' in the path,\n"
+	        "                      else 1); the task's tier is min(N, 3)\n"
+	        "  --seeds N           correctness seeds to store (default 3, at most 20)\n"
+	        "  --device D          where the model runs: auto (GPU if torch sees one), cpu, cuda\n"
+	        "  --compile-mode M    torch.compile mode of the baseline (default 'default'; 'none'\n"
+	        "                      skips torch.compile)\n"
+	        "  --no-baselines      do not time PyTorch\n"
+	        "  --force             replace a task folder that already has a task.json\n"
+	        "  -h, --help          this text\n\n"
+	        "Needs python3 with torch ($STITCH_PYTHON names another python).\n"
+	        "Exit codes: 0 imported, 2 bad usage or a program that cannot be imported (the message\n"
+	        "says why: no Model, a model that fails, unsupported dtypes, randomness in forward),\n"
+	        "3 no python or torch.\n");
+}
+
+/* The file's base name without .py, reduced to [A-Za-z0-9_], as the helper names it. */
+static void default_name(const char *file, char *out, size_t len)
+{
+	const char *base = strrchr(file, '/');
+	base = base ? base + 1 : file;
+	size_t n = strlen(base);
+	if (n > 3 && !strcmp(base + n - 3, ".py"))
+		n -= 3;
+	if (n >= len)
+		n = len - 1;
+	for (size_t i = 0; i < n; i++) {
+		char c = base[i];
+		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		out[i] = ok ? c : '_';
+	}
+	out[n] = '\0';
+}
+
+/* KernelBench keeps its programs in level1/, level2/, ...: the digit after "level". */
+static int level_from_path(const char *file)
+{
+	char real[PATH_MAX];
+	const char *p = realpath(file, real) ? real : file;
+	for (const char *q = strstr(p, "level"); q; q = strstr(q + 1, "level")) {
+		const char *d = q + 5;
+		if (*d == '_' || *d == '-')
+			d++;
+		if (*d >= '1' && *d <= '4')
+			return *d - '0';
+	}
+	return 1;
+}
+
+static int valid_name(const char *s)
+{
+	if (!*s)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+		      *s == '_'))
+			return 0;
+	return 1;
+}
+
+/* Run the helper with our stdout/stderr, so its progress reaches the user as it happens. */
+static int run_helper(char *const argv[])
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		st_cli_error("import: fork: %s", strerror(errno));
+		return ST_EXIT_ENV;
+	}
+	if (pid == 0) {
+		execvp(argv[0], argv);
+		fprintf(stderr, "stitch: import: cannot run %s: %s (set STITCH_PYTHON to a python3 "
+		        "with torch)\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			st_cli_error("import: waitpid: %s", strerror(errno));
+			return ST_EXIT_ENV;
+		}
+	if (WIFSIGNALED(status)) {
+		st_cli_error("import: the helper was killed by signal %d", WTERMSIG(status));
+		return ST_EXIT_ENV;
+	}
+	int rc = WEXITSTATUS(status);
+	if (rc == 0 || rc == ST_EXIT_USAGE || rc == ST_EXIT_ENV)
+		return rc;
+	if (rc != 127)
+		st_cli_error("import: the helper failed (exit %d)", rc);
+	return ST_EXIT_ENV;
+}
+
+static int import_kernelbench(int argc, char **argv)
+{
+	const char *file = NULL, *out = NULL, *name = NULL, *seeds = "3", *device = "auto";
+	const char *compile_mode = "default";
+	int level = 0, no_baselines = 0, force = 0;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		int has = i + 1 < argc;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return ST_EXIT_OK;
+		} else if (!strcmp(a, "--out") && has) {
+			out = argv[++i];
+		} else if (!strcmp(a, "--name") && has) {
+			name = argv[++i];
+		} else if (!strcmp(a, "--level") && has) {
+			double x;
+			if (st_cli_number("--level", argv[++i], 1, 4, &x))
+				return ST_EXIT_USAGE;
+			level = (int)x;
+		} else if (!strcmp(a, "--seeds") && has) {
+			double x;
+			if (st_cli_number("--seeds", argv[++i], 1, 20, &x))
+				return ST_EXIT_USAGE;
+			seeds = argv[i];
+		} else if (!strcmp(a, "--device") && has) {
+			device = argv[++i];
+			if (strcmp(device, "auto") && strcmp(device, "cpu") && strcmp(device, "cuda")) {
+				st_cli_error("import: --device: '%s' is not auto, cpu or cuda", device);
+				return ST_EXIT_USAGE;
+			}
+		} else if (!strcmp(a, "--compile-mode") && has) {
+			compile_mode = argv[++i];
+		} else if (!strcmp(a, "--no-baselines")) {
+			no_baselines = 1;
+		} else if (!strcmp(a, "--force")) {
+			force = 1;
+		} else if (a[0] == '-') {
+			st_cli_error("import: unknown option '%s' (or it lacks its value); see "
+			             "stitch import --help", a);
+			return ST_EXIT_USAGE;
+		} else if (!file) {
+			file = a;
+		} else {
+			st_cli_error("import: one program at a time (got '%s' and '%s')", file, a);
+			return ST_EXIT_USAGE;
+		}
+	}
+	if (!file) {
+		usage(stderr);
+		return ST_EXIT_USAGE;
+	}
+	if (!st_file_exists(file)) {
+		st_cli_error("import: %s: no such file", file);
+		return ST_EXIT_USAGE;
+	}
+	char name_buf[128], out_buf[PATH_MAX], level_buf[8], helper[PATH_MAX];
+	if (!name) {
+		default_name(file, name_buf, sizeof name_buf);
+		name = name_buf;
+	}
+	if (!valid_name(name)) {
+		st_cli_error("import: task name '%s': letters, digits and _ only", name);
+		return ST_EXIT_USAGE;
+	}
+	if (!level)
+		level = level_from_path(file);
+	snprintf(level_buf, sizeof level_buf, "%d", level);
+	if (!out) {
+		snprintf(out_buf, sizeof out_buf, "%s/kb/level%d/%s", st_cli_tasks_root(), level, name);
+		out = out_buf;
+	}
+	char existing[PATH_MAX + 16];
+	snprintf(existing, sizeof existing, "%s/task.json", out);
+	if (st_file_exists(existing) && !force) {
+		st_cli_error("import: %s already exists; --force replaces it", existing);
+		return ST_EXIT_USAGE;
+	}
+	/* The task's folder name is its name: --out may say otherwise only by ending in it. */
+	const char *base = strrchr(out, '/');
+	base = base ? base + 1 : out;
+	if (strcmp(base, name)) {
+		st_cli_error("import: --out %s must end in the task name '%s' (a task folder is named "
+		             "after its task)", out, name);
+		return ST_EXIT_USAGE;
+	}
+	st_err err;
+	if (st_mkdirs(out, &err)) {
+		st_cli_error("import: %s", err.msg);
+		return ST_EXIT_ENV;
+	}
+	snprintf(helper, sizeof helper, "%s/scripts/kb_import.py", st_home());
+	const char *python = getenv("STITCH_PYTHON");
+	char py[PATH_MAX];
+	if (!st_which(python && *python ? python : "python3", py, sizeof py)) {
+		st_cli_error("import: no %s here: the import needs python3 with torch (set "
+		             "STITCH_PYTHON to one)", python && *python ? python : "python3");
+		return ST_EXIT_ENV;
+	}
+	char *hargv[24];
+	int n = 0;
+	hargv[n++] = py;
+	hargv[n++] = helper;
+	hargv[n++] = (char *)file;
+	hargv[n++] = "--out";
+	hargv[n++] = (char *)out;
+	hargv[n++] = "--name";
+	hargv[n++] = (char *)name;
+	hargv[n++] = "--level";
+	hargv[n++] = level_buf;
+	hargv[n++] = "--seeds";
+	hargv[n++] = (char *)seeds;
+	hargv[n++] = "--device";
+	hargv[n++] = (char *)device;
+	hargv[n++] = "--compile-mode";
+	hargv[n++] = (char *)compile_mode;
+	if (no_baselines)
+		hargv[n++] = "--no-baselines";
+	hargv[n] = NULL;
+	int rc = run_helper(hargv);
+	if (rc)
+		return rc;
+	st_task t;
+	if (st_task_load(out, &t, &err)) {
+		st_cli_error("import: the helper wrote a task stitch cannot load: %s", err.msg);
+		return ST_EXIT_ENV;
+	}
+	printf("imported %s into %s: %d params, %d inputs, %d outputs, %d seeds + 1 check seed",
+	       t.id, out, t.n_params, t.n_inputs, t.n_outputs, t.n_data_seeds);
+	double eager = json_number_value(json_object_get(t.baselines, "eager_ms"));
+	double comp = json_number_value(json_object_get(t.baselines, "compile_ms"));
+	if (eager > 0)
+		printf("; eager %.4f ms", eager);
+	if (comp > 0)
+		printf(", torch.compile %.4f ms", comp);
+	printf("\nverify a solution with: stitch verify %s SOLUTION.cu\n", out);
+	st_task_free(&t);
+	return ST_EXIT_OK;
+}
+
+int cmd_import(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? ST_EXIT_USAGE : ST_EXIT_OK;
+	}
+	if (strcmp(argv[1], "kernelbench")) {
+		st_cli_error("import: unknown source '%s' (known: kernelbench)", argv[1]);
+		return ST_EXIT_USAGE;
+	}
+	return import_kernelbench(argc - 2, argv + 2);
+}

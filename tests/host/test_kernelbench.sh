@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# `stitch import kernelbench` on CPU PyTorch, and the verifier on imported tasks (stored inputs
+# and outputs, no reference) through the host backend: the four test programs of
+# tests/kernelbench/ imported and their hand-written C solutions verified against the import; a
+# wrong and a lazy solution caught; stored baselines turned into speedups; damaged data files and
+# programs that cannot be imported refused with a message naming the cause.
+source "$(dirname "$0")/../lib.sh"
+
+PY=
+for p in ${STITCH_PYTHON:-} python3 /usr/bin/python3; do
+	if command -v "$p" >/dev/null && "$p" -c 'import torch' 2>/dev/null; then
+		PY=$(command -v "$p")
+		break
+	fi
+done
+if [ -z "$PY" ]; then
+	echo "SKIP: no python3 with torch here (scripts/bootstrap --tests installs python3-torch)"
+	exit 77
+fi
+export STITCH_PYTHON=$PY
+KB=$STITCH_SRC/tests/kernelbench
+ROOT=$WORK/tasks
+
+# 1. The four programs: import, then verify the host solution against the import.
+for name in mlp cnn transformer_block lstm; do
+	start=$(date +%s.%N)
+	"$STITCH" import kernelbench "$KB/$name.py" --out "$ROOT/kb/level3/$name" --level 3 \
+		>"$WORK/import-$name.out" 2>"$WORK/import-$name.err"
+	rc=$?
+	took=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
+	check "$name: import exits 0 ($rc: $(tail -n 2 "$WORK/import-$name.err"))" [ "$rc" -eq 0 ]
+	echo "import $name: ${took} s"
+	check "$name: import says what it made" grep -q "imported level3/$name" "$WORK/import-$name.out"
+	for f in task.json model.py data/params.safetensors data/seed1.safetensors \
+		data/seed3.safetensors data/check.safetensors; do
+		check "$name: import wrote $f" [ -s "$ROOT/kb/level3/$name/$f" ]
+	done
+	verify "$WORK/$name.json" "$ROOT/kb/level3/$name" "$KB/solutions/$name.c"
+	check "$name: the host solution is correct against the import ($RC: $(field "$WORK/$name.json" reason))" \
+		[ "$RC" -eq 0 ]
+	check "$name: verdict ok" [ "$(field "$WORK/$name.json" status)" = ok ]
+done
+# The task tells the agents the program and the params by name, and nothing of the data.
+check "description carries the PyTorch source" grep -q 'class Model' "$ROOT/kb/level3/mlp/task.json"
+check "description names the params in order" \
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["description"]; i=d.index("fc1.weight"); j=d.index("fc2.weight"); sys.exit(0 if i < j else 1)' \
+	"$ROOT/kb/level3/mlp/task.json"
+check "BatchNorm in train mode is said" grep -q 'batch' "$ROOT/kb/level3/cnn/task.json"
+# The agents' prompts for an imported task: the PyTorch program, and no CUDA reference to copy.
+STITCH_TASKS=$ROOT/kb "$STITCH" export --skill gen --out "$WORK/kb.jsonl" 2>/dev/null
+check "export writes a prompt per imported task" [ "$(wc -l <"$WORK/kb.jsonl")" -eq 4 ]
+check "the prompt carries the PyTorch program and says to write no PyTorch" python3 - "$WORK/kb.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ok = all("class Model" in json.dumps(r["prompt"]) and "no PyTorch, no Python" in json.dumps(r["prompt"])
+         for r in rows)
+sys.exit(0 if ok else 1)
+EOF
+
+# 2. A small program for the harness checks.
+T=$ROOT/kb/level1/linear_relu
+"$STITCH" import kernelbench "$KB/linear_relu.py" --out "$T" >/dev/null 2>"$WORK/lr.err"
+check "linear_relu imports ($(tail -n 1 "$WORK/lr.err"))" [ -f "$T/task.json" ]
+check "level from the path, else 1: tier 1" grep -q '"tier": 1' "$T/task.json"
+verify "$WORK/lr.json" "$T" "$KB/solutions/linear_relu.c"
+check "linear_relu: correct" [ "$RC" -eq 0 ]
+check "every stored seed is run" python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); sys.exit(0 if len(v["correctness"]) == 3 else 1)' "$WORK/lr.json"
+check "no reference baseline on an imported task" python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); sys.exit(0 if "reference_ms" not in v["baselines"] else 1)' "$WORK/lr.json"
+
+# A wrong solution (no ReLU) fails on the stored outputs.
+sed 's/acc > 0 ? (float)acc : 0.0f/(float)acc/' "$KB/solutions/linear_relu.c" >"$WORK/norelu.c"
+verify "$WORK/norelu.json" "$T" "$WORK/norelu.c"
+check "a wrong solution is incorrect ($RC)" [ "$RC" -eq 1 ]
+check "incorrect names the output" grep -q '"reason": ".*y0' "$WORK/norelu.json"
+
+# Right on the seeds it was checked on, then lazy: the timed call checked on the kept-back seed
+# catches it.
+verify "$WORK/lazy.json" "$T" "$KB/exploits/lazy.c"
+check "a lazy solution is caught ($RC)" [ "$RC" -eq 1 ]
+check "caught by the timed-call check" grep -q 'kept back' "$WORK/lazy.json"
+
+# Baselines the import measured become speedups, with where they were measured.
+python3 - "$T/task.json" <<'EOF'
+import json, sys
+p = sys.argv[1]
+t = json.load(open(p))
+t["baselines"] = {"eager_ms": 2.0, "compile_ms": 1.0, "device": "NVIDIA H200"}
+json.dump(t, open(p, "w"))
+EOF
+verify "$WORK/base.json" "$T" "$KB/solutions/linear_relu.c"
+check "verify with baselines ($RC)" [ "$RC" -eq 0 ]
+check "speedups against eager and compile are the baselines over the median" python3 - "$WORK/base.json" <<'EOF'
+import json, sys
+v = json.load(open(sys.argv[1]))
+med = v["timing"]["candidate"]["median_ms"]
+sp, b = v["speedup"], v["baselines"]
+ok = abs(sp["vs_eager"] - 2.0 / med) < 1e-6 * sp["vs_eager"] and \
+    abs(sp["vs_compile"] - 1.0 / med) < 1e-6 * sp["vs_compile"] and \
+    b["measured_on"] == "NVIDIA H200" and "baselines_from_other_device" in v["flags"]
+sys.exit(0 if ok else 1)
+EOF
+"$STITCH" verify --backend host --seed 7 --min-time 5 --max-rse 0.5 --max-samples 200 \
+	"$T" "$KB/solutions/linear_relu.c" >"$WORK/base.txt" 2>/dev/null
+check "the text verdict shows the PyTorch speedups" grep -q 'vs PyTorch eager.*vs torch.compile' "$WORK/base.txt"
+
+# A damaged data file is bad input that names the file and the tensor.
+B=$ROOT/kb/level1/linear_relu_b
+mkdir -p "$B" && cp -r "$T"/. "$B"/
+sed -i 's/"name": "linear_relu"/"name": "linear_relu_b"/' "$B/task.json"
+cp "$B/data/params.safetensors" "$B/data/seed2.safetensors"
+verify "$WORK/damaged.json" "$B" "$KB/solutions/linear_relu.c"
+check "a damaged seed file is bad input ($RC)" [ "$RC" -eq 2 ]
+check "the message names the file and the tensor" grep -q "seed2.safetensors: no tensor 'x0'" "$WORK/damaged.json.err"
+
+# 3. Programs that cannot be imported: exit 2 and a message naming the cause.
+bad_import() { # bad_import FILE EXPECTED_TEXT
+	"$STITCH" import kernelbench "$KB/bad/$1" --out "$ROOT/bad/${1%.py}" >/dev/null 2>"$WORK/bad.err"
+	local rc=$?
+	check "$1: exit 2 ($rc)" [ "$rc" -eq 2 ]
+	check "$1: says '$2' ($(tail -n 1 "$WORK/bad.err"))" grep -q "$2" "$WORK/bad.err"
+}
+bad_import no_model.py "no Model"
+bad_import fails.py "failed to run"
+bad_import complex_input.py "complex64 is not supported"
+bad_import dropout.py "Dropout 'drop'"
+bad_import scalar_input.py "tensors only"
+"$STITCH" import kernelbench "$KB/linear_relu.py" --out "$T" >/dev/null 2>"$WORK/exists.err"
+check "an existing task is not overwritten without --force ($?)" grep -q -- "--force" "$WORK/exists.err"
+"$STITCH" import kernelbench "$WORK/none.py" >/dev/null 2>"$WORK/none.err"
+check "a missing file is bad input ($?)" grep -q "no such file" "$WORK/none.err"
+"$STITCH" import kernelbench "$KB/linear_relu.py" --out "$WORK/x/other_name" >/dev/null 2>"$WORK/name.err"
+check "--out must end in the task name" grep -q "must end in the task name" "$WORK/name.err"
+STITCH_PYTHON=/nonexistent/python "$STITCH" import kernelbench "$KB/linear_relu.py" \
+	--out "$WORK/y/linear_relu" >/dev/null 2>"$WORK/nopy.err"
+rc=$?
+check "no python is an environment error ($rc)" [ "$rc" -eq 3 ]
+check "no python names STITCH_PYTHON" grep -q STITCH_PYTHON "$WORK/nopy.err"
+"$STITCH" import kernelbench --help | grep -q "get_init_inputs"
+check "import --help explains the program format" [ $? -eq 0 ]
+
+echo "kernelbench: $PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
