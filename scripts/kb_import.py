@@ -277,6 +277,9 @@ def main():
                     help="torch.compile mode for the baseline: default, max-autotune, "
                     "max-autotune-no-cudagraphs, reduce-overhead; none skips it")
     ap.add_argument("--no-baselines", action="store_true")
+    ap.add_argument("--seed-base", type=int, default=1000,
+                    help="inputs of seed k are drawn under SEED_BASE + k (stitch verify "
+                    "--fresh-seeds picks a secret one)")
     a = ap.parse_args()
     try:
         import torch
@@ -327,7 +330,7 @@ def main():
         seeds = []
         xs1 = ys1 = None
         for k in list(range(1, a.seeds + 1)) + [CHECK_SEED]:
-            xs = seeded_inputs(torch, mod, 1000 + k, device)
+            xs = seeded_inputs(torch, mod, a.seed_base + k, device)
             ys = run_model(torch, model, xs, f"seed {k}")
             if k == 1:
                 xs1, ys1 = xs, ys
@@ -340,7 +343,7 @@ def main():
             tensors = [(f"x{i}", x) for i, x in enumerate(xs)] + \
                       [(f"y{i}", y) for i, y in enumerate(ys)]
             write_safetensors(torch, os.path.join(a.out, "data", fname), tensors,
-                              {"seed": 1000 + k, "program": name})
+                              {"seed": a.seed_base + k, "program": name})
             if k != CHECK_SEED:
                 seeds.append("data/" + fname)
         write_safetensors(torch, os.path.join(a.out, "data", "params.safetensors"), state,

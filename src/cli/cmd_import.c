@@ -11,11 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/fs.h"
-#include "common/paths.h"
+#include "kb_helper.h"
 #include "task/task.h"
 
 static void usage(FILE *f)
@@ -94,39 +93,6 @@ static int valid_name(const char *s)
 	return 1;
 }
 
-/* Run the helper with our stdout/stderr, so its progress reaches the user as it happens. */
-static int run_helper(char *const argv[])
-{
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		st_cli_error("import: fork: %s", strerror(errno));
-		return ST_EXIT_ENV;
-	}
-	if (pid == 0) {
-		execvp(argv[0], argv);
-		fprintf(stderr, "stitch: import: cannot run %s: %s (set STITCH_PYTHON to a python3 "
-		        "with torch)\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
-			st_cli_error("import: waitpid: %s", strerror(errno));
-			return ST_EXIT_ENV;
-		}
-	if (WIFSIGNALED(status)) {
-		st_cli_error("import: the helper was killed by signal %d", WTERMSIG(status));
-		return ST_EXIT_ENV;
-	}
-	int rc = WEXITSTATUS(status);
-	if (rc == 0 || rc == ST_EXIT_USAGE || rc == ST_EXIT_ENV)
-		return rc;
-	if (rc != 127)
-		st_cli_error("import: the helper failed (exit %d)", rc);
-	return ST_EXIT_ENV;
-}
-
 static int import_kernelbench(int argc, char **argv)
 {
 	const char *file = NULL, *out = NULL, *name = NULL, *seeds = "3", *device = "auto";
@@ -183,7 +149,7 @@ static int import_kernelbench(int argc, char **argv)
 		st_cli_error("import: %s: no such file", file);
 		return ST_EXIT_USAGE;
 	}
-	char name_buf[128], out_buf[PATH_MAX], level_buf[8], helper[PATH_MAX];
+	char name_buf[128], out_buf[PATH_MAX], level_buf[8];
 	if (!name) {
 		default_name(file, name_buf, sizeof name_buf);
 		name = name_buf;
@@ -218,35 +184,10 @@ static int import_kernelbench(int argc, char **argv)
 		st_cli_error("import: %s", err.msg);
 		return ST_EXIT_ENV;
 	}
-	snprintf(helper, sizeof helper, "%s/scripts/kb_import.py", st_home());
-	const char *python = getenv("STITCH_PYTHON");
-	char py[PATH_MAX];
-	if (!st_which(python && *python ? python : "python3", py, sizeof py)) {
-		st_cli_error("import: no %s here: the import needs python3 with torch (set "
-		             "STITCH_PYTHON to one)", python && *python ? python : "python3");
-		return ST_EXIT_ENV;
-	}
-	char *hargv[24];
-	int n = 0;
-	hargv[n++] = py;
-	hargv[n++] = helper;
-	hargv[n++] = (char *)file;
-	hargv[n++] = "--out";
-	hargv[n++] = (char *)out;
-	hargv[n++] = "--name";
-	hargv[n++] = (char *)name;
-	hargv[n++] = "--level";
-	hargv[n++] = level_buf;
-	hargv[n++] = "--seeds";
-	hargv[n++] = (char *)seeds;
-	hargv[n++] = "--device";
-	hargv[n++] = (char *)device;
-	hargv[n++] = "--compile-mode";
-	hargv[n++] = (char *)compile_mode;
-	if (no_baselines)
-		hargv[n++] = "--no-baselines";
-	hargv[n] = NULL;
-	int rc = run_helper(hargv);
+	const char *args[] = {file, "--out", out, "--name", name, "--level", level_buf, "--seeds",
+	                      seeds, "--device", device, "--compile-mode", compile_mode,
+	                      no_baselines ? "--no-baselines" : NULL, NULL};
+	int rc = st_kb_helper_run(args, 0);
 	if (rc)
 		return rc;
 	st_task t;

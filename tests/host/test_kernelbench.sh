@@ -103,6 +103,23 @@ EOF
 	"$T" "$KB/solutions/linear_relu.c" >"$WORK/base.txt" 2>/dev/null
 check "the text verdict shows the PyTorch speedups" grep -q 'vs PyTorch eager.*vs torch.compile' "$WORK/base.txt"
 
+# Fresh seeds drawn at verify time by the helper, in place of the stored ones.
+verify "$WORK/fresh.json" "$T" "$KB/solutions/linear_relu.c" --fresh-seeds --seeds 4
+check "--fresh-seeds: correct ($RC)" [ "$RC" -eq 0 ]
+check "--fresh-seeds: judged on 4 new seeds" python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); sys.exit(0 if len(v["correctness"]) == 4 else 1)' "$WORK/fresh.json"
+check "--fresh-seeds: baselines carried over" python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); sys.exit(0 if v["baselines"]["eager_ms"] == 2.0 else 1)' "$WORK/fresh.json"
+check "--fresh-seeds: the copy is removed" [ -z "$(ls "${TMPDIR:-/tmp}" | grep "stitch-fresh" | head -n 1)" ]
+F=$ROOT/kb/level1/linear_relu_f
+mkdir -p "$F" && cp -r "$T"/. "$F"/
+sed -i 's/"name": "linear_relu"/"name": "linear_relu_f"/' "$F/task.json"
+sed -i 's/nn.Linear(in_features, out_features)/nn.Linear(in_features, out_features, bias=True); torch.manual_seed(5); self.fc.reset_parameters()/' "$F/model.py"
+verify "$WORK/changed.json" "$F" "$KB/solutions/linear_relu.c" --fresh-seeds
+check "--fresh-seeds: a changed program is refused ($RC)" [ "$RC" -eq 2 ]
+check "--fresh-seeds: says the params differ" grep -q "no longer builds the params" "$WORK/changed.json.err"
+verify "$WORK/notkb.json" "$TASK" "$FIX/good.c" --fresh-seeds
+check "--fresh-seeds on a suite task is bad input ($RC)" [ "$RC" -eq 2 ]
+check "--fresh-seeds on a suite task says why" grep -q "not an imported KernelBench task" "$WORK/notkb.json.err"
+
 # A damaged data file is bad input that names the file and the tensor.
 B=$ROOT/kb/level1/linear_relu_b
 mkdir -p "$B" && cp -r "$T"/. "$B"/

@@ -1,0 +1,24 @@
+/* The KernelBench import's PyTorch helper (scripts/kb_import.py), run for `stitch import
+ * kernelbench` and for `stitch verify --fresh-seeds`: which python runs it, how it is started,
+ * and the fresh-seed copy of an imported task. */
+#ifndef ST_KB_HELPER_H
+#define ST_KB_HELPER_H
+
+#include <stddef.h>
+
+/* Run the helper with `args` (NULL-terminated) after its path. Its stderr is ours, so its
+ * progress reaches the user as it happens; its stdout too, or ours goes to stderr with
+ * `quiet_stdout` (a --json caller keeps stdout for the verdict). Returns ST_EXIT_OK,
+ * ST_EXIT_USAGE (the helper refused the program) or ST_EXIT_ENV (no python, torch or helper),
+ * having said why. */
+int st_kb_helper_run(const char *const *args, int quiet_stdout);
+
+/* A copy of the imported KernelBench task in task_dir whose correctness and check seeds are
+ * drawn now, by the helper, under a secret seed: the program is rebuilt from the task's
+ * model.py, its params must come out byte for byte as stored (else the program changed), and the
+ * stored baselines are carried over. The copy is tmp_root/<tier folder>/<name> (tmp_root made
+ * here; the caller removes it with st_rm_tree). Returns an ST_EXIT_* code, having said why. */
+int st_kb_fresh_task(const char *task_dir, int seeds, char *tmp_root, size_t root_len,
+                     char *out, size_t out_len);
+
+#endif
