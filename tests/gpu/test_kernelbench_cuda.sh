@@ -51,6 +51,11 @@ print(f"| {sys.argv[3]} | {t['source'].get('import_s', 0):.2f} | {f(b.get('eager
       f"{f(sp.get('vs_compile'), 2)} | {len(v.get('correctness', []))} {v['status']} |")
 EOF
 done
+# Seeds drawn at verify time on the GPU (the import's helper, secret seed base).
+"$STITCH" verify --json --quiet --no-profile --fresh-seeds "$ROOT/kb/level3/mlp" "$KB/solutions/mlp.cu" \
+	>"$WORK/fresh.json" 2>"$WORK/fresh.err"
+rc=$?
+check "mlp with --fresh-seeds on the GPU ($rc: $(field "$WORK/fresh.json" reason)$(tail -n 1 "$WORK/fresh.err"))" [ "$rc" -eq 0 ]
 cat "$TABLE"
 [ -n "${KB_SUMMARY:-}" ] && cat "$TABLE" >>"$KB_SUMMARY"
 echo "kernelbench_cuda: $PASSED passed, $FAILED failed"
