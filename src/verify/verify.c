@@ -111,6 +111,9 @@ typedef struct vctx {
 	                               * from, or NULL */
 	const char *params_path; /* that file's name */
 	int stored;            /* an imported task: inputs and expected outputs from its files */
+	int gpu_held;          /* GPU_FREE, GPU_SHARED or GPU_EXCLUSIVE: this verify's hold on
+	                        * o->gpu_lock */
+	double gpu_wait_s;     /* time spent waiting for it */
 } vctx;
 
 static double now_s(void)
@@ -120,35 +123,56 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Sharing one GPU with other verifies (st_verify_opts.gpu_lock): shared from the runners' start
- * to their end, exclusive for whatever measures (timing, the profile, the peaks). */
-static void gpu_share(const vctx *v)
-{
-	if (v->o->gpu_lock)
-		pthread_rwlock_rdlock(v->o->gpu_lock);
-}
+/* Sharing one GPU with other verifies (st_verify_opts.gpu_lock): shared while this verify's
+ * runners work on the GPU (start, load, set-up, runs, teardown), exclusive for whatever
+ * measures (timing, the profile, the peaks), and not held at all during work on the CPU alone
+ * (compiling, comparing outputs), so that another verify can measure meanwhile. Runners that
+ * sit idle between requests hold memory but run nothing, which disturbs no measurement. */
+enum { GPU_FREE, GPU_SHARED, GPU_EXCLUSIVE };
 
-static void gpu_unshare(const vctx *v)
+static void gpu_take(vctx *v, int exclusive)
 {
-	if (v->o->gpu_lock)
-		pthread_rwlock_unlock(v->o->gpu_lock);
-}
-
-/* From shared to exclusive and back: a read lock cannot be upgraded in place. */
-static void gpu_exclusive(const vctx *v)
-{
-	if (v->o->gpu_lock) {
-		pthread_rwlock_unlock(v->o->gpu_lock);
+	double t0 = now_s();
+	if (exclusive)
 		pthread_rwlock_wrlock(v->o->gpu_lock);
+	else
+		pthread_rwlock_rdlock(v->o->gpu_lock);
+	v->gpu_wait_s += now_s() - t0;
+	v->gpu_held = exclusive ? GPU_EXCLUSIVE : GPU_SHARED;
+}
+
+/* Runners are about to use the GPU: share it, unless this verify already has it to itself. */
+static void gpu_use(vctx *v)
+{
+	if (v->o->gpu_lock && v->gpu_held == GPU_FREE)
+		gpu_take(v, 0);
+}
+
+/* Work on the CPU alone ahead: a shared hold is given up (an exclusive one is kept: the
+ * measurement it protects is still going on). */
+static void gpu_idle(vctx *v)
+{
+	if (v->o->gpu_lock && v->gpu_held == GPU_SHARED) {
+		pthread_rwlock_unlock(v->o->gpu_lock);
+		v->gpu_held = GPU_FREE;
 	}
 }
 
-static void gpu_shared_again(const vctx *v)
+static void gpu_release(vctx *v)
 {
-	if (v->o->gpu_lock) {
+	if (v->o->gpu_lock && v->gpu_held != GPU_FREE) {
 		pthread_rwlock_unlock(v->o->gpu_lock);
-		pthread_rwlock_rdlock(v->o->gpu_lock);
+		v->gpu_held = GPU_FREE;
 	}
+}
+
+/* A read lock cannot be upgraded in place: give it up, then wait for the GPU alone. */
+static void gpu_exclusive(vctx *v)
+{
+	if (!v->o->gpu_lock || v->gpu_held == GPU_EXCLUSIVE)
+		return;
+	gpu_release(v);
+	gpu_take(v, 1);
 }
 
 static void progress(vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -338,6 +362,7 @@ static st_status broadcast(vctx *v, json_t *const *reqs, const int *fds, const c
                            double timeout_s, json_t **reps, st_err *err)
 {
 	int sent[MAX_SOLS] = {0};
+	gpu_use(v);
 	for (int i = 0; i < v->n_sols; i++) {
 		reps[i] = NULL;
 		if (!usable(v, i) || !reqs[i])
@@ -742,6 +767,7 @@ static int judge(vctx *v, const layout *L, const st_size_set *set, int i, int sl
 {
 	const st_task *t = v->task;
 	st_tensor got[MAX_TENSORS], want[MAX_TENSORS], in[MAX_TENSORS];
+	gpu_idle(v); /* comparing is the CPU's work */
 	views(t, L, v->sols[i].shm, slot, 0, got);
 	views(t, L, v->sols[v->ref].shm, 0, 0, want);
 	if (t->validator && v->validate) {
@@ -789,6 +815,7 @@ static st_status rerun_candidate(vctx *v, json_t *req, const st_size_set *set, c
 {
 	json_t *rep = NULL;
 	st_err e;
+	gpu_use(v);
 	st_status s = st_runner_call(&v->sols[v->cand].runner, req, -1, &rep, v->o->timeout_s, &e);
 	json_decref(req);
 	*ran = !s && json_is_true(json_object_get(rep, "ok"));
@@ -1520,7 +1547,7 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		phase(v, "profile");
 	}
 	if (measuring)
-		gpu_shared_again(v);
+		gpu_release(v);
 	json_t *td = json_pack("{s:s}", "op", "teardown");
 	for (int i = 0; i < v->n_sols; i++)
 		reqs[i] = usable(v, i) ? td : NULL;
@@ -1593,6 +1620,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	 * what the task's policy allows. The benchmark, which runs the shipped experts, says otherwise. */
 	v->sols[v->cand].trusted = o->candidate_trusted;
 
+	gpu_use(v); /* the runners open the device */
 	for (int i = 0; i < v->n_sols; i++) {
 		int flags = (o->no_sandbox ? 0 : ST_RUNNER_SANDBOX) |
 		            (i == v->cand && profiling(v) ? ST_RUNNER_PROFILE : 0) |
@@ -1620,10 +1648,12 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	json_object_set_new(v->verdict, "arch", json_string(arch ? arch : "?"));
 	progress(v, "device: %s (%s)", json_string_value(json_object_get(info, "device")), arch);
 
+	gpu_idle(v);
 	s = compile_all(v, arch, err);
 	phase(v, "compile");
 	if (s || v->verdict_final)
 		return s;
+	gpu_use(v); /* loading a module allocates on the device */
 
 	for (int i = 0; i < v->n_sols; i++) {
 		if (v->sols[i].stored)
@@ -1674,7 +1704,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 		if (!st_peaks_cached(&v->sols[v->ref].runner, &peaks)) {
 			gpu_exclusive(v); /* measuring: nobody else on the GPU */
 			ps = st_peaks_get(&v->sols[v->ref].runner, 600, &peaks, &pe);
-			gpu_shared_again(v);
+			gpu_release(v);
 		}
 		if (ps) {
 			flag(v, "peaks_unavailable");
@@ -1921,11 +1951,11 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	v.correctness = json_array();
 	v.flags = json_array();
 
-	gpu_share(&v);
 	s = pipeline(&v, solution, err);
 	if (o->under_ncu && v.cand >= 0 && v.sols[v.cand].started)
 		json_object_set_new(v.verdict, "ncu", ncu_collect(&v.sols[v.cand].runner));
 
+	gpu_use(&v); /* runners free their memory and close the device */
 	for (int i = 0; i < v.n_sols; i++)
 		if (v.sols[i].started)
 			st_runner_quit(&v.sols[i].runner);
@@ -1937,7 +1967,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 		free(v.sols[i].samples);
 		free(v.sols[i].path);
 	}
-	gpu_unshare(&v);
+	gpu_release(&v);
 	if (v.hooks_dl)
 		dlclose(v.hooks_dl);
 	json_object_set_new(v.verdict, "correctness", v.correctness);
@@ -1949,6 +1979,8 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 		phase(&v, "ncu");
 	}
 	json_object_set_new(v.verdict, "phases_s", v.phases);
+	if (o->gpu_lock) /* inside the phases: waiting for other verifies to finish measuring */
+		json_object_set_new(v.verdict, "gpu_wait_s", json_real(v.gpu_wait_s));
 	json_object_set_new(v.verdict, "wall_s", json_real(now_s() - v.t_start));
 	if (o->params_path)
 		json_object_set_new(v.verdict, "params_file", json_string(o->params_path));

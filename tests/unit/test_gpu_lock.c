@@ -22,6 +22,7 @@ typedef struct run {
 	int correct_lines, timing_lines, done;
 	st_status status;
 	char verdict_status[1100];
+	double gpu_wait_s; /* the verdict's */
 } run;
 
 static void on_progress(void *arg, const char *line)
@@ -46,6 +47,7 @@ static void *verify_thread(void *arg)
 	r->status = st_verify(task, sol, &r->o, &v, &e);
 	const char *s = json_string_value(json_object_get(v, "status"));
 	snprintf(r->verdict_status, sizeof r->verdict_status, "%s", s ? s : e.msg);
+	r->gpu_wait_s = json_number_value(json_object_get(v, "gpu_wait_s"));
 	json_decref(v);
 	pthread_mutex_lock(&r->mu);
 	r->done = 1;
@@ -98,6 +100,8 @@ static void test_exclusive_blocks_all(void **state)
 	assert_int_equal(r.status, ST_OK);
 	assert_string_equal(r.verdict_status, "ok");
 	assert_int_equal(r.correct_lines, 1);
+	/* the verdict says how long it waited for the GPU */
+	assert_true(r.gpu_wait_s >= 0.9);
 	/* and the verify let go of the lock: it can be taken alone again */
 	assert_int_equal(pthread_rwlock_trywrlock(&lock), 0);
 	pthread_rwlock_unlock(&lock);
