@@ -47,6 +47,9 @@ typedef struct st_verify_opts {
 	const char *dump_path;     /* write the candidate's params, the inputs of the first seed on
 	                              the timed set and the candidate's outputs for them to this
 	                              safetensors file (hidden sets are never written) */
+	struct st_runner_pool *runner_pool; /* runners kept between verifies (src/verify/
+	                              runner_pool.h; stitch serve), or NULL: every verify starts its
+	                              own and stops them after */
 	int keep_samples;          /* 1: every timed sample goes into the verdict as
 	                              timing.<role>.raw: [[ms, wall_ms, sm_mhz, throttled], ...] */
 	/* Progress lines for a person watching; NULL for none. */

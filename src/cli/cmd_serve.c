@@ -31,6 +31,9 @@ static void usage(FILE *f)
 	        "  --per-gpu N      cuda: workers per GPU (default 1); with more they overlap their\n"
 	        "                   correctness runs and take the GPU alone to time and profile\n"
 	        "  --compilers N    compile pool threads (default: half the online CPUs)\n"
+	        "  --keep-runners N runners of references and experts kept loaded between\n"
+	        "                   requests, and a spare runner per worker started ahead for\n"
+	        "                   the candidates (default 16; 0: every verify starts its own)\n"
 	        "  --queue-max N    requests in flight before 429 + Retry-After (default 256)\n"
 	        "  --admit-wait S   a request that finds the queue full waits up to S s in line\n"
 	        "                   for a slot before its 429 (default 1; 0: at once)\n"
@@ -103,6 +106,17 @@ int cmd_serve(int argc, char **argv)
 		           : !strcmp(a, "--queue-max") ? &o.queue_max
 		           : !strcmp(a, "--judges")    ? &o.judges : NULL;
 		int body = !strcmp(a, "--body-max");
+		if (!strcmp(a, "--keep-runners")) { /* 0 is meaningful: no pool */
+			double x;
+			if (i + 1 >= argc || st_cli_number(a, argv[i + 1], 0, 4096, &x)) {
+				if (i + 1 >= argc)
+					st_cli_error("serve: %s needs a value", a);
+				return ST_EXIT_USAGE;
+			}
+			o.keep_runners = (int)x;
+			i++;
+			continue;
+		}
 		if (!str && !num && !count && !body) {
 			st_cli_error("serve: unknown option '%s'; see 'stitch serve --help'", a);
 			return ST_EXIT_USAGE;

@@ -163,6 +163,20 @@ char *st_serve_metrics_text(st_serve_metrics *m, const st_serve_gauges *g)
 	                  "stitch_serve_uptime_seconds %.1f\n",
 	              g->compile_queue, g->run_queue, g->judge_queue, g->inflight, g->waiting,
 	              g->draining, g->uptime_s);
+	st_buf_printf(&b, "# HELP stitch_serve_runners_kept Runners kept between requests: spares "
+	                  "(started ahead) and loaded (a reference or expert ready).\n"
+	                  "# TYPE stitch_serve_runners_kept gauge\n"
+	                  "stitch_serve_runners_kept{kind=\"spare\"} %d\n"
+	                  "stitch_serve_runners_kept{kind=\"loaded\"} %d\n"
+	                  "# HELP stitch_serve_runner_takes_total Verifies that asked the pool for a "
+	                  "runner, by kind and whether one was there.\n"
+	                  "# TYPE stitch_serve_runner_takes_total counter\n"
+	                  "stitch_serve_runner_takes_total{kind=\"spare\",found=\"yes\"} %ld\n"
+	                  "stitch_serve_runner_takes_total{kind=\"spare\",found=\"no\"} %ld\n"
+	                  "stitch_serve_runner_takes_total{kind=\"loaded\",found=\"yes\"} %ld\n"
+	                  "stitch_serve_runner_takes_total{kind=\"loaded\",found=\"no\"} %ld\n",
+	              g->pool.spares, g->pool.loaded, g->pool.spare_hits, g->pool.spare_misses,
+	              g->pool.loaded_hits, g->pool.loaded_misses);
 	if (b.oom || !b.p) {
 		st_buf_free(&b);
 		return NULL;

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "verify/runner_pool.h"
+
 typedef struct st_serve_metrics st_serve_metrics;
 
 st_serve_metrics *st_serve_metrics_new(int workers);
@@ -23,6 +25,7 @@ typedef struct st_serve_gauges {
 	int compile_queue, run_queue, judge_queue, inflight, waiting, draining;
 	double uptime_s;
 	const char *const *worker_labels; /* per worker: the GPU index, or "host" */
+	st_runner_pool_stats pool;        /* runners kept between requests */
 } st_serve_gauges;
 
 /* The exposition text (allocated), or NULL when out of memory. */

@@ -21,6 +21,10 @@ typedef struct st_serve_opts {
 	                              GPU for correctness runs and take it alone to measure
 	                              (st_verify_opts.gpu_lock) */
 	int compilers;             /* compile pool threads (default: half the online CPUs) */
+	int keep_runners;          /* runners of references and experts kept loaded between
+	                              requests, with spare runners started ahead for the rest
+	                              (src/verify/runner_pool.h; default 16); 0: none, every verify
+	                              starts and stops its own */
 	int queue_max;             /* admitted and unanswered requests at most (default 256) */
 	size_t body_max;           /* request body limit in bytes (default 1 MiB) */
 	double deadline_s;         /* per request: answer 504 after this, the work goes on (600) */

@@ -27,6 +27,7 @@
 #include "task/task.h"
 #include "verify/peaks.h"
 #include "verify/runner.h"
+#include "verify/runner_pool.h"
 
 #define ID_MAX 128
 #define MAX_WORKERS 64
@@ -83,6 +84,7 @@ struct st_service {
 	int gpu_of[MAX_WORKERS];         /* per worker: its GPU's index into gpu_locks, or -1 */
 	pthread_rwlock_t gpu_locks[MAX_WORKERS];
 	int n_gpu_locks;
+	st_runner_pool *pool;            /* runners kept between requests, or NULL */
 	const char *labels[MAX_WORKERS];
 	worker_arg args[MAX_WORKERS];
 	pthread_t threads[3 * MAX_WORKERS + 64];
@@ -310,6 +312,7 @@ static void *worker_main(void *arg)
 		st_verify_opts o = s->o.verify;
 		o.devices = s->devices[w->index][0] ? s->devices[w->index] : NULL;
 		o.gpu_lock = s->gpu_of[w->index] >= 0 ? &s->gpu_locks[s->gpu_of[w->index]] : NULL;
+		o.runner_pool = s->pool;
 		o.progress = NULL;
 		request_options(j->req, &o);
 		json_t *verdict = NULL;
@@ -897,6 +900,10 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		st = st_serve_store_open(o->db_path, &s->store, err);
 	if (!st)
 		st = probe_devices(s, err);
+	/* One spare per worker of a GPU: each verify takes one fresh runner (its candidate's) */
+	if (!st && o->keep_runners > 0 &&
+	    !(s->pool = st_runner_pool_new(o->per_gpu > 0 ? o->per_gpu : 1, o->keep_runners)))
+		st = st_err_set(err, ST_E_NOMEM, "serve: out of memory");
 	if (st) {
 		st_service_stop(s);
 		return st;
@@ -970,6 +977,7 @@ void st_service_stop(st_service *s)
 		next = j->all_next;
 		job_free(j);
 	}
+	st_runner_pool_free(s->pool); /* after the workers: none of its runners is out */
 	st_serve_store_close(s->store);
 	st_serve_metrics_free(s->metrics);
 	for (int i = 0; i < s->n_gpu_locks; i++)
@@ -1017,6 +1025,7 @@ char *st_service_metrics_text(st_service *s)
 	pthread_mutex_unlock(&s->mu);
 	g.uptime_s = now_s() - s->t0;
 	g.worker_labels = s->labels;
+	st_runner_pool_stats_get(s->pool, &g.pool);
 	st_serve_metrics_answer(s->metrics, 200, -1);
 	return st_serve_metrics_text(s->metrics, &g);
 }

@@ -41,6 +41,7 @@
 #include "verify/policy.h"
 #include "verify/reply.h"
 #include "verify/runner.h"
+#include "verify/runner_pool.h"
 
 #define MAX_SOLS 3
 #define MAX_TENSORS 64
@@ -62,6 +63,11 @@ typedef struct sol {
 	st_compile_result cr;
 	st_runner runner;
 	int started;
+	int flags;            /* ST_RUNNER_* it was started with */
+	int from_pool;        /* the runner came from o->runner_pool, its hello already read */
+	int touched;          /* a load was sent: its code may have run in the runner */
+	int loaded;           /* its solution is loaded (by this verify, or before, from the pool) */
+	char pool_key[8600];  /* a loaded trusted runner's key in the pool */
 	int failed;           /* a trusted solution that broke: no longer compared or timed */
 	/* the current size set */
 	int shm_fd;
@@ -1592,6 +1598,50 @@ static st_status check_sets_option(const char *list, st_err *err)
 	return ST_OK;
 }
 
+/* ---- the runner pool ---------------------------------------------------------------------- */
+
+/* Runners under ncu are started for one pass and read back after it: never pooled. */
+static int pooling(const vctx *v)
+{
+	return v->o->runner_pool && !v->o->under_ncu;
+}
+
+/* A trusted solution whose module (and task hooks) a kept runner already has loaded: that runner
+ * replaces the spare or fresh one this verify started for it, which goes back to the pool. */
+static void swap_in_loaded(vctx *v)
+{
+	if (!pooling(v))
+		return;
+	for (int i = 0; i < v->n_sols; i++) {
+		sol *so = &v->sols[i];
+		if (!so->trusted || so->stored || !so->cr.ok || !so->cr.so_path[0] ||
+		    (so->flags & ST_RUNNER_NCU))
+			continue;
+		snprintf(so->pool_key, sizeof so->pool_key, "%s|%d|%s|%s|%s", v->o->backend, so->flags,
+		         v->o->devices ? v->o->devices : "", so->cr.so_path, v->hooks_so);
+		st_runner kept;
+		if (!st_runner_pool_take_loaded(v->o->runner_pool, so->pool_key, role_of(v, i), &kept))
+			continue;
+		st_runner_pool_give(v->o->runner_pool, &so->runner, v->o->backend, so->flags,
+		                    v->o->devices, NULL);
+		so->runner = kept;
+		so->loaded = 1;
+	}
+}
+
+/* After the verify: a healthy runner goes back to the pool when what it ran can be trusted: a
+ * trusted solution (kept loaded), or nothing at all (a spare again, e.g. a candidate that did not
+ * compile). Never after an error of the harness or a broken baseline. */
+static int keep_runner(const vctx *v, int i, st_status s)
+{
+	const sol *so = &v->sols[i];
+	if (!pooling(v) || s || !so->runner.alive || so->failed || (so->flags & ST_RUNNER_NCU))
+		return 0;
+	if (so->loaded && so->trusted && so->pool_key[0])
+		return 1;
+	return !so->touched && !so->loaded;
+}
+
 static st_status pipeline(vctx *v, const char *solution, st_err *err)
 {
 	const st_task *t = v->task;
@@ -1622,16 +1672,25 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 
 	gpu_use(v); /* the runners open the device */
 	for (int i = 0; i < v->n_sols; i++) {
-		int flags = (o->no_sandbox ? 0 : ST_RUNNER_SANDBOX) |
+		sol *so = &v->sols[i];
+		so->flags = (o->no_sandbox ? 0 : ST_RUNNER_SANDBOX) |
 		            (i == v->cand && profiling(v) ? ST_RUNNER_PROFILE : 0) |
 		            (i == v->cand && o->under_ncu ? ST_RUNNER_NCU : 0);
-		s = st_runner_start(&v->sols[i].runner, o->backend, role_of(v, i), flags, o->devices,
-		                    err);
-		if (s)
-			return s;
-		v->sols[i].started = 1;
+		so->from_pool = pooling(v) &&
+		                st_runner_pool_take_spare(o->runner_pool, o->backend, so->flags,
+		                                          o->devices, o->gpu_lock, role_of(v, i),
+		                                          &so->runner);
+		if (!so->from_pool) {
+			s = st_runner_start(&so->runner, o->backend, role_of(v, i), so->flags, o->devices,
+			                    err);
+			if (s)
+				return s;
+		}
+		so->started = 1;
 	}
 	for (int i = 0; i < v->n_sols; i++) {
+		if (v->sols[i].from_pool)
+			continue;
 		s = st_runner_hello(&v->sols[i].runner, 120, err);
 		if (s)
 			return s;
@@ -1654,9 +1713,10 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	if (s || v->verdict_final)
 		return s;
 	gpu_use(v); /* loading a module allocates on the device */
+	swap_in_loaded(v);
 
 	for (int i = 0; i < v->n_sols; i++) {
-		if (v->sols[i].stored)
+		if (v->sols[i].stored || v->sols[i].loaded)
 			continue;
 		/* Each runner loads its own private copies: the cache, which holds every other
 		 * solution, stays out of its reach. */
@@ -1672,6 +1732,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 		if (v->hooks_so[0])
 			json_object_set_new(req, "hooks", json_string(hooks_path));
 		st_err e;
+		v->sols[i].touched = 1;
 		s = st_runner_call(&v->sols[i].runner, req, -1, &rep, o->timeout_s, &e);
 		json_decref(req);
 		const char *st = json_string_value(json_object_get(rep, "status"));
@@ -1694,6 +1755,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 			continue;
 		}
 		json_decref(rep);
+		v->sols[i].loaded = 1;
 	}
 
 	phase(v, "load");
@@ -1957,10 +2019,13 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 
 	gpu_use(&v); /* runners free their memory and close the device */
 	for (int i = 0; i < v.n_sols; i++)
-		if (v.sols[i].started)
+		if (v.sols[i].started && !keep_runner(&v, i, s))
 			st_runner_quit(&v.sols[i].runner);
 	for (int i = 0; i < v.n_sols; i++) {
-		if (v.sols[i].started)
+		if (v.sols[i].started && keep_runner(&v, i, s))
+			st_runner_pool_give(o->runner_pool, &v.sols[i].runner, o->backend, v.sols[i].flags,
+			                    o->devices, v.sols[i].loaded ? v.sols[i].pool_key : NULL);
+		else if (v.sols[i].started)
 			st_runner_stop(&v.sols[i].runner);
 		unmap_shm(&v.sols[i]);
 		st_compile_result_free(&v.sols[i].cr);

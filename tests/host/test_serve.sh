@@ -182,9 +182,18 @@ for series in 'stitch_serve_answers_total{code="200"}' 'stitch_serve_answers_tot
 	'stitch_serve_queue_depth{stage="run"}' 'stitch_serve_queue_depth{stage="judge"}' \
 	stitch_serve_inflight stitch_serve_waiting_clients stitch_serve_draining \
 	stitch_serve_uptime_seconds 'stitch_serve_worker_busy_ratio{worker="0",gpu="host"}' \
-	'stitch_serve_worker_busy_ratio{worker="1",gpu="host"}'; do
+	'stitch_serve_worker_busy_ratio{worker="1",gpu="host"}' \
+	'stitch_serve_runners_kept{kind="spare"}' 'stitch_serve_runners_kept{kind="loaded"}' \
+	'stitch_serve_runner_takes_total{kind="spare",found="yes"}' \
+	'stitch_serve_runner_takes_total{kind="loaded",found="yes"}'; do
 	check "metrics: $series" grep -qF -- "$series " "$WORK/metrics.body"
 done
+# The same task's reference ran in a kept runner, loaded by an earlier request, and candidates
+# got spares started ahead.
+check "metrics: kept reference runners were reused" \
+	[ "$(metric 'stitch_serve_runner_takes_total{kind="loaded",found="yes"}')" -gt 0 ]
+check "metrics: spares were taken" \
+	[ "$(metric 'stitch_serve_runner_takes_total{kind="spare",found="yes"}')" -gt 0 ]
 check "metrics: a TYPE line per family" [ "$(grep -c '^# TYPE stitch_serve_' "$WORK/metrics.body")" -ge 10 ]
 
 # ---- kill -9 and restart ---------------------------------------------------------------------

@@ -1,0 +1,301 @@
+/* The runner pool (runner_pool.h): a list of idle runners under one mutex, and one background
+ * thread that starts spares of every kind asked for until each kind has its count. */
+#include "runner_pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define POOL_KINDS 16
+#define KEY_MAX 8600
+
+typedef struct idle {
+	st_runner r;
+	int kind;          /* index into kinds */
+	char *key;         /* what it has loaded; NULL for a spare */
+	double since;      /* when it went idle, for least-recently-used eviction */
+} idle;
+
+typedef struct kind {
+	char backend[16];
+	int flags;
+	char devices[64];
+	pthread_rwlock_t *gpu_lock;
+	int starting;      /* spares of this kind the thread is starting now */
+} kind;
+
+struct st_runner_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t wake;
+	pthread_t thread;
+	int thread_started, stopping;
+	int spares, max_loaded;
+	kind kinds[POOL_KINDS];
+	int n_kinds;
+	idle *idle;
+	int n_idle, cap_idle;
+	st_runner_pool_stats stats;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int find_kind(st_runner_pool *p, const char *backend, int flags, const char *devices)
+{
+	const char *d = devices ? devices : "";
+	for (int i = 0; i < p->n_kinds; i++)
+		if (!strcmp(p->kinds[i].backend, backend) && p->kinds[i].flags == flags &&
+		    !strcmp(p->kinds[i].devices, d))
+			return i;
+	return -1;
+}
+
+static int add_kind(st_runner_pool *p, const char *backend, int flags, const char *devices,
+                    pthread_rwlock_t *gpu_lock)
+{
+	int k = find_kind(p, backend, flags, devices);
+	if (k >= 0 || p->n_kinds == POOL_KINDS)
+		return k;
+	kind *x = &p->kinds[p->n_kinds];
+	memset(x, 0, sizeof *x);
+	snprintf(x->backend, sizeof x->backend, "%s", backend);
+	x->flags = flags;
+	snprintf(x->devices, sizeof x->devices, "%s", devices ? devices : "");
+	x->gpu_lock = gpu_lock;
+	return p->n_kinds++;
+}
+
+static int spares_of(const st_runner_pool *p, int k)
+{
+	int n = 0;
+	for (int i = 0; i < p->n_idle; i++)
+		n += p->idle[i].kind == k && !p->idle[i].key;
+	return n;
+}
+
+/* Remove idle[i] into *out (the caller holds the mutex). */
+static void take_at(st_runner_pool *p, int i, idle *out)
+{
+	*out = p->idle[i];
+	p->idle[i] = p->idle[--p->n_idle];
+}
+
+static int push(st_runner_pool *p, const idle *e)
+{
+	if (p->n_idle == p->cap_idle) {
+		int cap = p->cap_idle ? 2 * p->cap_idle : 16;
+		idle *n = realloc(p->idle, (size_t)cap * sizeof *n);
+		if (!n)
+			return -1;
+		p->idle = n;
+		p->cap_idle = cap;
+	}
+	p->idle[p->n_idle++] = *e;
+	return 0;
+}
+
+/* A kept runner still answers (a teardown with nothing set up is a no-op for it). */
+static int healthy(st_runner *r)
+{
+	if (!r->alive)
+		return 0;
+	json_t *req = json_pack("{s:s}", "op", "teardown"), *rep = NULL;
+	st_err e;
+	int ok = st_runner_call(r, req, -1, &rep, 5, &e) == ST_OK &&
+	         json_is_true(json_object_get(rep, "ok"));
+	json_decref(req);
+	json_decref(rep);
+	return ok;
+}
+
+static void *spare_thread(void *arg)
+{
+	st_runner_pool *p = arg;
+	pthread_mutex_lock(&p->mu);
+	while (!p->stopping) {
+		int k = -1;
+		for (int i = 0; i < p->n_kinds && k < 0; i++)
+			if (spares_of(p, i) + p->kinds[i].starting < p->spares)
+				k = i;
+		if (k < 0) {
+			pthread_cond_wait(&p->wake, &p->mu);
+			continue;
+		}
+		kind x = p->kinds[k];
+		p->kinds[k].starting++;
+		pthread_mutex_unlock(&p->mu);
+		idle e = {.kind = k};
+		st_err err;
+		if (x.gpu_lock)
+			pthread_rwlock_rdlock(x.gpu_lock); /* it opens the device: not while one measures */
+		int ok = !st_runner_start(&e.r, x.backend, "spare", x.flags,
+		                          x.devices[0] ? x.devices : NULL, &err) &&
+		         !st_runner_hello(&e.r, 120, &err);
+		if (x.gpu_lock)
+			pthread_rwlock_unlock(x.gpu_lock);
+		pthread_mutex_lock(&p->mu);
+		p->kinds[k].starting--;
+		e.since = now_s();
+		if (ok && !p->stopping && !push(p, &e)) {
+			p->stats.started++;
+			continue;
+		}
+		pthread_mutex_unlock(&p->mu);
+		st_runner_stop(&e.r);
+		if (!ok) { /* a device that refuses runners: do not spin on it */
+			struct timespec ts = {1, 0};
+			nanosleep(&ts, NULL);
+		}
+		pthread_mutex_lock(&p->mu);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+st_runner_pool *st_runner_pool_new(int spares, int max_loaded)
+{
+	st_runner_pool *p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->wake, NULL);
+	p->spares = spares < 0 ? 0 : spares;
+	p->max_loaded = max_loaded < 0 ? 0 : max_loaded;
+	p->thread_started = p->spares > 0 && pthread_create(&p->thread, NULL, spare_thread, p) == 0;
+	return p;
+}
+
+void st_runner_pool_free(st_runner_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stopping = 1;
+	pthread_cond_broadcast(&p->wake);
+	pthread_mutex_unlock(&p->mu);
+	if (p->thread_started)
+		pthread_join(p->thread, NULL);
+	for (int i = 0; i < p->n_idle; i++)
+		st_runner_quit(&p->idle[i].r); /* all first: their device teardowns overlap */
+	for (int i = 0; i < p->n_idle; i++) {
+		st_runner_stop(&p->idle[i].r);
+		free(p->idle[i].key);
+	}
+	free(p->idle);
+	pthread_cond_destroy(&p->wake);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+/* Take the first idle runner that `match` accepts, check it answers, label it: 1, or 0. */
+static int take(st_runner_pool *p, int kind_index, const char *key, const char *label,
+                st_runner *r, long *hits, long *misses)
+{
+	for (;;) {
+		idle e;
+		int found = 0;
+		pthread_mutex_lock(&p->mu);
+		for (int i = 0; i < p->n_idle && !found; i++) {
+			idle *x = &p->idle[i];
+			if (key ? (x->key && !strcmp(x->key, key)) : (!x->key && x->kind == kind_index)) {
+				take_at(p, i, &e);
+				found = 1;
+			}
+		}
+		if (!found)
+			++*misses;
+		pthread_cond_signal(&p->wake); /* a spare gone: start another */
+		pthread_mutex_unlock(&p->mu);
+		if (!found)
+			return 0;
+		free(e.key);
+		if (!healthy(&e.r)) {
+			st_runner_stop(&e.r);
+			continue;
+		}
+		pthread_mutex_lock(&p->mu);
+		++*hits;
+		pthread_mutex_unlock(&p->mu);
+		snprintf(e.r.label, sizeof e.r.label, "%s", label);
+		*r = e.r;
+		return 1;
+	}
+}
+
+int st_runner_pool_take_spare(st_runner_pool *p, const char *backend, int flags,
+                              const char *devices, pthread_rwlock_t *gpu_lock, const char *label,
+                              st_runner *r)
+{
+	if (!p || !p->spares)
+		return 0;
+	pthread_mutex_lock(&p->mu);
+	int k = add_kind(p, backend, flags, devices, gpu_lock);
+	pthread_cond_signal(&p->wake);
+	pthread_mutex_unlock(&p->mu);
+	return k >= 0 && take(p, k, NULL, label, r, &p->stats.spare_hits, &p->stats.spare_misses);
+}
+
+int st_runner_pool_take_loaded(st_runner_pool *p, const char *key, const char *label,
+                               st_runner *r)
+{
+	if (!p || !p->max_loaded || !key)
+		return 0;
+	return take(p, -1, key, label, r, &p->stats.loaded_hits, &p->stats.loaded_misses);
+}
+
+void st_runner_pool_give(st_runner_pool *p, st_runner *r, const char *backend, int flags,
+                         const char *devices, const char *key)
+{
+	idle e = {.r = *r, .since = now_s()};
+	memset(r, 0, sizeof *r);
+	r->sock = -1;
+	r->pid = -1;
+	idle evict = {.kind = -1};
+	int keep = 0;
+	pthread_mutex_lock(&p->mu);
+	e.kind = add_kind(p, backend, flags, devices, NULL);
+	if (!p->stopping && e.kind >= 0 && (key ? p->max_loaded > 0 : spares_of(p, e.kind) < p->spares)) {
+		e.key = key ? strndup(key, KEY_MAX) : NULL;
+		keep = (!key || e.key) && !push(p, &e);
+		if (!keep)
+			free(e.key);
+	}
+	/* Too many loaded: the least recently used one goes. */
+	int loaded = 0, oldest = -1;
+	for (int i = 0; i < p->n_idle; i++)
+		if (p->idle[i].key) {
+			loaded++;
+			if (oldest < 0 || p->idle[i].since < p->idle[oldest].since)
+				oldest = i;
+		}
+	if (loaded > p->max_loaded && oldest >= 0)
+		take_at(p, oldest, &evict);
+	pthread_mutex_unlock(&p->mu);
+	if (!keep)
+		st_runner_stop(&e.r);
+	if (evict.kind >= 0) {
+		free(evict.key);
+		st_runner_stop(&evict.r);
+	}
+}
+
+void st_runner_pool_stats_get(st_runner_pool *p, st_runner_pool_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	*out = p->stats;
+	for (int i = 0; i < p->n_idle; i++) {
+		if (p->idle[i].key)
+			out->loaded++;
+		else
+			out->spares++;
+	}
+	pthread_mutex_unlock(&p->mu);
+}
