@@ -34,9 +34,6 @@ int rb_poison(void *dst, size_t bytes, char *err, size_t len);
 /* Wait for all device work and report any fault (sticky errors included). 0 when clean;
  * otherwise *fatal says whether the device context is lost and the runner must exit. */
 int rb_check(const char *after, int *fatal, char *err, size_t len);
-/* Make host memory fast to copy to and from (pinning); failure is harmless. */
-void rb_host_register(void *p, size_t bytes);
-void rb_host_unregister(void *p);
 
 typedef int (*rb_run_fn)(void *arg);
 /* One timed sample: flush the last-level cache, time fn on the stream, sync the whole device,

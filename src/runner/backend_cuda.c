@@ -194,18 +194,6 @@ int rb_check(const char *after, int *fatal, char *err, size_t len)
 	return -1;
 }
 
-void rb_host_register(void *p, size_t bytes)
-{
-	if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) != cudaSuccess)
-		cudaGetLastError(); /* pageable copies still work, only slower */
-}
-
-void rb_host_unregister(void *p)
-{
-	if (cudaHostUnregister(p) != cudaSuccess)
-		cudaGetLastError();
-}
-
 int rb_time_sample(rb_run_fn fn, void *arg, st_sample *s, char *err, size_t len)
 {
 	/* Wait for the flush, and for the fresh inputs queued before it, so that the host wall time

@@ -134,17 +134,6 @@ int rb_check(const char *after, int *fatal, char *err, size_t len)
 	return 0;
 }
 
-void rb_host_register(void *p, size_t bytes)
-{
-	(void)p;
-	(void)bytes;
-}
-
-void rb_host_unregister(void *p)
-{
-	(void)p;
-}
-
 int rb_time_sample(rb_run_fn fn, void *arg, st_sample *s, char *err, size_t len)
 {
 	(void)err;

@@ -181,10 +181,8 @@ static void teardown(void)
 		free(R.size_names[i]);
 	free(R.size_names);
 	free(R.size_values);
-	if (R.shm) {
-		rb_host_unregister(R.shm);
+	if (R.shm)
 		munmap(R.shm, R.shm_len);
-	}
 	R.params = NULL;
 	R.staging = NULL;
 	R.in_init = NULL;
@@ -313,7 +311,9 @@ static json_t *op_setup(json_t *req, int fd)
 		seterr("mmap of %zu shared bytes: %s", R.shm_len, strerror(errno));
 		return reply_fail("harness", g_err);
 	}
-	rb_host_register(R.shm, R.shm_len);
+	/* Not pinned (cudaHostRegister): pinning and unpinning the block for every size set cost
+	 * more than the few faster copies it buys, and they serialise in the driver with the other
+	 * GPUs' verifies (stitch serve, several GPUs). */
 
 	json_t *params = json_object_get(req, "params");
 	if (make_tensors(params, &R.params, &R.n_params))

@@ -23,7 +23,7 @@ typedef struct st_serve_opts {
 	int compilers;             /* compile pool threads (default: half the online CPUs) */
 	int keep_runners;          /* runners of references and experts kept loaded between
 	                              requests, with spare runners started ahead for the rest
-	                              (src/verify/runner_pool.h; default 16); 0: none, every verify
+	                              (src/verify/runner_pool.h; default 48); 0: none, every verify
 	                              starts and stops its own */
 	int queue_max;             /* admitted and unanswered requests at most (default 256) */
 	size_t body_max;           /* request body limit in bytes (default 1 MiB) */

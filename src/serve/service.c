@@ -313,6 +313,14 @@ static void *worker_main(void *arg)
 		o.devices = s->devices[w->index][0] ? s->devices[w->index] : NULL;
 		o.gpu_lock = s->gpu_of[w->index] >= 0 ? &s->gpu_locks[s->gpu_of[w->index]] : NULL;
 		o.runner_pool = s->pool;
+		/* The arch the compile pool built for: known, the verify compiles before it takes
+		 * runners, and finds the kept ones by what it compiled. */
+		char known_arch[32];
+		pthread_mutex_lock(&s->mu);
+		snprintf(known_arch, sizeof known_arch, "%s", s->arch);
+		pthread_mutex_unlock(&s->mu);
+		if (!o.arch && known_arch[0] && !strcmp(o.backend, "cuda"))
+			o.arch = known_arch;
 		o.progress = NULL;
 		request_options(j->req, &o);
 		json_t *verdict = NULL;
@@ -900,9 +908,10 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		st = st_serve_store_open(o->db_path, &s->store, err);
 	if (!st)
 		st = probe_devices(s, err);
-	/* One spare per worker of a GPU: each verify takes one fresh runner (its candidate's) */
+	/* Two spares per worker of a GPU: a verify takes one fresh runner for its candidate (and,
+	 * for a task not seen lately, one per baseline, which go back once loaded ones turn up). */
 	if (!st && o->keep_runners > 0 &&
-	    !(s->pool = st_runner_pool_new(o->per_gpu > 0 ? o->per_gpu : 1, o->keep_runners)))
+	    !(s->pool = st_runner_pool_new(2 * (o->per_gpu > 0 ? o->per_gpu : 1), o->keep_runners)))
 		st = st_err_set(err, ST_E_NOMEM, "serve: out of memory");
 	if (st) {
 		st_service_stop(s);

@@ -9,6 +9,7 @@
 
 #define POOL_KINDS 16
 #define KEY_MAX 8600
+#define SPARES_AT_ONCE 8
 
 typedef struct idle {
 	st_runner r;
@@ -113,44 +114,67 @@ static int healthy(st_runner *r)
 	return ok;
 }
 
+/* Start every spare a kind lacks at once (a start is mostly waiting for the device, and a
+ * service takes them faster than one at a time can follow), then read their hellos. */
+static void start_spares(st_runner_pool *p, int k, int n)
+{
+	kind x = p->kinds[k];
+	idle e[SPARES_AT_ONCE];
+	int started[SPARES_AT_ONCE] = {0}, failed = 0;
+	st_err err;
+	if (x.gpu_lock)
+		pthread_rwlock_rdlock(x.gpu_lock); /* they open the device: not while one measures */
+	for (int i = 0; i < n; i++) {
+		memset(&e[i], 0, sizeof e[i]);
+		e[i].kind = k;
+		started[i] = !st_runner_start(&e[i].r, x.backend, "spare", x.flags,
+		                              x.devices[0] ? x.devices : NULL, &err);
+	}
+	for (int i = 0; i < n; i++)
+		if (started[i] && st_runner_hello(&e[i].r, 120, &err))
+			started[i] = 0;
+	if (x.gpu_lock)
+		pthread_rwlock_unlock(x.gpu_lock);
+	pthread_mutex_lock(&p->mu);
+	p->kinds[k].starting -= n;
+	for (int i = 0; i < n; i++) {
+		e[i].since = now_s();
+		if (started[i] && !p->stopping && !push(p, &e[i])) {
+			p->stats.started++;
+			started[i] = 2; /* kept */
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 0; i < n; i++) {
+		failed |= !started[i];
+		if (started[i] != 2)
+			st_runner_stop(&e[i].r);
+	}
+	if (failed) { /* a device that refuses runners: do not spin on it */
+		struct timespec ts = {1, 0};
+		nanosleep(&ts, NULL);
+	}
+}
+
 static void *spare_thread(void *arg)
 {
 	st_runner_pool *p = arg;
 	pthread_mutex_lock(&p->mu);
 	while (!p->stopping) {
-		int k = -1;
-		for (int i = 0; i < p->n_kinds && k < 0; i++)
-			if (spares_of(p, i) + p->kinds[i].starting < p->spares)
+		int k = -1, n = 0;
+		for (int i = 0; i < p->n_kinds && k < 0; i++) {
+			n = p->spares - spares_of(p, i) - p->kinds[i].starting;
+			if (n > 0)
 				k = i;
+		}
 		if (k < 0) {
 			pthread_cond_wait(&p->wake, &p->mu);
 			continue;
 		}
-		kind x = p->kinds[k];
-		p->kinds[k].starting++;
+		n = n < SPARES_AT_ONCE ? n : SPARES_AT_ONCE;
+		p->kinds[k].starting += n;
 		pthread_mutex_unlock(&p->mu);
-		idle e = {.kind = k};
-		st_err err;
-		if (x.gpu_lock)
-			pthread_rwlock_rdlock(x.gpu_lock); /* it opens the device: not while one measures */
-		int ok = !st_runner_start(&e.r, x.backend, "spare", x.flags,
-		                          x.devices[0] ? x.devices : NULL, &err) &&
-		         !st_runner_hello(&e.r, 120, &err);
-		if (x.gpu_lock)
-			pthread_rwlock_unlock(x.gpu_lock);
-		pthread_mutex_lock(&p->mu);
-		p->kinds[k].starting--;
-		e.since = now_s();
-		if (ok && !p->stopping && !push(p, &e)) {
-			p->stats.started++;
-			continue;
-		}
-		pthread_mutex_unlock(&p->mu);
-		st_runner_stop(&e.r);
-		if (!ok) { /* a device that refuses runners: do not spin on it */
-			struct timespec ts = {1, 0};
-			nanosleep(&ts, NULL);
-		}
+		start_spares(p, k, n);
 		pthread_mutex_lock(&p->mu);
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -259,7 +283,13 @@ void st_runner_pool_give(st_runner_pool *p, st_runner *r, const char *backend, i
 	int keep = 0;
 	pthread_mutex_lock(&p->mu);
 	e.kind = add_kind(p, backend, flags, devices, NULL);
-	if (!p->stopping && e.kind >= 0 && (key ? p->max_loaded > 0 : spares_of(p, e.kind) < p->spares)) {
+	/* Of one key, as many as the spares of a kind (a GPU's workers) can use at once. */
+	int same = 0;
+	for (int i = 0; key && i < p->n_idle; i++)
+		same += p->idle[i].key && !strcmp(p->idle[i].key, key);
+	if (!p->stopping && e.kind >= 0 &&
+	    (key ? p->max_loaded > 0 && same < (p->spares > 1 ? p->spares : 1)
+	         : spares_of(p, e.kind) < p->spares)) {
 		e.key = key ? strndup(key, KEY_MAX) : NULL;
 		keep = (!key || e.key) && !push(p, &e);
 		if (!keep)

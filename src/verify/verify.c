@@ -120,6 +120,8 @@ typedef struct vctx {
 	int gpu_held;          /* GPU_FREE, GPU_SHARED or GPU_EXCLUSIVE: this verify's hold on
 	                        * o->gpu_lock */
 	double gpu_wait_s;     /* time spent waiting for it */
+	double wait_mark;      /* gpu_wait_s at the last phase mark */
+	json_t *gpu_waits;     /* per phase, the part of it spent waiting for the GPU */
 } vctx;
 
 static double now_s(void)
@@ -237,6 +239,13 @@ static void phase(vctx *v, const char *name)
 	json_t *cur = json_object_get(v->phases, name);
 	json_object_set_new(v->phases, name, json_real(json_number_value(cur) + t - v->t_mark));
 	v->t_mark = t;
+	/* and how much of it went to waiting for the GPU, where other verifies share it */
+	if (v->o->gpu_lock && v->gpu_wait_s > v->wait_mark) {
+		json_t *w = json_object_get(v->gpu_waits, name);
+		json_object_set_new(v->gpu_waits, name,
+		                    json_real(json_number_value(w) + v->gpu_wait_s - v->wait_mark));
+		v->wait_mark = v->gpu_wait_s;
+	}
 }
 
 static void flag(vctx *v, const char *name)
@@ -1606,27 +1615,72 @@ static int pooling(const vctx *v)
 	return v->o->runner_pool && !v->o->under_ncu;
 }
 
-/* A trusted solution whose module (and task hooks) a kept runner already has loaded: that runner
+/* The key a kept runner of compiled trusted solution i has in the pool; 0 when it has none. */
+static int pool_key_of(vctx *v, int i)
+{
+	sol *so = &v->sols[i];
+	if (!pooling(v) || !so->trusted || so->stored || !so->cr.ok || !so->cr.so_path[0] ||
+	    (so->flags & ST_RUNNER_NCU))
+		return 0;
+	char key[sizeof so->pool_key];
+	snprintf(key, sizeof key, "%s|%d|%s|%s|%s", v->o->backend, so->flags,
+	         v->o->devices ? v->o->devices : "", so->cr.so_path, v->hooks_so);
+	memcpy(so->pool_key, key, sizeof key);
+	return 1;
+}
+
+/* Trusted solutions whose module (and task hooks) a kept runner already has loaded: that runner
  * replaces the spare or fresh one this verify started for it, which goes back to the pool. */
 static void swap_in_loaded(vctx *v)
 {
-	if (!pooling(v))
-		return;
 	for (int i = 0; i < v->n_sols; i++) {
 		sol *so = &v->sols[i];
-		if (!so->trusted || so->stored || !so->cr.ok || !so->cr.so_path[0] ||
-		    (so->flags & ST_RUNNER_NCU))
-			continue;
-		snprintf(so->pool_key, sizeof so->pool_key, "%s|%d|%s|%s|%s", v->o->backend, so->flags,
-		         v->o->devices ? v->o->devices : "", so->cr.so_path, v->hooks_so);
 		st_runner kept;
-		if (!st_runner_pool_take_loaded(v->o->runner_pool, so->pool_key, role_of(v, i), &kept))
+		if (!pool_key_of(v, i) ||
+		    !st_runner_pool_take_loaded(v->o->runner_pool, so->pool_key, role_of(v, i), &kept))
 			continue;
 		st_runner_pool_give(v->o->runner_pool, &so->runner, v->o->backend, so->flags,
 		                    v->o->devices, NULL);
 		so->runner = kept;
 		so->loaded = 1;
 	}
+}
+
+/* A runner per solution: a kept one with it loaded (`compiled`: the modules are known), else a
+ * spare from the pool, else a fresh start; then the fresh ones' hellos, read together. */
+static st_status acquire_runners(vctx *v, int compiled, st_err *err)
+{
+	const st_verify_opts *o = v->o;
+	for (int i = 0; i < v->n_sols; i++) {
+		sol *so = &v->sols[i];
+		so->flags = (o->no_sandbox ? 0 : ST_RUNNER_SANDBOX) |
+		            (i == v->cand && profiling(v) ? ST_RUNNER_PROFILE : 0) |
+		            (i == v->cand && o->under_ncu ? ST_RUNNER_NCU : 0);
+		so->loaded = so->from_pool =
+			compiled && pool_key_of(v, i) &&
+			st_runner_pool_take_loaded(o->runner_pool, so->pool_key, role_of(v, i),
+			                           &so->runner);
+		if (!so->from_pool)
+			so->from_pool = pooling(v) &&
+			                st_runner_pool_take_spare(o->runner_pool, o->backend, so->flags,
+			                                          o->devices, o->gpu_lock, role_of(v, i),
+			                                          &so->runner);
+		if (!so->from_pool) {
+			st_status s = st_runner_start(&so->runner, o->backend, role_of(v, i), so->flags,
+			                              o->devices, err);
+			if (s)
+				return s;
+		}
+		so->started = 1;
+	}
+	for (int i = 0; i < v->n_sols; i++) {
+		if (v->sols[i].from_pool)
+			continue;
+		st_status s = st_runner_hello(&v->sols[i].runner, 120, err);
+		if (s)
+			return s;
+	}
+	return ST_OK;
 }
 
 /* After the verify: a healthy runner goes back to the pool when what it ran can be trusted: a
@@ -1670,31 +1724,21 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	 * what the task's policy allows. The benchmark, which runs the shipped experts, says otherwise. */
 	v->sols[v->cand].trusted = o->candidate_trusted;
 
-	gpu_use(v); /* the runners open the device */
-	for (int i = 0; i < v->n_sols; i++) {
-		sol *so = &v->sols[i];
-		so->flags = (o->no_sandbox ? 0 : ST_RUNNER_SANDBOX) |
-		            (i == v->cand && profiling(v) ? ST_RUNNER_PROFILE : 0) |
-		            (i == v->cand && o->under_ncu ? ST_RUNNER_NCU : 0);
-		so->from_pool = pooling(v) &&
-		                st_runner_pool_take_spare(o->runner_pool, o->backend, so->flags,
-		                                          o->devices, o->gpu_lock, role_of(v, i),
-		                                          &so->runner);
-		if (!so->from_pool) {
-			s = st_runner_start(&so->runner, o->backend, role_of(v, i), so->flags, o->devices,
-			                    err);
-			if (s)
-				return s;
-		}
-		so->started = 1;
-	}
-	for (int i = 0; i < v->n_sols; i++) {
-		if (v->sols[i].from_pool)
-			continue;
-		s = st_runner_hello(&v->sols[i].runner, 120, err);
-		if (s)
+	/* With kept runners and the arch known (stitch serve), compile first: what is compiled names
+	 * the loaded runners to look for, and compiling is a cache hit there anyway. Otherwise the
+	 * runners start while nvcc works. */
+	const char *known_arch = o->arch ? o->arch : host ? "host" : NULL;
+	int compile_first = pooling(v) && known_arch;
+	if (compile_first) {
+		json_object_set_new(v->verdict, "arch", json_string(known_arch));
+		s = compile_all(v, known_arch, err);
+		phase(v, "compile");
+		if (s || v->verdict_final)
 			return s;
 	}
+	gpu_use(v); /* the runners open the device */
+	if ((s = acquire_runners(v, compile_first, err)))
+		return s;
 	phase(v, "start");
 	const json_t *info = v->sols[v->ref].runner.info;
 	json_object_set(v->verdict, "device", (json_t *)info);
@@ -1707,13 +1751,15 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	json_object_set_new(v->verdict, "arch", json_string(arch ? arch : "?"));
 	progress(v, "device: %s (%s)", json_string_value(json_object_get(info, "device")), arch);
 
-	gpu_idle(v);
-	s = compile_all(v, arch, err);
-	phase(v, "compile");
-	if (s || v->verdict_final)
-		return s;
-	gpu_use(v); /* loading a module allocates on the device */
-	swap_in_loaded(v);
+	if (!compile_first) {
+		gpu_idle(v);
+		s = compile_all(v, arch, err);
+		phase(v, "compile");
+		if (s || v->verdict_final)
+			return s;
+		gpu_use(v); /* loading a module allocates on the device */
+		swap_in_loaded(v);
+	}
 
 	for (int i = 0; i < v->n_sols; i++) {
 		if (v->sols[i].stored || v->sols[i].loaded)
@@ -2005,6 +2051,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	v.seed_state = o->seed;
 	v.t_start = v.t_mark = now_s();
 	v.phases = json_object();
+	v.gpu_waits = json_object();
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	v.threads = o->threads > 0 ? o->threads : cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
 	v.verdict = json_pack("{s:s,s:s,s:s,s:s}", "status", "ok", "reason", "", "task", task.id,
@@ -2044,8 +2091,12 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 		phase(&v, "ncu");
 	}
 	json_object_set_new(v.verdict, "phases_s", v.phases);
-	if (o->gpu_lock) /* inside the phases: waiting for other verifies to finish measuring */
+	if (o->gpu_lock) { /* inside the phases: waiting for other verifies to finish measuring */
 		json_object_set_new(v.verdict, "gpu_wait_s", json_real(v.gpu_wait_s));
+		json_object_set_new(v.verdict, "gpu_wait_by_phase_s", v.gpu_waits);
+	} else {
+		json_decref(v.gpu_waits);
+	}
 	json_object_set_new(v.verdict, "wall_s", json_real(now_s() - v.t_start));
 	if (o->params_path)
 		json_object_set_new(v.verdict, "params_file", json_string(o->params_path));
