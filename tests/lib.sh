@@ -65,3 +65,15 @@ finish() {
 	echo "$PASSED passed, $FAILED failed"
 	[ "$FAILED" -eq 0 ]
 }
+
+# wait_for SECONDS COMMAND...: until the command succeeds (polling every 0.05 s); non-zero on
+# time-out.
+wait_for() {
+	local n=$(($1 * 20))
+	shift
+	for _ in $(seq "$n"); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	return 1
+}

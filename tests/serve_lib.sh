@@ -100,14 +100,3 @@ metric() {
 	awk -v k="$1" '$1 == k { print $2 }' "$WORK/metrics.body"
 }
 
-# wait_for SECONDS COMMAND...: until the command succeeds (polling every 0.05 s); non-zero on
-# time-out.
-wait_for() {
-	local n=$(($1 * 20))
-	shift
-	for _ in $(seq "$n"); do
-		"$@" && return 0
-		sleep 0.05
-	done
-	return 1
-}

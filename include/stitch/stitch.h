@@ -58,6 +58,10 @@ typedef struct st_verify_opts {
 } st_verify_opts;
 
 void st_verify_opts_default(st_verify_opts *o);
+/* A request's options over o (stitch serve, the queue's jobs): {"sets": "small,eval", "seeds": N,
+ * "timing": bool, "profile": bool}; absent ones leave o as it is. Strings stay owned by
+ * `options`, which must outlive o's use. */
+void st_verify_opts_apply(st_verify_opts *o, const json_t *options);
 
 /* Verify `solution` against the task in `task_dir`. Every outcome of the candidate (compile
  * error, crash, hang, wrong answer) is a verdict with ST_OK. ST_E_INVALID for bad input (the

@@ -22,6 +22,8 @@ static const struct st_cmd commands[] = {
 	{"redteam", cmd_redteam, "verify every red-team exploit and check it is caught"},
 	{"export", cmd_export, "write RL training datasets (verl, TRL) from the suite and solve runs"},
 	{"import", cmd_import, "turn a KernelBench PyTorch program into a task with stored outputs"},
+	{"worker", cmd_worker, "take verify jobs from a Redis queue and answer them (one per host)"},
+	{"queue", cmd_queue, "submit verify jobs to the Redis queue, or show its state"},
 	{"serve", cmd_serve, "serve verify and reward over HTTP for RL trainers (queue, SQLite, metrics)"},
 };
 

@@ -13,6 +13,7 @@ typedef enum st_status {
 	ST_E_SYSTEM,   /* a system call failed for a reason that is not the user's */
 	ST_E_TIMEOUT,
 	ST_E_NODEVICE, /* no usable GPU */
+	ST_E_BUSY,     /* a bounded queue is full: wait and try again */
 } st_status;
 
 typedef struct st_err {

@@ -280,20 +280,6 @@ static void *compile_main(void *arg)
 /* ---- the workers -------------------------------------------------------------------------- */
 
 /* The request's "options" on top of the service's verify options (validated at admission). */
-static void request_options(const json_t *req, st_verify_opts *o)
-{
-	const json_t *opt = json_object_get(req, "options");
-	const char *sets = json_string_value(json_object_get(opt, "sets"));
-	if (sets)
-		o->sets = sets;
-	if (json_is_integer(json_object_get(opt, "seeds")))
-		o->seeds = (int)json_integer_value(json_object_get(opt, "seeds"));
-	if (json_is_boolean(json_object_get(opt, "timing")))
-		o->timing = json_is_true(json_object_get(opt, "timing"));
-	if (json_is_boolean(json_object_get(opt, "profile")))
-		o->profile = json_is_true(json_object_get(opt, "profile"));
-}
-
 static void finish_reward(st_service *s, job *j, const st_rubric *rubric)
 {
 	json_t *r = st_reward_combine(j->verdict, rubric, j->skill, &s->o.reward);
@@ -322,7 +308,7 @@ static void *worker_main(void *arg)
 		if (!o.arch && known_arch[0] && !strcmp(o.backend, "cuda"))
 			o.arch = known_arch;
 		o.progress = NULL;
-		request_options(j->req, &o);
+		st_verify_opts_apply(&o, json_object_get(j->req, "options"));
 		json_t *verdict = NULL;
 		st_err e;
 		st_status st = st_verify(j->task_dir, j->path, &o, &verdict, &e);

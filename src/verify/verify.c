@@ -208,6 +208,19 @@ void st_verify_opts_default(st_verify_opts *o)
 	st_stop_rule_default(&o->stop);
 }
 
+void st_verify_opts_apply(st_verify_opts *o, const json_t *opt)
+{
+	const char *sets = json_string_value(json_object_get(opt, "sets"));
+	if (sets)
+		o->sets = sets;
+	if (json_is_integer(json_object_get(opt, "seeds")))
+		o->seeds = (int)json_integer_value(json_object_get(opt, "seeds"));
+	if (json_is_boolean(json_object_get(opt, "timing")))
+		o->timing = json_is_true(json_object_get(opt, "timing"));
+	if (json_is_boolean(json_object_get(opt, "profile")))
+		o->profile = json_is_true(json_object_get(opt, "profile"));
+}
+
 /* Profiles come from CUPTI: the CUDA backend only. */
 static int profiling(const vctx *v)
 {

@@ -8,12 +8,9 @@ BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
 FAKE=$(dirname "$STITCH")/tests/fake-llm
-# The GPU machine may lack libmicrohttpd: a copy extracted from the Debian package can travel in
-# .carry/mhd (apt-get download libmicrohttpd12 && dpkg -x ...).
+# The GPU machine may lack libmicrohttpd: scripts/carry-libs.sh finds the carried copy.
 starts() { "$FAKE" --help 2>&1 | grep -q '^usage: fake-llm'; }
-if ! starts; then
-	export LD_LIBRARY_PATH="$STITCH_SRC/.carry/mhd/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+source "$STITCH_SRC/scripts/carry-libs.sh"
 if ! starts; then
 	echo "SKIP: the fake LLM server does not start here ($("$FAKE" --help 2>&1 | head -n 1))"
 	exit 77
