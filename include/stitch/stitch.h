@@ -59,8 +59,9 @@ typedef struct st_verify_opts {
 
 void st_verify_opts_default(st_verify_opts *o);
 /* A request's options over o (stitch serve, the queue's jobs): {"sets": "small,eval", "seeds": N,
- * "timing": bool, "profile": bool}; absent ones leave o as it is. Strings stay owned by
- * `options`, which must outlive o's use. */
+ * "timing": bool, "profile": bool, and for the queue's sweeps "min_time_ms", "max_rse",
+ * "max_samples"}; absent ones leave o as it is. Strings stay owned by `options`, which must
+ * outlive o's use. (stitch serve accepts the first four from its clients.) */
 void st_verify_opts_apply(st_verify_opts *o, const json_t *options);
 
 /* Verify `solution` against the task in `task_dir`. Every outcome of the candidate (compile

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "store/bench.h"
+#include "queue/sweep.h"
 #include "store/sweep.h"
 #include "cli.h"
 #include "common/fs.h"
@@ -49,6 +50,11 @@ static void usage(FILE *f)
 	        "  --no-db          do not record the run\n"
 	        "  --compare A B    compare two recorded runs (ids, 'last' or 'last~N') and exit\n"
 	        "  --jobs N         compile workers ahead of the GPU (default: online CPUs)\n"
+	        "  --queue URL      run the sweep on the `stitch worker`s of a Redis queue\n"
+	        "                   (redis://HOST:PORT) instead of this machine: every job is\n"
+	        "                   submitted at once, the results gathered in order (docs/queue.md)\n"
+	        "  --queue-arch A   the arch whose workers take the jobs (default: --arch, else\n"
+	        "                   sm_90a; host with --backend host)\n"
 	        "  --verbose        the verifier's progress lines for every task\n" ST_VERIFY_OPTS_HELP
 	        "\nA task the verifier cannot run (a broken task file or baseline) gets status 'error'\n"
 	        "and the run goes on.\n"
@@ -58,7 +64,7 @@ static void usage(FILE *f)
 }
 
 typedef struct bench_args {
-	const char *solutions, *glob, *baseline, *report, *db, *cmp[2];
+	const char *solutions, *glob, *baseline, *report, *db, *cmp[2], *queue, *queue_arch;
 	int tier, format, no_db, jobs, verbose, quiet;
 } bench_args;
 
@@ -93,7 +99,7 @@ static int parse(int argc, char **argv, bench_args *a, st_verify_opts *o)
 			a->cmp[1] = argv[++i];
 		} else if (!strcmp(x, "--solutions") || !strcmp(x, "--task") || !strcmp(x, "--baseline") ||
 		           !strcmp(x, "--report") || !strcmp(x, "--db") || !strcmp(x, "--tier") ||
-		           !strcmp(x, "--jobs")) {
+		           !strcmp(x, "--jobs") || !strcmp(x, "--queue") || !strcmp(x, "--queue-arch")) {
 			if (!need_value(argc, argv, i))
 				return ST_EXIT_USAGE;
 			const char *v = argv[++i];
@@ -107,6 +113,10 @@ static int parse(int argc, char **argv, bench_args *a, st_verify_opts *o)
 				a->report = v;
 			else if (!strcmp(x, "--db"))
 				a->db = v;
+			else if (!strcmp(x, "--queue"))
+				a->queue = v;
+			else if (!strcmp(x, "--queue-arch"))
+				a->queue_arch = v;
 			else {
 				char *end;
 				long n = strtol(v, &end, 10);
@@ -444,7 +454,11 @@ int cmd_bench(int argc, char **argv)
 	int threads = a.jobs ? a.jobs : cpus < 1 ? 1 : cpus > 16 ? 16 : (int)cpus;
 	progress_state ps = {.t0 = now_s(), .tty = isatty(2), .quiet = a.quiet};
 	st_err err;
-	st_status s = st_bench_sweep(L.jobs, L.n, &o, threads, on_progress, &ps, verdicts, &err);
+	const char *qarch = a.queue_arch ? a.queue_arch : o.arch ? o.arch : host ? "host" : "sm_90a";
+	st_status s = a.queue ? st_queue_sweep(a.queue, qarch, L.jobs, L.n, &o, o.candidate_trusted,
+	                                       on_progress, &ps, verdicts, &err)
+	                      : st_bench_sweep(L.jobs, L.n, &o, threads, on_progress, &ps, verdicts,
+	                                       &err);
 	if (s == ST_E_NODEVICE) {
 		st_cli_error("%s\nstitch bench times the suite on the local GPU and found none; "
 		             "'stitch bench --backend host' runs the host versions on the CPU", err.msg);

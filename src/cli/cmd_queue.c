@@ -16,7 +16,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: stitch queue submit --queue URL [--arch A] [--options JSON] [--wait]\n"
-	        "                           [--timeout S] [--max-pending N] TASK FILE...\n"
+	        "                           [--timeout S] [--max-pending N] [--trusted] TASK FILE...\n"
 	        "       stitch queue status --queue URL [--json]\n\n"
 	        "submit: one verify job per FILE (its code, the task id, the arch that must run it,\n"
 	        "the options) onto the Redis queue that `stitch worker`s read. A job already answered\n"
@@ -32,6 +32,9 @@ static void usage(FILE *f)
 	        "  --options JSON   verify options of the jobs, e.g. '{\"sets\": \"small\", \"seeds\": 1,\n"
 	        "                   \"timing\": false}'\n"
 	        "  --wait           wait for every result and print it\n"
+	        "  --trusted        verify as a shipped solution (linking what the task's own\n"
+	        "                   solutions link); workers accept it only for code that is one of\n"
+	        "                   the task's reference or expert files, byte for byte\n"
 	        "  --timeout S      with --wait: per job (default 3600)\n"
 	        "  --max-pending N  hold back while the stream has N jobs or more (default 10000)\n"
 	        "  --json           status as JSON\n"
@@ -56,7 +59,7 @@ static int open_queue(const char *url, st_queue *q)
 static const char *const state_names[] = {"queued", "already-queued", "answered"};
 
 static int submit(const char *url, const char *arch, json_t *options, int wait, double timeout_s,
-                  long max_pending, const char *task, char **files, int n)
+                  long max_pending, int trusted, const char *task, char **files, int n)
 {
 	st_queue q;
 	int rc = open_queue(url, &q);
@@ -82,6 +85,8 @@ static int submit(const char *url, const char *arch, json_t *options, int wait, 
 		free(code);
 		if (options)
 			json_object_set(job, "options", options);
+		if (trusted)
+			json_object_set_new(job, "trusted", json_true());
 		int state = 0;
 		st_status s;
 		/* A full queue holds the producer back (backpressure), it does not drop the job. */
@@ -178,7 +183,7 @@ int cmd_queue(int argc, char **argv)
 		return argc < 2 ? ST_EXIT_USAGE : ST_EXIT_OK;
 	}
 	const char *verb = argv[1], *url = NULL, *arch = "sm_90a", *opts = NULL;
-	int wait = 0, json = 0;
+	int wait = 0, json = 0, trusted = 0;
 	double timeout_s = 3600, max_pending = 10000;
 	char **pos = calloc((size_t)argc, sizeof *pos);
 	int n_pos = 0, rc = ST_EXIT_OK;
@@ -189,6 +194,8 @@ int cmd_queue(int argc, char **argv)
 		int has = i + 1 < argc;
 		if (!strcmp(a, "--wait"))
 			wait = 1;
+		else if (!strcmp(a, "--trusted"))
+			trusted = 1;
 		else if (!strcmp(a, "--json"))
 			json = 1;
 		else if (!strcmp(a, "--queue") && has)
@@ -222,8 +229,8 @@ int cmd_queue(int argc, char **argv)
 			st_cli_error("queue submit: TASK and at least one FILE");
 			rc = ST_EXIT_USAGE;
 		} else {
-			rc = submit(url, arch, options, wait, timeout_s, (long)max_pending, pos[0], pos + 1,
-			            n_pos - 1);
+			rc = submit(url, arch, options, wait, timeout_s, (long)max_pending, trusted, pos[0],
+			            pos + 1, n_pos - 1);
 		}
 	} else if (!rc && !strcmp(verb, "status")) {
 		rc = n_pos ? (st_cli_error("queue status takes no arguments"), ST_EXIT_USAGE)

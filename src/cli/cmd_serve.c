@@ -27,6 +27,11 @@ static void usage(FILE *f)
 	        "options:\n"
 	        "  --listen HOST:PORT  address (default 127.0.0.1:8421; port 0: any free port)\n"
 	        "  --gpus LIST      cuda: GPU indexes, one worker each (default 0), e.g. 0,1\n"
+	        "  --queue URL      verify on the `stitch worker`s of a Redis queue (redis://HOST:\n"
+	        "                   PORT) instead of this machine's GPUs: same API; --workers N\n"
+	        "                   requests wait on the queue at once (default 32) (docs/queue.md)\n"
+	        "  --queue-arch A   with --queue: the arch whose workers take the jobs (default:\n"
+	        "                   --arch, else sm_90a; host with --backend host)\n"
 	        "  --workers N      host backend: workers (default: online CPUs)\n"
 	        "  --per-gpu N      cuda: workers per GPU (default 1); with more they overlap their\n"
 	        "                   correctness runs and take the GPU alone to time and profile\n"
@@ -94,6 +99,8 @@ int cmd_serve(int argc, char **argv)
 		                 : !strcmp(a, "--spool")         ? &o.spool_dir
 		                 : !strcmp(a, "--judge-model")   ? &o.judge_model
 		                 : !strcmp(a, "--prompts")       ? &o.prompts_dir
+		                 : !strcmp(a, "--queue")         ? &o.queue_url
+		                 : !strcmp(a, "--queue-arch")    ? &o.queue_arch
 		                 : !strcmp(a, "--baseline")      ? &baseline : NULL;
 		double *num = !strcmp(a, "--deadline")   ? &o.deadline_s
 		            : !strcmp(a, "--admit-wait") ? &o.admit_wait_s

@@ -179,10 +179,12 @@ static void key(char *out, const char *kind, const char *name)
 
 void st_queue_job_id(const json_t *job, char id[65])
 {
-	json_t *canon = json_pack("{s:O?,s:O?,s:O?,s:O?,s:O?}", "kind", json_object_get(job, "kind"),
-	                          "task", json_object_get(job, "task"), "arch",
-	                          json_object_get(job, "arch"), "code", json_object_get(job, "code"),
-	                          "options", json_object_get(job, "options"));
+	json_t *canon = json_pack("{s:O?,s:O?,s:O?,s:O?,s:O?,s:O?}", "kind",
+	                          json_object_get(job, "kind"), "task", json_object_get(job, "task"),
+	                          "arch", json_object_get(job, "arch"), "code",
+	                          json_object_get(job, "code"), "options",
+	                          json_object_get(job, "options"), "trusted",
+	                          json_object_get(job, "trusted"));
 	char *text = json_dumps(canon, JSON_SORT_KEYS | JSON_COMPACT);
 	st_sha256_hex(text ? text : "", text ? strlen(text) : 0, id);
 	free(text);

@@ -41,7 +41,8 @@ st_status st_queue_parse_url(const char *url, st_queue *q, st_err *err);
 st_status st_queue_open(const char *url, st_queue *q, st_err *err);
 void st_queue_close(st_queue *q);
 
-/* The content hash that names a job: kind, task, arch, code and options (canonical JSON). */
+/* The content hash that names a job: kind, task, arch, code, options and trusted (canonical
+ * JSON). */
 void st_queue_job_id(const json_t *job, char id[65]);
 
 /* Add job {"kind", "task", "arch", "code", "options"?} unless its result exists (*state 2) or it

@@ -21,6 +21,10 @@ typedef struct st_serve_opts {
 	                              GPU for correctness runs and take it alone to measure
 	                              (st_verify_opts.gpu_lock) */
 	int compilers;             /* compile pool threads (default: half the online CPUs) */
+	const char *queue_url;     /* redis://...: verify on the queue's `stitch worker`s instead of
+	                              here (docs/queue.md); NULL: here */
+	const char *queue_arch;    /* with queue_url: the arch whose workers take the jobs
+	                              (default: verify.arch, else sm_90a; host on the host backend) */
 	int keep_runners;          /* runners of references and experts kept loaded between
 	                              requests, with spare runners started ahead for the rest
 	                              (src/verify/runner_pool.h; default 48); 0: none, every verify

@@ -28,6 +28,7 @@
 #include "verify/peaks.h"
 #include "verify/runner.h"
 #include "verify/runner_pool.h"
+#include "queue/queue.h"
 
 #define ID_MAX 128
 #define MAX_WORKERS 64
@@ -269,8 +270,9 @@ static void *compile_main(void *arg)
 		pthread_mutex_lock(&s->mu);
 		snprintf(arch, sizeof arch, "%s", s->arch);
 		pthread_mutex_unlock(&s->mu);
-		/* Compile errors are the verdict's business; only the cache is filled here. */
-		if (arch[0])
+		/* Compile errors are the verdict's business; only the cache is filled here (the queue's
+		 * workers compile for themselves). */
+		if (arch[0] && !s->o.queue_url)
 			(void)st_verify_precompile(j->task_dir, j->path, &s->o.verify, arch, &e);
 		hand_on(s, &s->qr, j);
 	}
@@ -288,11 +290,53 @@ static void finish_reward(st_service *s, job *j, const st_rubric *rubric)
 	finish(s, j, 200, a);
 }
 
+/* With --queue: the job goes to the queue's workers, and this thread waits for its result. A
+ * connection per thread; the result is the verdict a local verify would have made, or the
+ * worker's error. */
+static st_status verify_on_queue(st_service *s, st_queue *q, int *open, job *j, json_t **verdict,
+                                 st_err *err)
+{
+	if (!*open) {
+		st_status st = st_queue_open(s->o.queue_url, q, err);
+		if (st)
+			return st_err_wrap(err, ST_E_SYSTEM, "the queue");
+		*open = 1;
+	}
+	json_t *job = json_pack("{s:s,s:O,s:s,s:O}", "kind", "verify", "task",
+	                        json_object_get(j->req, "task"), "arch", s->arch, "code",
+	                        json_object_get(j->req, "code"));
+	json_t *opt = json_object_get(j->req, "options");
+	if (opt)
+		json_object_set(job, "options", opt);
+	char id[65];
+	int state;
+	st_status st;
+	while ((st = st_queue_submit(q, job, s->o.queue_max, id, &state, err)) == ST_E_BUSY)
+		usleep(200000);
+	json_decref(job);
+	json_t *result = NULL;
+	if (!st)
+		st = st_queue_wait(q, id, s->o.deadline_s > 0 ? 2 * s->o.deadline_s : 1200, &result, err);
+	if (st)
+		return st_err_wrap(err, ST_E_SYSTEM, "the queue");
+	*verdict = json_incref(json_object_get(result, "verdict"));
+	if (!*verdict) {
+		const char *why = json_string_value(json_object_get(result, "error"));
+		st = st_err_set(err, json_is_true(json_object_get(result, "bad_input")) ? ST_E_INVALID
+		                                                                          : ST_E_SYSTEM,
+		                "%s", why ? why : "the worker answered without a verdict");
+	}
+	json_decref(result);
+	return st;
+}
+
 static void *worker_main(void *arg)
 {
 	worker_arg *w = arg;
 	st_service *s = w->s;
 	job *j;
+	st_queue q;
+	int q_open = 0;
 	while ((j = take(s, &s->qr))) {
 		j->t_start = now_s();
 		st_verify_opts o = s->o.verify;
@@ -311,7 +355,8 @@ static void *worker_main(void *arg)
 		st_verify_opts_apply(&o, json_object_get(j->req, "options"));
 		json_t *verdict = NULL;
 		st_err e;
-		st_status st = st_verify(j->task_dir, j->path, &o, &verdict, &e);
+		st_status st = s->o.queue_url ? verify_on_queue(s, &q, &q_open, j, &verdict, &e)
+		                              : st_verify(j->task_dir, j->path, &o, &verdict, &e);
 		st_serve_metrics_busy(s->metrics, w->index, now_s() - j->t_start);
 		if (st) {
 			json_decref(verdict);
@@ -335,6 +380,8 @@ static void *worker_main(void *arg)
 		else
 			finish_reward(s, j, NULL);
 	}
+	if (q_open)
+		st_queue_close(&q);
 	return NULL;
 }
 
@@ -777,6 +824,20 @@ static char *tasks_text(const char *root, st_err *err)
 
 static st_status parse_gpus(st_service *s, st_err *err)
 {
+	if (s->o.queue_url) { /* threads that wait on the queue's workers, not GPUs */
+		s->n_workers = s->o.workers > 0 ? s->o.workers : 32;
+		if (s->n_workers > MAX_WORKERS)
+			s->n_workers = MAX_WORKERS;
+		for (int i = 0; i < s->n_workers; i++) {
+			s->labels[i] = "queue";
+			s->gpu_of[i] = -1;
+		}
+		const char *a = s->o.queue_arch ? s->o.queue_arch
+		              : s->o.verify.arch ? s->o.verify.arch
+		              : strcmp(s->o.verify.backend, "host") ? "sm_90a" : "host";
+		snprintf(s->arch, sizeof s->arch, "%s", a);
+		return ST_OK;
+	}
 	if (!strcmp(s->o.verify.backend, "host")) {
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		s->n_workers = s->o.workers > 0 ? s->o.workers : cpus > 0 ? (int)cpus : 1;
@@ -829,6 +890,14 @@ static st_status parse_gpus(st_service *s, st_err *err)
  * cold start to the GPU workers. */
 static st_status probe_devices(st_service *s, st_err *err)
 {
+	if (s->o.queue_url) { /* no GPU here; the queue must answer */
+		st_queue q;
+		st_status st = st_queue_open(s->o.queue_url, &q, err);
+		if (!st)
+			st_queue_close(&q);
+		return st ? st_err_wrap(err, st == ST_E_INVALID ? ST_E_INVALID : ST_E_SYSTEM, "--queue")
+		          : ST_OK;
+	}
 	if (s->o.verify.arch)
 		snprintf(s->arch, sizeof s->arch, "%s", s->o.verify.arch);
 	for (int w = 0; w < s->n_workers; w++) {
@@ -896,7 +965,7 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		st = probe_devices(s, err);
 	/* Two spares per worker of a GPU: a verify takes one fresh runner for its candidate (and,
 	 * for a task not seen lately, one per baseline, which go back once loaded ones turn up). */
-	if (!st && o->keep_runners > 0 &&
+	if (!st && o->keep_runners > 0 && !o->queue_url &&
 	    !(s->pool = st_runner_pool_new(2 * (o->per_gpu > 0 ? o->per_gpu : 1), o->keep_runners)))
 		st = st_err_set(err, ST_E_NOMEM, "serve: out of memory");
 	if (st) {

@@ -219,6 +219,12 @@ void st_verify_opts_apply(st_verify_opts *o, const json_t *opt)
 		o->timing = json_is_true(json_object_get(opt, "timing"));
 	if (json_is_boolean(json_object_get(opt, "profile")))
 		o->profile = json_is_true(json_object_get(opt, "profile"));
+	if (json_is_number(json_object_get(opt, "min_time_ms")))
+		o->stop.min_time_ms = json_number_value(json_object_get(opt, "min_time_ms"));
+	if (json_is_number(json_object_get(opt, "max_rse")))
+		o->stop.max_rse = json_number_value(json_object_get(opt, "max_rse"));
+	if (json_is_integer(json_object_get(opt, "max_samples")))
+		o->stop.max_samples = (int)json_integer_value(json_object_get(opt, "max_samples"));
 }
 
 /* Profiles come from CUPTI: the CUDA backend only. */

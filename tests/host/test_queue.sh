@@ -116,9 +116,61 @@ check "a repeated job is answered, not queued" grep -q " answered$" "$WORK/again
 	"$WORK/jobs/j00001.c" >"$WORK/again.json"
 check "and --wait returns its stored result" grep -q '"status":"ok"' "$WORK/again.json"
 
+# ---- trusted jobs: only a task's own solutions ------------------------------------------------
+"$STITCH" queue submit --queue "$URL" --arch host --options "$OPTS" --wait --trusted t1/scale \
+	"$WORK/jobs/j00002.c" >"$WORK/trusted-bad.json"
+check "a trusted job that is not a shipped solution is refused" \
+	grep -q '"status":"error".*shipped solutions' "$WORK/trusted-bad.json"
+"$STITCH" queue submit --queue "$URL" --arch host --options "$OPTS" --wait --trusted t1/scale \
+	"$STITCH_TASKS/t1/scale/expert.c" >"$WORK/trusted-ok.json"
+check "the task's own expert runs trusted" grep -q '"status":"ok"' "$WORK/trusted-ok.json"
+
+# ---- stitch bench through the queue: the same rows as on this machine ----------------------------
+BENCH=(--backend host --no-db --json --min-time 5 --max-rse 0.5 --max-samples 200)
+"$STITCH" bench "${BENCH[@]}" --queue "$URL" >"$WORK/bench-queue.json" 2>"$WORK/bench-queue.err"
+rc=$?
+"$STITCH" bench "${BENCH[@]}" >"$WORK/bench-local.json" 2>/dev/null
+check "bench --queue exits 0 ($rc: $(tail -n 1 "$WORK/bench-queue.err"))" [ "$rc" -eq 0 ]
+check "bench --queue: the tasks and statuses of a local bench" python3 - "$WORK/bench-queue.json" \
+	"$WORK/bench-local.json" <<'EOF'
+import json, sys
+q, l = (json.load(open(f)) for f in sys.argv[1:3])
+rows = lambda b: sorted((r["task"], r["status"]) for r in b["rows"])
+sys.exit(0 if rows(q) == rows(l) and rows(q) and all(s == "ok" for _, s in rows(q)) else 1)
+EOF
+
+# ---- stitch serve --queue: the HTTP API, answered by the queue's workers -------------------------
+"$STITCH" serve --backend host --queue "$URL" --listen 127.0.0.1:0 --db "$WORK/serve.db" \
+	--spool "$WORK/serve.spool" >"$WORK/serve.port" 2>"$WORK/serve.log" &
+SERVE_PID=$!
+WORKER_PIDS+=("$SERVE_PID")
+sport() { sed -n 's/^port \([0-9]*\)$/\1/p' "$WORK/serve.port" | grep -q .; }
+check "serve --queue starts without a GPU" wait_for 20 sport
+check "serve --queue: verify, a bad task" python3 - "$(sed -n 's/^port //p' "$WORK/serve.port")" \
+	"$FIX/good.c" <<'EOF'
+import json, sys, urllib.request, urllib.error
+url = f"http://127.0.0.1:{sys.argv[1]}/v1/verify"
+code = open(sys.argv[2]).read() + "\n/* through serve */\n"
+def post(obj):
+    req = urllib.request.Request(url, data=json.dumps(obj).encode(), method="POST")
+    try:
+        r = urllib.request.urlopen(req, timeout=120)
+        return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+st, a = post({"task": "t1/scale", "code": code,
+              "options": {"sets": "small", "seeds": 1, "timing": False}})
+st2, b = post({"task": "t1/no_such_task", "code": code})
+print(f"serve --queue: {st} {a.get('status')}; unknown task: {st2} {b.get('error', '')[:80]}")
+sys.exit(0 if st == 200 and a["status"] == "ok" and a["verdict"]["status"] == "ok" and st2 in (404, 422) else 1)
+EOF
+kill -TERM "$SERVE_PID"
+wait "$SERVE_PID"
+
 # ---- status ------------------------------------------------------------------------------------
 "$STITCH" queue status --queue "$URL" >"$WORK/status.txt"
-check "status: jobs done" grep -q "jobs done: $((N + 1))" "$WORK/status.txt"
+check "status: jobs done (the sweep's, the hung one, the trusted ones, the bench's)" \
+	[ "$(sed -n 's/^jobs done: //p' "$WORK/status.txt")" -ge $((N + 3)) ]
 check "status: the killed worker's consumer is dead, the others alive" \
 	sh -c "grep 'consumer w1/0' '$WORK/status.txt' | grep -q DEAD && grep 'consumer w2/0' '$WORK/status.txt' | grep -q alive"
 "$STITCH" queue status --queue "$URL" --json >"$WORK/status.json"
