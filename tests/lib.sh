@@ -77,3 +77,18 @@ wait_for() {
 	done
 	return 1
 }
+
+# torch_python [PYTHON_CHECK]: the first of $STITCH_PYTHON, python3, /usr/bin/python3 that imports
+# torch (and passes the check, e.g. 'assert torch.cuda.is_available()'), exported as
+# STITCH_PYTHON for `stitch import`; non-zero when none does.
+torch_python() {
+	local p
+	for p in ${STITCH_PYTHON:-} python3 /usr/bin/python3; do
+		if command -v "$p" >/dev/null && "$p" -c "import torch; ${1:-pass}" 2>/dev/null; then
+			STITCH_PYTHON=$(command -v "$p")
+			export STITCH_PYTHON
+			return 0
+		fi
+	done
+	return 1
+}

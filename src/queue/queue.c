@@ -191,6 +191,20 @@ void st_queue_job_id(const json_t *job, char id[65])
 	json_decref(canon);
 }
 
+/* *done = whether job id's result is stored. */
+static st_status has_result(st_queue *q, const char *id, int *done, st_err *err)
+{
+	char rkey[KEY_MAX];
+	key(rkey, "result", id);
+	redisReply *r;
+	st_status s = CMD(q, &r, err, "EXISTS", rkey);
+	if (s)
+		return s;
+	*done = r->integer > 0;
+	freeReplyObject(r);
+	return ST_OK;
+}
+
 st_status st_queue_submit(st_queue *q, const json_t *job, long max_pending, char id[65],
                           int *state, st_err *err)
 {
@@ -199,16 +213,14 @@ st_status st_queue_submit(st_queue *q, const json_t *job, long max_pending, char
 	    !json_string_value(json_object_get(job, "code")))
 		return st_err_set(err, ST_E_INVALID, "a job needs task, arch and code");
 	st_queue_job_id(job, id);
-	char rkey[KEY_MAX], qkey[KEY_MAX], skey[KEY_MAX];
-	key(rkey, "result", id);
+	char qkey[KEY_MAX], skey[KEY_MAX];
 	key(qkey, "queued", id);
 	key(skey, "jobs", arch);
 	redisReply *r;
-	st_status s = CMD(q, &r, err, "EXISTS", rkey);
+	int done;
+	st_status s = has_result(q, id, &done, err);
 	if (s)
 		return s;
-	int done = r->integer > 0;
-	freeReplyObject(r);
 	if (done) {
 		*state = 2;
 		return ST_OK;
@@ -385,16 +397,14 @@ st_status st_queue_begin(st_queue *q, const char *arch, const st_queue_entry *e,
                          const char *consumer, double lease_s, int *state, st_err *err)
 {
 	(void)arch;
-	char rkey[KEY_MAX], lkey[KEY_MAX], ttl[32];
-	key(rkey, "result", e->id);
+	char lkey[KEY_MAX], ttl[32];
 	key(lkey, "lease", e->id);
 	snprintf(ttl, sizeof ttl, "%ld", (long)(lease_s * 1000));
 	redisReply *r;
-	st_status s = CMD(q, &r, err, "EXISTS", rkey);
+	int done;
+	st_status s = has_result(q, e->id, &done, err);
 	if (s)
 		return s;
-	int done = r->integer > 0;
-	freeReplyObject(r);
 	if (done || !e->id[0] || !e->job) {
 		*state = 2;
 		return ST_OK;

@@ -7,18 +7,10 @@
 BACKEND=cuda
 source "$(dirname "$0")/../lib.sh"
 
-PY=
-for p in ${STITCH_PYTHON:-} python3 /usr/bin/python3; do
-	if command -v "$p" >/dev/null && "$p" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-		PY=$(command -v "$p")
-		break
-	fi
-done
-if [ -z "$PY" ]; then
+if ! torch_python 'assert torch.cuda.is_available()'; then
 	echo "SKIP: no python3 with CUDA torch here"
 	exit 77
 fi
-export STITCH_PYTHON=$PY
 KB=$STITCH_SRC/tests/kernelbench
 ROOT=$WORK/tasks
 TABLE=$WORK/table.md

@@ -6,18 +6,10 @@
 # programs that cannot be imported refused with a message naming the cause.
 source "$(dirname "$0")/../lib.sh"
 
-PY=
-for p in ${STITCH_PYTHON:-} python3 /usr/bin/python3; do
-	if command -v "$p" >/dev/null && "$p" -c 'import torch' 2>/dev/null; then
-		PY=$(command -v "$p")
-		break
-	fi
-done
-if [ -z "$PY" ]; then
+if ! torch_python; then
 	echo "SKIP: no python3 with torch here (scripts/bootstrap --tests installs python3-torch)"
 	exit 77
 fi
-export STITCH_PYTHON=$PY
 KB=$STITCH_SRC/tests/kernelbench
 ROOT=$WORK/tasks
 
