@@ -47,6 +47,8 @@ static void usage(FILE *f)
 	        "                   (default 10), and any job pending longer than 30 minutes\n"
 	        "  --keep-runners N runners kept loaded between jobs, as stitch serve (default 48)\n"
 	        "  --spool DIR      where job code is written (default: the cache's spool/)\n"
+	        "verify options for every job (the worker's own defaults, as stitch serve's:\n"
+	        "--min-time 100 --max-rse 0.01, no profile; a job's options override them):\n"
 	        ST_VERIFY_OPTS_HELP
 	        "\nexit: 0 after SIGTERM/SIGINT (running jobs finished), 2 bad options,\n"
 	        "      3 no Redis, no GPU\n");

@@ -1401,9 +1401,6 @@ static st_status profile_candidate(vctx *v, const st_size_set *set, const json_t
 	return ST_OK;
 }
 
-/* After timing, check one timed call of the candidate, chosen now that all of them have run: its
- * buffers still hold that call's output, and the reference recomputes it from the same seed. A
- * solution that is only right when it believes it is being checked is caught here. */
 /* An imported task has no reference to recompute a timed call: instead, after timing, one more
  * timed call (the same request as the others, so nothing tells it apart) runs on the inputs of
  * the seed the import kept back, which the candidate has never seen, and its output is checked
@@ -1438,6 +1435,9 @@ static st_status stored_check(vctx *v, const layout *L, const st_size_set *set, 
 	return ST_OK;
 }
 
+/* After timing, check one timed call of the candidate, chosen now that all of them have run: its
+ * buffers still hold that call's output, and the reference recomputes it from the same seed. A
+ * solution that is only right when it believes it is being checked is caught here. */
 static st_status spot_check(vctx *v, const layout *L, const st_size_set *set, st_err *err)
 {
 	sol *c = &v->sols[v->cand];
