@@ -22,6 +22,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_queue(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 /* One line to stderr: "stitch: <message>". */
 void st_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

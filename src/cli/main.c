@@ -18,6 +18,7 @@ static const struct st_cmd commands[] = {
 	{"verify", cmd_verify, "compile, check and time one solution against a task; print a verdict"},
 	{"profile", cmd_profile, "profile one solution's st_run: timeline, roofline, findings, ncu"},
 	{"solve", cmd_solve, "let LLM agents (planner, coder, verifier) write a solution for a task"},
+	{"eval", cmd_eval, "evaluate a model on the suite: K samples per task, pass@k, fast_p"},
 	{"bench", cmd_bench, "run a solution per task (default: experts); scores, store, report"},
 	{"redteam", cmd_redteam, "verify every red-team exploit and check it is caught"},
 	{"export", cmd_export, "write RL training datasets (verl, TRL) from the suite and solve runs"},
