@@ -6,8 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "common/fs.h"
 #include "queue/queue.h"
@@ -80,18 +78,10 @@ static int submit(const char *url, const char *arch, json_t *options, int wait, 
 			rc = ST_EXIT_USAGE;
 			break;
 		}
-		json_t *job = json_pack("{s:s,s:s,s:s,s:s%}", "kind", "verify", "task", task, "arch", arch,
-		                        "code", code, len);
+		json_t *job = st_queue_verify_job(task, arch, code, len, options, trusted);
 		free(code);
-		if (options)
-			json_object_set(job, "options", options);
-		if (trusted)
-			json_object_set_new(job, "trusted", json_true());
 		int state = 0;
-		st_status s;
-		/* A full queue holds the producer back (backpressure), it does not drop the job. */
-		while ((s = st_queue_submit(&q, job, max_pending, ids[i], &state, &err)) == ST_E_BUSY)
-			usleep(200000);
+		st_status s = st_queue_put(&q, job, max_pending, ids[i], &state, &err);
 		json_decref(job);
 		if (s) {
 			st_cli_error("queue: %s: %s", files[i], err.msg);

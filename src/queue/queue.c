@@ -259,6 +259,27 @@ st_status st_queue_submit(st_queue *q, const json_t *job, long max_pending, char
 	return ST_OK;
 }
 
+st_status st_queue_put(st_queue *q, const json_t *job, long max_pending, char id[65], int *state,
+                       st_err *err)
+{
+	st_status s;
+	while ((s = st_queue_submit(q, job, max_pending, id, state, err)) == ST_E_BUSY)
+		usleep(200000);
+	return s;
+}
+
+json_t *st_queue_verify_job(const char *task, const char *arch, const char *code, size_t len,
+                            const json_t *options, int trusted)
+{
+	json_t *job = json_pack("{s:s,s:s,s:s,s:s%}", "kind", "verify", "task", task, "arch", arch,
+	                        "code", code, len);
+	if (job && options)
+		json_object_set_new(job, "options", json_deep_copy(options));
+	if (job && trusted)
+		json_object_set_new(job, "trusted", json_true());
+	return job;
+}
+
 static st_status get_result(st_queue *q, const char *id, json_t **result, st_err *err)
 {
 	char rkey[KEY_MAX];

@@ -50,6 +50,14 @@ void st_queue_job_id(const json_t *job, char id[65]);
  * holds max_pending jobs or more (0: no limit): the caller waits and tries again. */
 st_status st_queue_submit(st_queue *q, const json_t *job, long max_pending, char id[65],
                           int *state, st_err *err);
+/* The same, held back while the queue is full (backpressure never drops a job). */
+st_status st_queue_put(st_queue *q, const json_t *job, long max_pending, char id[65], int *state,
+                       st_err *err);
+/* A verify job: `len` bytes of code for `task` on `arch`, with `options` (copied; NULL: none) and
+ * "trusted" only when set, so that the same job is always the same id. NULL when out of memory. */
+json_t *st_queue_verify_job(const char *task, const char *arch, const char *code, size_t len,
+                            const json_t *options, int trusted);
+
 /* The result of job `id`, waiting up to timeout_s; ST_E_TIMEOUT when it is not there by then. */
 st_status st_queue_wait(st_queue *q, const char *id, double timeout_s, json_t **result,
                         st_err *err);

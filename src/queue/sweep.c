@@ -4,7 +4,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/fs.h"
 #include "queue.h"
@@ -54,13 +53,10 @@ st_status st_queue_sweep(const char *url, const char *arch, const st_bench_job *
 		size_t len;
 		if ((s = st_read_file(jobs[k].solution, &code, &len, err)))
 			break;
-		json_t *job = json_pack("{s:s,s:s,s:s,s:s%,s:O,s:b}", "kind", "verify", "task",
-		                        jobs[k].task_id, "arch", arch, "code", code, len, "options", opt,
-		                        "trusted", trusted);
+		json_t *job = st_queue_verify_job(jobs[k].task_id, arch, code, len, opt, trusted);
 		free(code);
 		int state;
-		while ((s = st_queue_submit(&q, job, 10000, ids[k], &state, err)) == ST_E_BUSY)
-			usleep(200000);
+		s = st_queue_put(&q, job, 10000, ids[k], &state, err);
 		json_decref(job);
 	}
 	for (int k = 0; k < n && !s; k++) {

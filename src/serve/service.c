@@ -302,17 +302,12 @@ static st_status verify_on_queue(st_service *s, st_queue *q, int *open, job *j, 
 			return st_err_wrap(err, ST_E_SYSTEM, "the queue");
 		*open = 1;
 	}
-	json_t *job = json_pack("{s:s,s:O,s:s,s:O}", "kind", "verify", "task",
-	                        json_object_get(j->req, "task"), "arch", s->arch, "code",
-	                        json_object_get(j->req, "code"));
-	json_t *opt = json_object_get(j->req, "options");
-	if (opt)
-		json_object_set(job, "options", opt);
+	const char *code = json_string_value(json_object_get(j->req, "code"));
+	json_t *job = st_queue_verify_job(json_string_value(json_object_get(j->req, "task")), s->arch,
+	                                  code, strlen(code), json_object_get(j->req, "options"), 0);
 	char id[65];
 	int state;
-	st_status st;
-	while ((st = st_queue_submit(q, job, s->o.queue_max, id, &state, err)) == ST_E_BUSY)
-		usleep(200000);
+	st_status st = st_queue_put(q, job, s->o.queue_max, id, &state, err);
 	json_decref(job);
 	json_t *result = NULL;
 	if (!st)
