@@ -22,7 +22,6 @@ import importlib.util
 import json
 import math
 import os
-import re
 import statistics
 import sys
 import time
@@ -269,8 +268,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("program")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--name")
-    ap.add_argument("--level", type=int, default=0)
+    # stitch import works out the name and the level (src/cli/cmd_import.c) and passes both
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--level", type=int, required=True)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--compile-mode", default="default",
@@ -292,14 +292,9 @@ def main():
     try:
         if not 1 <= a.seeds <= 20:
             raise BadInput("--seeds must be between 1 and 20")
-        level = a.level
-        if not level:
-            m = re.search(r"level[_-]?([1-4])", os.path.abspath(a.program))
-            level = int(m.group(1)) if m else 1
+        level, name = a.level, a.name
         if not 1 <= level <= 4:
             raise BadInput("--level must be 1 to 4")
-        name = a.name or re.sub(r"[^A-Za-z0-9_]", "_",
-                                os.path.splitext(os.path.basename(a.program))[0])
         device = a.device
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
