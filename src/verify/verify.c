@@ -842,8 +842,9 @@ static int judge(vctx *v, const layout *L, const st_size_set *set, int i, int sl
 	return ok;
 }
 
-/* One more run of the candidate alone (`req`, a "run" request, is taken over). *ran = 1 when it
- * answered; otherwise the verdict says how it failed, and an error of the harness is returned. */
+/* One more request to the candidate alone (`req`: a run, a timed call, a fetch; taken over).
+ * *ran = 1 when it answered; otherwise the verdict says how it failed, and an error of the
+ * harness is returned. */
 static st_status rerun_candidate(vctx *v, json_t *req, const st_size_set *set, const char *what,
                                  int *ran, st_err *err)
 {
@@ -1407,22 +1408,15 @@ static st_status profile_candidate(vctx *v, const st_size_set *set, const json_t
  * against the stored one. */
 static st_status stored_check(vctx *v, const layout *L, const st_size_set *set, st_err *err)
 {
-	sol *c = &v->sols[v->cand];
 	st_status s = stored_load(v, L, v->task->data_check, err);
 	if (s)
 		return s;
-	json_t *req = json_pack("{s:s,s:i,s:b}", "op", "time", "n", 1, "given", 1), *rep = NULL;
-	s = st_runner_call(&c->runner, req, -1, &rep, v->o->timeout_s, err);
-	json_decref(req);
-	if (s || !json_is_true(json_object_get(rep, "ok"))) {
-		s = runner_failed(v, v->cand, "checking a timed call", s, rep, err);
-		json_decref(rep);
-		return s;
-	}
-	json_decref(rep);
-	req = json_pack("{s:s,s:i,s:i}", "op", "fetch", "set", 0, "slot", 1);
 	int ran;
-	s = rerun_candidate(v, req, set, "fetching the checked timed call", &ran, err);
+	s = rerun_candidate(v, json_pack("{s:s,s:i,s:b}", "op", "time", "n", 1, "given", 1), set,
+	                    "checking a timed call", &ran, err);
+	if (!s && ran)
+		s = rerun_candidate(v, json_pack("{s:s,s:i,s:i}", "op", "fetch", "set", 0, "slot", 1),
+		                    set, "fetching the checked timed call", &ran, err);
 	if (s || !ran)
 		return s;
 	json_t *outs = json_array();
