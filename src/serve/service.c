@@ -270,9 +270,8 @@ static void *compile_main(void *arg)
 		pthread_mutex_lock(&s->mu);
 		snprintf(arch, sizeof arch, "%s", s->arch);
 		pthread_mutex_unlock(&s->mu);
-		/* Compile errors are the verdict's business; only the cache is filled here (the queue's
-		 * workers compile for themselves). */
-		if (arch[0] && !s->o.queue_url)
+		/* Compile errors are the verdict's business; only the cache is filled here. */
+		if (arch[0])
 			(void)st_verify_precompile(j->task_dir, j->path, &s->o.verify, arch, &e);
 		hand_on(s, &s->qr, j);
 	}
@@ -591,7 +590,8 @@ static job *admit(st_service *s, const char *id, const char *kind, const char *h
 	j->all_next = s->inflight;
 	s->inflight = j;
 	s->n_inflight++;
-	push(&s->qc, j);
+	/* With --queue nothing is compiled or spooled here: the workers do it. */
+	push(s->o.queue_url ? &s->qr : &s->qc, j);
 	pthread_cond_broadcast(&s->cv_work);
 	return j;
 }
@@ -981,8 +981,10 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		             ra.bad ? " (some could no longer be read and stay unanswered)" : "");
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	/* Half the cores: the workers' verifies need the rest (runners, output comparisons), and
-	 * nvcc on every core slows them more than it speeds the pool. */
+	 * nvcc on every core slows them more than it speeds the pool. None with --queue. */
 	int compilers = o->compilers > 0 ? o->compilers : cpus > 1 ? (int)cpus / 2 : 1;
+	if (o->queue_url)
+		compilers = 0;
 	if (compilers > MAX_WORKERS)
 		compilers = MAX_WORKERS;
 	int bad = 0;
