@@ -227,12 +227,12 @@ static void *pipe_main(void *arg)
 					snprintf(p->current, sizeof p->current, "%s", e[i].id);
 					pthread_mutex_unlock(&p->mu);
 					json_t *result = run_job(p, &e[i]);
-					if (st_queue_finish(&q, w->arch, &e[i], result, &err))
+					int stored = !st_queue_finish(&q, w->arch, &e[i], result, &err);
+					if (!stored)
 						say(w, "storing the result of %.12s: %s", e[i].id, err.msg);
-					else
-						p->done++;
 					json_decref(result);
-					pthread_mutex_lock(&p->mu);
+					pthread_mutex_lock(&p->mu); /* the heartbeat reads both */
+					p->done += stored;
 					p->current[0] = 0;
 					pthread_mutex_unlock(&p->mu);
 					worked = 1;

@@ -394,7 +394,7 @@ st_status st_queue_take(st_queue *q, const char *arch, const char *consumer, dou
 	freeReplyObject(r);
 	if (*n)
 		return ST_OK;
-	if ((s = CMD(q, &r, err, "XREADGROUP", "GROUP", ST_QUEUE_GROUP, consumer, "COUNT", count,
+	if ((s = CMD(q, &r, err, "XREADGROUP", "GROUP", ST_QUEUE_GROUP, consumer, "COUNT", "1",
 	             "BLOCK", block, "STREAMS", skey, ">")))
 		return s;
 	*n = parse_entries(r, out, max);

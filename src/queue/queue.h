@@ -73,9 +73,10 @@ typedef struct st_queue_entry {
 /* Make the consumer group of arch's stream (from its first entry: jobs added before any worker
  * existed are delivered too). */
 st_status st_queue_group(st_queue *q, const char *arch, st_err *err);
-/* Up to max entries for `consumer`: first its own pending ones (delivered before and not
- * acknowledged: after a restart, or claimed from a dead consumer), else new ones, blocking up
- * to block_s. *n = how many; free each entry's job. */
+/* Entries for `consumer`: up to max of its own pending ones (delivered before and not
+ * acknowledged: after a restart, or claimed from a dead consumer), else one new one, blocking up
+ * to block_s (one at a time, so a busy consumer holds back no job another could take). *n = how
+ * many; free each entry's job. */
 st_status st_queue_take(st_queue *q, const char *arch, const char *consumer, double block_s,
                         st_queue_entry *out, int max, int *n, st_err *err);
 /* Before working on an entry: 2 when its result exists (acknowledge it, nothing to do), 1 when
