@@ -216,7 +216,8 @@ void st_runner_pool_free(st_runner_pool *p)
 	free(p);
 }
 
-/* Take the first idle runner that `match` accepts, check it answers, label it: 1, or 0. */
+/* Take the first idle runner with `key` loaded (key NULL: a spare of kind_index), check it
+ * answers, label it: 1, or 0. */
 static int take(st_runner_pool *p, int kind_index, const char *key, const char *label,
                 st_runner *r, long *hits, long *misses)
 {
