@@ -32,6 +32,9 @@
 
 #define ID_MAX 128
 #define MAX_WORKERS 64
+#define MAX_SEEN 256        /* tasks remembered for GPU affinity */
+#define AFFINITY_SCAN 8     /* queued jobs a worker looks through for one of its GPU's tasks */
+#define AFFINITY_WAIT_S 5.0 /* a job older than this goes to the next free worker, wherever */
 
 typedef struct job {
 	char id[ID_MAX + 1];
@@ -47,6 +50,7 @@ typedef struct job {
 	int done;
 	int refs;                /* 1 for the pipeline until done, +1 per waiting client */
 	double t_in, t_start;    /* admission and start of the run (monotonic) */
+	double t_queued;         /* when it entered its present queue */
 	struct job *next;        /* in a queue */
 	struct job *all_next;    /* in the in-flight list */
 } job;
@@ -86,6 +90,8 @@ struct st_service {
 	pthread_rwlock_t gpu_locks[MAX_WORKERS];
 	int n_gpu_locks;
 	st_runner_pool *pool;            /* runners kept between requests, or NULL */
+	struct { char *task; int gpu; } seen[MAX_SEEN]; /* where each task last ran (affinity) */
+	int n_seen;
 	const char *labels[MAX_WORKERS];
 	worker_arg args[MAX_WORKERS];
 	pthread_t threads[3 * MAX_WORKERS + 64];
@@ -103,6 +109,7 @@ static double now_s(void)
 static void push(jqueue *q, job *j)
 {
 	j->next = NULL;
+	j->t_queued = now_s();
 	if (q->tail)
 		q->tail->next = j;
 	else
@@ -212,6 +219,68 @@ static job *take(st_service *s, jqueue *q)
 	while (!q->head && !s->stopping)
 		pthread_cond_wait(&s->cv_work, &s->mu);
 	job *j = pop(q);
+	pthread_mutex_unlock(&s->mu);
+	return j;
+}
+
+/* Under s->mu: the GPU a task last ran on, or -1. */
+static int seen_gpu(const st_service *s, const char *task)
+{
+	for (int i = 0; i < s->n_seen; i++)
+		if (!strcmp(s->seen[i].task, task))
+			return s->seen[i].gpu;
+	return -1;
+}
+
+static void seen_set(st_service *s, const char *task, int gpu)
+{
+	for (int i = 0; i < s->n_seen; i++)
+		if (!strcmp(s->seen[i].task, task)) {
+			s->seen[i].gpu = gpu;
+			return;
+		}
+	if (s->n_seen == MAX_SEEN)
+		return; /* the rest go anywhere */
+	char *t = strdup(task);
+	if (t) {
+		s->seen[s->n_seen].task = t;
+		s->seen[s->n_seen++].gpu = gpu;
+	}
+}
+
+/* A run job for a worker on `gpu`: one of the first queued whose task last ran on this GPU, or
+ * one no GPU has seen, else the oldest. A GPU keeps its tasks' reference and expert runners
+ * loaded (the runner pool): sending a task back where they are saves starting and loading them
+ * on every GPU. The oldest job goes first anyway once it has waited long enough. */
+static job *take_run(st_service *s, int gpu)
+{
+	pthread_mutex_lock(&s->mu);
+	jqueue *q = &s->qr;
+	while (!q->head && !s->stopping)
+		pthread_cond_wait(&s->cv_work, &s->mu);
+	job *prev = NULL, *pick = NULL, *pick_prev = NULL;
+	if (gpu >= 0 && q->head && now_s() - q->head->t_queued < AFFINITY_WAIT_S) {
+		int i = 0;
+		for (job *j = q->head; j && i < AFFINITY_SCAN && !pick; prev = j, j = j->next, i++) {
+			int g = seen_gpu(s, j->task_dir);
+			if (g == gpu || g < 0) {
+				pick = j;
+				pick_prev = prev;
+			}
+		}
+	}
+	job *j;
+	if (pick && pick_prev) { /* out of the middle */
+		pick_prev->next = pick->next;
+		if (q->tail == pick)
+			q->tail = pick_prev;
+		q->n--;
+		j = pick;
+	} else {
+		j = pop(q);
+	}
+	if (j && gpu >= 0)
+		seen_set(s, j->task_dir, gpu);
 	pthread_mutex_unlock(&s->mu);
 	return j;
 }
@@ -331,7 +400,7 @@ static void *worker_main(void *arg)
 	job *j;
 	st_queue q;
 	int q_open = 0;
-	while ((j = take(s, &s->qr))) {
+	while ((j = take_run(s, s->gpu_of[w->index]))) {
 		j->t_start = now_s();
 		st_verify_opts o = s->o.verify;
 		o.devices = s->devices[w->index][0] ? s->devices[w->index] : NULL;
@@ -1039,6 +1108,8 @@ void st_service_stop(st_service *s)
 		job_free(j);
 	}
 	st_runner_pool_free(s->pool); /* after the workers: none of its runners is out */
+	for (int i = 0; i < s->n_seen; i++)
+		free(s->seen[i].task);
 	st_serve_store_close(s->store);
 	st_serve_metrics_free(s->metrics);
 	for (int i = 0; i < s->n_gpu_locks; i++)

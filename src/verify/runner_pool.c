@@ -1,5 +1,7 @@
-/* The runner pool (runner_pool.h): a list of idle runners under one mutex, and one background
- * thread that starts spares of every kind asked for until each kind has its count. */
+/* The runner pool (runner_pool.h): a list of idle runners under one mutex, and per kind of spare
+ * asked for (a GPU, in a service) one background thread that starts spares of that kind until
+ * it has its count. One thread per kind, because a start waits for its GPU (a measurement there
+ * holds it), and that wait must not hold up the spares of another GPU. */
 #include "runner_pool.h"
 
 #include <stdio.h>
@@ -23,14 +25,17 @@ typedef struct kind {
 	int flags;
 	char devices[64];
 	pthread_rwlock_t *gpu_lock;
-	int starting;      /* spares of this kind the thread is starting now */
+	int starting;      /* spares of this kind its thread is starting now */
+	struct st_runner_pool *pool;
+	int index;
+	pthread_t thread;
+	int thread_started;
 } kind;
 
 struct st_runner_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t wake;
-	pthread_t thread;
-	int thread_started, stopping;
+	int stopping;
 	int spares, max_loaded;
 	kind kinds[POOL_KINDS];
 	int n_kinds;
@@ -60,10 +65,14 @@ static int add_kind(st_runner_pool *p, const char *backend, int flags, const cha
                     pthread_rwlock_t *gpu_lock)
 {
 	int k = find_kind(p, backend, flags, devices);
+	if (k >= 0 && gpu_lock && !p->kinds[k].gpu_lock)
+		p->kinds[k].gpu_lock = gpu_lock; /* first seen handed back, without its lock */
 	if (k >= 0 || p->n_kinds == POOL_KINDS)
 		return k;
 	kind *x = &p->kinds[p->n_kinds];
 	memset(x, 0, sizeof *x);
+	x->pool = p;
+	x->index = p->n_kinds;
 	snprintf(x->backend, sizeof x->backend, "%s", backend);
 	x->flags = flags;
 	snprintf(x->devices, sizeof x->devices, "%s", devices ? devices : "");
@@ -158,16 +167,12 @@ static void start_spares(st_runner_pool *p, int k, int n)
 
 static void *spare_thread(void *arg)
 {
-	st_runner_pool *p = arg;
+	st_runner_pool *p = ((kind *)arg)->pool;
+	int k = ((kind *)arg)->index;
 	pthread_mutex_lock(&p->mu);
 	while (!p->stopping) {
-		int k = -1, n = 0;
-		for (int i = 0; i < p->n_kinds && k < 0; i++) {
-			n = p->spares - spares_of(p, i) - p->kinds[i].starting;
-			if (n > 0)
-				k = i;
-		}
-		if (k < 0) {
+		int n = p->spares - spares_of(p, k) - p->kinds[k].starting;
+		if (n <= 0) {
 			pthread_cond_wait(&p->wake, &p->mu);
 			continue;
 		}
@@ -190,7 +195,6 @@ st_runner_pool *st_runner_pool_new(int spares, int max_loaded)
 	pthread_cond_init(&p->wake, NULL);
 	p->spares = spares < 0 ? 0 : spares;
 	p->max_loaded = max_loaded < 0 ? 0 : max_loaded;
-	p->thread_started = p->spares > 0 && pthread_create(&p->thread, NULL, spare_thread, p) == 0;
 	return p;
 }
 
@@ -202,8 +206,9 @@ void st_runner_pool_free(st_runner_pool *p)
 	p->stopping = 1;
 	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->mu);
-	if (p->thread_started)
-		pthread_join(p->thread, NULL);
+	for (int k = 0; k < p->n_kinds; k++)
+		if (p->kinds[k].thread_started)
+			pthread_join(p->kinds[k].thread, NULL);
 	for (int i = 0; i < p->n_idle; i++)
 		st_runner_quit(&p->idle[i].r); /* all first: their device teardowns overlap */
 	for (int i = 0; i < p->n_idle; i++) {
@@ -234,7 +239,7 @@ static int take(st_runner_pool *p, int kind_index, const char *key, const char *
 		}
 		if (!found)
 			++*misses;
-		pthread_cond_signal(&p->wake); /* a spare gone: start another */
+		pthread_cond_broadcast(&p->wake); /* a spare gone: start another */
 		pthread_mutex_unlock(&p->mu);
 		if (!found)
 			return 0;
@@ -260,7 +265,10 @@ int st_runner_pool_take_spare(st_runner_pool *p, const char *backend, int flags,
 		return 0;
 	pthread_mutex_lock(&p->mu);
 	int k = add_kind(p, backend, flags, devices, gpu_lock);
-	pthread_cond_signal(&p->wake);
+	if (k >= 0 && !p->kinds[k].thread_started && !p->stopping)
+		p->kinds[k].thread_started =
+		    !pthread_create(&p->kinds[k].thread, NULL, spare_thread, &p->kinds[k]);
+	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->mu);
 	return k >= 0 && take(p, k, NULL, label, r, &p->stats.spare_hits, &p->stats.spare_misses);
 }

@@ -1,9 +1,9 @@
 /* Runners kept between verifies, for a long-running caller (stitch serve). Starting a runner
- * costs a process, a sandbox and a device context (the driver serialises context creation
- * across GPUs), and loading a solution costs its module load: a service that verifies one
- * candidate after another pays that for every request unless it keeps them. Two kinds are kept:
- *  - spares: started and sandboxed, nothing loaded yet; started ahead in a background thread, so
- *    a verify takes one instead of waiting for a start. Any role may take one.
+ * costs a process, a sandbox and a device context, and loading a solution costs its module
+ * load: a service that verifies one candidate after another pays that for every request unless
+ * it keeps them. Two kinds are kept:
+ *  - spares: started and sandboxed, nothing loaded yet; started ahead by a background thread per
+ *    kind (per GPU), so a verify takes one instead of waiting for a start. Any role may take one.
  *  - loaded runners of trusted solutions (references, experts) after a verify, keyed by the
  *    compiled module, its task hooks and the runner's device and flags: the next verify of the
  *    same task takes it with the solution already loaded.
