@@ -89,4 +89,9 @@ const char *st_stage_name(st_stage s);
 st_stage st_verifier_feedback(const json_t *verdict, const char *source, double target_speedup,
                               char **text);
 
+/* What a self-refining model is told of its last answer (`stitch eval --mode refine`): the
+ * compile errors or policy hits with their lines, else pass or fail and the status only: no
+ * mismatch, no timing, no profile. Allocated; NULL when out of memory. */
+char *st_refine_feedback(const json_t *verdict, const char *source);
+
 #endif

@@ -4,7 +4,9 @@
  * picks the few facts that decide the next edit: the first compile errors with the source line
  * they point at, the worst mismatch per failing size set, the speedups and the top profile
  * findings. The text depends on the verdict and the source only, so the same attempt always gives
- * the same prompt (and the same LLM cache key). */
+ * the same prompt (and the same LLM cache key). A hidden size set stays hidden: that one failed
+ * is said, never its sizes, the element that was off or the validator's words about it, since
+ * code tuned to a size it was shown is what hidden sets are there to catch. */
 #include "agents/agents.h"
 
 #include <stdio.h>
@@ -229,6 +231,18 @@ static void output_text(FILE *f, const json_t *o)
 		        json_number_value(json_object_get(w, "want")));
 }
 
+static int is_hidden(const char *set)
+{
+	return !strncmp(set, "hidden", 6);
+}
+
+/* The verdict's reason, unless it is about a hidden set (verify.c names the set first). */
+static const char *shown_reason(const json_t *v)
+{
+	const char *reason = str(v, "reason");
+	return !strncmp(reason, "set hidden", 10) ? "on a hidden size set" : reason;
+}
+
 /* The first failing seed of each size set, and its failing outputs. */
 static void correctness_text(FILE *f, const json_t *v)
 {
@@ -249,6 +263,11 @@ static void correctness_text(FILE *f, const json_t *v)
 		if (n_done == MAX_SETS)
 			break;
 		done[n_done++] = set;
+		if (is_hidden(set)) {
+			fputs("a hidden size set: outputs wrong (its sizes and values are not shown; make "
+			      "the code right for every size the task allows)\n", f);
+			continue;
+		}
 		fprintf(f, "set %s", set);
 		if (json_object_size(json_object_get(c, "sizes")))
 			sizes_text(f, json_object_get(c, "sizes"));
@@ -373,7 +392,7 @@ st_stage st_verifier_feedback(const json_t *verdict, const char *source, double 
 	const char *status = str(verdict, "status");
 	if (!*status)
 		status = "unknown";
-	const char *reason = str(verdict, "reason");
+	const char *reason = shown_reason(verdict);
 	st_stage next;
 	if (!strcmp(status, "compile_error") || !strcmp(status, "forbidden")) {
 		next = ST_STAGE_REPAIR_COMPILE;
@@ -424,4 +443,33 @@ st_stage st_verifier_feedback(const json_t *verdict, const char *source, double 
 	}
 	*text = buf;
 	return next;
+}
+
+char *st_refine_feedback(const json_t *verdict, const char *source)
+{
+	const char *status = str(verdict, "status");
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	if (!strcmp(status, "ok")) {
+		fputs("It compiled and passed every test. Make it faster if you can while keeping it "
+		      "correct, and answer with the whole file again.\n", f);
+	} else if (!strcmp(status, "compile_error") || !strcmp(status, "forbidden")) {
+		fprintf(f, "It did not build (%s):\n", status);
+		if (!strcmp(status, "forbidden"))
+			policy_text(f, verdict, source);
+		else
+			compile_text(f, verdict, source);
+		fputs("Fix it and answer with the whole file.\n", f);
+	} else {
+		fprintf(f, "It compiled but failed the tests (%s). Find the mistake and answer with the "
+		        "whole file.\n", *status ? status : "no verdict");
+	}
+	if (fclose(f) || !buf) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
 }

@@ -31,6 +31,9 @@ typedef struct st_solve_opts {
 	double max_time_s;         /* wall time of the run (default 3600) */
 	double max_cost_usd;       /* 0: no limit */
 	double temperature;        /* default 0.2 */
+	int run_index;             /* tells apart runs of the same task and model (stitch eval's
+	                              samples): requests of run i are other samples to the model
+	                              and to the answer cache (default 0) */
 	int max_output_tokens;     /* per call (default 16384) */
 	st_verify_opts verify;     /* backend, arch, sets, timing... for every version */
 	st_llm_opts llm;           /* timeouts, retries, prices, cache (default: in out_dir), replay */

@@ -24,6 +24,7 @@
 #include "task/task.h"
 
 #define MAX_SAMPLES 16
+#define RUN_SAMPLES 1000000 /* request samples one run may use (attempts x samples, plan calls) */
 
 void st_solve_opts_default(st_solve_opts *o)
 {
@@ -172,7 +173,7 @@ static st_status ask(solve *S, st_llm_client *c, const char *agent, const st_llm
 {
 	st_llm_request q = {.msgs = msgs, .n_msgs = n, .temperature = S->o->temperature,
 	                    .max_tokens = S->o->max_output_tokens, .json_mode = json_mode,
-	                    .sample = sample};
+	                    .sample = S->o->run_index * RUN_SAMPLES + sample};
 	json_t *jm = json_array();
 	for (int i = 0; i < n; i++)
 		json_array_append_new(jm, json_pack("{s:s,s:s}", "role", msgs[i].role, "content",
@@ -538,7 +539,8 @@ static st_status do_attempt(solve *S, st_err *err)
 			                       .q = {.msgs = m, .n_msgs = n_msgs,
 			                             .temperature = S->o->temperature,
 			                             .max_tokens = S->o->max_output_tokens,
-			                             .sample = S->attempts * K + k}};
+			                             .sample = S->o->run_index * RUN_SAMPLES +
+			                                       S->attempts * K + k}};
 			started[k] = pthread_create(&th[k], NULL, sample_thread, &jobs[k]) == 0;
 			if (!started[k])
 				sample_thread(&jobs[k]);

@@ -4,6 +4,7 @@
 #ifndef ST_CLI_H
 #define ST_CLI_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 #define ST_EXIT_OK 0
@@ -23,6 +24,8 @@ int cmd_import(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_queue(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+/* `stitch eval --compare RUN... | --list` (eval_compare.c), called by cmd_eval with its argv. */
+int cmd_eval_compare(int argc, char **argv);
 
 /* One line to stderr: "stitch: <message>". */
 void st_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -32,6 +35,10 @@ void st_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int st_cli_number(const char *opt, const char *v, double lo, double hi, double *out);
 /* The suite root: $STITCH_TASKS, else tasks/ under st_home(). */
 const char *st_cli_tasks_root(void);
+
+/* The commit stitch was built from, for a run's record: $STITCH_COMMIT, else `git rev-parse`
+ * in st_home(), else null. */
+json_t *st_cli_commit_id(void);
 
 /* 1 when argv[i] is -h or --help. */
 int st_cli_wants_help(int argc, char **argv);

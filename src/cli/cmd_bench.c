@@ -152,28 +152,9 @@ static int parse(int argc, char **argv, bench_args *a, st_verify_opts *o)
 	return 0;
 }
 
-static const char *default_db(char *buf, size_t len)
-{
-	const char *env = getenv("STITCH_BENCH_DB");
-	if (env && *env)
-		return env;
-	st_err err;
-	return st_data_path("bench.db", buf, len, &err) ? NULL : buf;
-}
-
 static int open_db(const char *path, st_bench_db **db)
 {
 	st_err err;
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof dir, "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = 0;
-		if (st_mkdirs(dir, &err)) {
-			st_cli_error("bench database: %s", err.msg);
-			return ST_EXIT_USAGE;
-		}
-	}
 	if (st_bench_db_open(path, db, &err)) {
 		st_cli_error("%s", err.msg);
 		return ST_EXIT_USAGE;
@@ -348,24 +329,6 @@ static void on_progress(void *arg, int k, int n, const st_bench_job *job, const 
 
 /* ---- the run's facts --------------------------------------------------------------------------- */
 
-static json_t *commit_id(void)
-{
-	const char *env = getenv("STITCH_COMMIT");
-	if (env && *env)
-		return json_string(env);
-	char cmd[PATH_MAX + 64];
-	snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse --short HEAD 2>/dev/null", st_home());
-	FILE *p = popen(cmd, "r");
-	char buf[64] = "";
-	if (p) {
-		if (!fgets(buf, sizeof buf, p))
-			buf[0] = 0;
-		pclose(p);
-	}
-	buf[strcspn(buf, "\r\n")] = 0;
-	return buf[0] ? json_string(buf) : json_null();
-}
-
 static json_t *run_facts(const bench_args *a, const st_verify_opts *o, int argc, char **argv,
                          json_t *const *verdicts, int n)
 {
@@ -378,7 +341,7 @@ static json_t *run_facts(const bench_args *a, const st_verify_opts *o, int argc,
 		snprintf(sols, sizeof sols, "%s", a->solutions);
 	json_t *run = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "started", when, "solutions", sols,
 	                        "backend", o->backend, "baseline", a->baseline, "host", host, "commit",
-	                        commit_id());
+	                        st_cli_commit_id());
 	const json_t *dev = NULL;
 	for (int k = 0; k < n && !dev; k++)
 		dev = verdicts[k] ? json_object_get(verdicts[k], "device") : NULL;
@@ -422,9 +385,11 @@ int cmd_bench(int argc, char **argv)
 	if (rc)
 		return rc;
 	char db_buf[PATH_MAX];
-	const char *db_path = a.db ? a.db : a.no_db ? NULL : default_db(db_buf, sizeof db_buf);
+	const char *db_path = a.db ? a.db
+	                           : a.no_db ? NULL : st_bench_db_default_path(db_buf, sizeof db_buf);
 	if (a.cmp[0])
-		return compare(a.db ? a.db : default_db(db_buf, sizeof db_buf), a.cmp[0], a.cmp[1]);
+		return compare(a.db ? a.db : st_bench_db_default_path(db_buf, sizeof db_buf), a.cmp[0],
+		               a.cmp[1]);
 
 	int host = !strcmp(o.backend, "host");
 	/* shipped experts link what their task ships; solutions from a folder are candidates */

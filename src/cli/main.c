@@ -3,6 +3,7 @@
 #include "common/paths.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,4 +101,22 @@ int main(int argc, char **argv)
 			return commands[i].fn(argc - 1, argv + 1);
 	st_cli_error("'%s' is not a stitch command; see 'stitch --help'", argv[1]);
 	return ST_EXIT_USAGE;
+}
+
+json_t *st_cli_commit_id(void)
+{
+	const char *env = getenv("STITCH_COMMIT");
+	if (env && *env)
+		return json_string(env);
+	char cmd[PATH_MAX + 64];
+	snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse --short HEAD 2>/dev/null", st_home());
+	FILE *p = popen(cmd, "r");
+	char buf[64] = "";
+	if (p) {
+		if (!fgets(buf, sizeof buf, p))
+			buf[0] = 0;
+		pclose(p);
+	}
+	buf[strcspn(buf, "\r\n")] = 0;
+	return buf[0] ? json_string(buf) : json_null();
 }

@@ -50,6 +50,7 @@ st_status st_bench_report(const char *dir, const json_t *run, const json_t *rows
 
 /* The results store (SQLite; schema in docs/bench.md). */
 typedef struct st_bench_db st_bench_db;
+/* Opens, or creates with its parent folders, the store at path. */
 st_status st_bench_db_open(const char *path, st_bench_db **db, st_err *err);
 void st_bench_db_close(st_bench_db *db);
 /* Record a run: `run` holds started, solutions, backend, baseline, device, arch, driver, runtime,
@@ -60,5 +61,8 @@ st_status st_bench_db_save(st_bench_db *db, const json_t *run, const json_t *row
 /* Read a run back by reference: an id, "last" or "last~N" (N runs before the last). */
 st_status st_bench_db_load(st_bench_db *db, const char *ref, json_t **run, json_t **rows,
                            st_err *err);
+/* $STITCH_BENCH_DB, else bench.db under st_data_path (common/fs.h): buf or the variable's value,
+ * NULL when there is no home folder to put it in. */
+const char *st_bench_db_default_path(char *buf, size_t len);
 
 #endif

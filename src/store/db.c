@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "sql.h"
 
 struct st_bench_db {
 	sqlite3 *db;
@@ -41,24 +42,18 @@ st_status st_bench_db_open(const char *path, st_bench_db **out, st_err *err)
 	if (!d)
 		return st_err_set(err, ST_E_NOMEM, "bench db: out of memory");
 	snprintf(d->path, sizeof d->path, "%s", path);
-	if (sqlite3_open_v2(path, &d->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-	    SQLITE_OK) {
-		st_status s = st_err_set(err, ST_E_INVALID, "%s: cannot open the bench database: %s",
-		                         path, d->db ? sqlite3_errmsg(d->db) : "out of memory");
-		st_bench_db_close(d);
-		return s;
-	}
-	sqlite3_busy_timeout(d->db, 10000);
-	char *msg = NULL;
-	if (sqlite3_exec(d->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
-		st_status s = st_err_set(err, ST_E_INVALID, "%s: not a stitch bench database (%s)",
-		                         path, msg ? msg : "?");
-		sqlite3_free(msg);
-		st_bench_db_close(d);
+	st_status s = st_sql_open(path, schema, "bench", &d->db, err);
+	if (s) {
+		free(d);
 		return s;
 	}
 	*out = d;
 	return ST_OK;
+}
+
+const char *st_bench_db_default_path(char *buf, size_t len)
+{
+	return st_sql_default_path("STITCH_BENCH_DB", "bench.db", buf, len);
 }
 
 void st_bench_db_close(st_bench_db *d)
@@ -70,43 +65,6 @@ void st_bench_db_close(st_bench_db *d)
 }
 
 /* ---- writing ---------------------------------------------------------------------------------- */
-
-static void bind_text(sqlite3_stmt *st, int i, const json_t *o, const char *k)
-{
-	const char *s = json_string_value(json_object_get(o, k));
-	if (s)
-		sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
-	else
-		sqlite3_bind_null(st, i);
-}
-
-static void bind_num(sqlite3_stmt *st, int i, const json_t *o, const char *k)
-{
-	const json_t *x = json_object_get(o, k);
-	if (json_is_integer(x))
-		sqlite3_bind_int64(st, i, json_integer_value(x));
-	else if (json_is_number(x))
-		sqlite3_bind_double(st, i, json_number_value(x));
-	else
-		sqlite3_bind_null(st, i);
-}
-
-static void bind_json(sqlite3_stmt *st, int i, const json_t *x)
-{
-	char *s = x ? json_dumps(x, JSON_COMPACT) : NULL;
-	if (s)
-		sqlite3_bind_text(st, i, s, -1, free);
-	else
-		sqlite3_bind_null(st, i);
-}
-
-static int step_done(sqlite3_stmt *st)
-{
-	int rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	return rc == SQLITE_DONE;
-}
 
 static int save_samples(sqlite3_stmt *st, sqlite3_int64 run, const char *task,
                         const json_t *verdict)
@@ -130,7 +88,7 @@ static int save_samples(sqlite3_stmt *st, sqlite3_int64 run, const char *task,
 			sqlite3_bind_double(st, 6, json_number_value(json_array_get(x, 1)));
 			sqlite3_bind_int64(st, 7, json_integer_value(json_array_get(x, 2)));
 			sqlite3_bind_int(st, 8, json_is_true(json_array_get(x, 3)));
-			if (!step_done(st))
+			if (!st_sql_step_done(st))
 				return 1;
 		}
 	}
@@ -173,16 +131,16 @@ st_status st_bench_db_save(st_bench_db *d, const json_t *run, const json_t *rows
 	}
 	const char *run_text[] = {"started", "solutions", "backend", "baseline", "device", "arch"};
 	for (int i = 0; i < 6; i++)
-		bind_text(ins_run, i + 1, run, run_text[i]);
-	bind_num(ins_run, 7, run, "driver");
-	bind_num(ins_run, 8, run, "runtime");
-	bind_text(ins_run, 9, run, "commit");
-	bind_text(ins_run, 10, run, "host");
-	bind_text(ins_run, 11, run, "options");
+		st_sql_bind_text(ins_run, i + 1, run, run_text[i]);
+	st_sql_bind_num(ins_run, 7, run, "driver");
+	st_sql_bind_num(ins_run, 8, run, "runtime");
+	st_sql_bind_text(ins_run, 9, run, "commit");
+	st_sql_bind_text(ins_run, 10, run, "host");
+	st_sql_bind_text(ins_run, 11, run, "options");
 	json_t *score = st_bench_score(rows);
-	bind_json(ins_run, 12, score);
+	st_sql_bind_json(ins_run, 12, score);
 	json_decref(score);
-	if (!step_done(ins_run)) {
+	if (!st_sql_step_done(ins_run)) {
 		s = db_error(d, err, "cannot record the run");
 		goto out;
 	}
@@ -192,23 +150,23 @@ st_status st_bench_db_save(st_bench_db *d, const json_t *run, const json_t *rows
 	json_array_foreach(rows, i, r) {
 		sqlite3_bind_int64(ins_row, 1, run_id);
 		sqlite3_bind_int64(ins_row, 2, (sqlite3_int64)i);
-		bind_text(ins_row, 3, r, "task");
-		bind_num(ins_row, 4, r, "tier");
-		bind_text(ins_row, 5, r, "status");
-		bind_text(ins_row, 6, r, "reason");
+		st_sql_bind_text(ins_row, 3, r, "task");
+		st_sql_bind_num(ins_row, 4, r, "tier");
+		st_sql_bind_text(ins_row, 5, r, "status");
+		st_sql_bind_text(ins_row, 6, r, "reason");
 		sqlite3_bind_int(ins_row, 7, json_is_true(json_object_get(r, "compiled")));
 		sqlite3_bind_int(ins_row, 8, json_is_true(json_object_get(r, "correct")));
 		const char *nums[] = {"reference_ms", "expert_ms", "solution_ms", "vs_reference",
 		                      "vs_expert", "sol_fraction"};
 		for (int k = 0; k < 6; k++)
-			bind_num(ins_row, 9 + k, r, nums[k]);
-		bind_json(ins_row, 15, json_object_get(r, "suspicious"));
-		bind_json(ins_row, 16, json_object_get(r, "flags"));
+			st_sql_bind_num(ins_row, 9 + k, r, nums[k]);
+		st_sql_bind_json(ins_row, 15, json_object_get(r, "suspicious"));
+		st_sql_bind_json(ins_row, 16, json_object_get(r, "flags"));
 		const json_t *v = json_array_get(verdicts, i);
 		json_t *lean = verdict_lean(v);
-		bind_json(ins_row, 17, lean);
+		st_sql_bind_json(ins_row, 17, lean);
 		json_decref(lean);
-		if (!step_done(ins_row)) {
+		if (!st_sql_step_done(ins_row)) {
 			s = db_error(d, err, "cannot record a result");
 			goto out;
 		}
@@ -234,54 +192,12 @@ out:
 
 /* ---- reading ---------------------------------------------------------------------------------- */
 
-static json_t *column_json(sqlite3_stmt *st, int i)
-{
-	switch (sqlite3_column_type(st, i)) {
-	case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(st, i));
-	case SQLITE_FLOAT: return json_real(sqlite3_column_double(st, i));
-	case SQLITE_TEXT: return json_string((const char *)sqlite3_column_text(st, i));
-	default: return json_null();
-	}
-}
-
-/* The run id a reference names: a number, "last", or "last~N". 0 when there is none. */
-static st_status resolve(st_bench_db *d, const char *ref, sqlite3_int64 *id, st_err *err)
-{
-	char *end;
-	if (strncmp(ref, "last", 4)) {
-		long long v = strtoll(ref, &end, 10);
-		if (*ref == 0 || *end || v < 1)
-			return st_err_set(err, ST_E_INVALID, "'%s' is not a run (expected an id, 'last' or "
-			                  "'last~N')", ref);
-		*id = v;
-		return ST_OK;
-	}
-	long long back = 0;
-	if (ref[4] == '~') {
-		back = strtoll(ref + 5, &end, 10);
-		if (ref[5] == 0 || *end || back < 0)
-			return st_err_set(err, ST_E_INVALID, "'%s' is not a run (expected 'last~N')", ref);
-	} else if (ref[4]) {
-		return st_err_set(err, ST_E_INVALID, "'%s' is not a run (expected an id, 'last' or "
-		                  "'last~N')", ref);
-	}
-	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(d->db, "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?", -1, &st,
-	                       NULL))
-		return db_error(d, err, "cannot prepare");
-	sqlite3_bind_int64(st, 1, back);
-	int rc = sqlite3_step(st);
-	*id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-	sqlite3_finalize(st);
-	return ST_OK;
-}
-
 st_status st_bench_db_load(st_bench_db *d, const char *ref, json_t **run, json_t **rows,
                            st_err *err)
 {
 	*run = *rows = NULL;
-	sqlite3_int64 id = 0;
-	st_status s = resolve(d, ref, &id, err);
+	long long id = 0;
+	st_status s = st_sql_resolve_ref(d->db, d->path, "runs", ref, &id, err);
 	if (s)
 		return s;
 	sqlite3_stmt *st;
@@ -299,7 +215,7 @@ st_status st_bench_db_load(st_bench_db *d, const char *ref, json_t **run, json_t
 	const char *run_keys[] = {"id", "started", "solutions", "backend", "baseline", "device",
 	                          "arch", "driver", "runtime", "commit", "host", "options"};
 	for (int i = 0; i < 12; i++)
-		json_object_set_new(r, run_keys[i], column_json(st, i));
+		json_object_set_new(r, run_keys[i], st_sql_column_json(st, i));
 	sqlite3_finalize(st);
 
 	if (sqlite3_prepare_v2(d->db,
@@ -319,7 +235,7 @@ st_status st_bench_db_load(st_bench_db *d, const char *ref, json_t **run, json_t
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		json_t *row = json_object();
 		for (int i = 0; i < 12; i++) {
-			json_t *x = column_json(st, i);
+			json_t *x = st_sql_column_json(st, i);
 			if (i == 4 || i == 5) {
 				json_t *b = json_boolean(json_integer_value(x));
 				json_decref(x);

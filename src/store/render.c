@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "html.h"
 
 static double num(const json_t *o, const char *k)
 {
@@ -183,19 +184,6 @@ static void md_text(FILE *f, const char *s, size_t max)
 		fputs(*s == '|' ? "\\|" : *s == '\n' ? " " : (char[]){*s, 0}, f);
 }
 
-static void html_text(FILE *f, const char *s, size_t max)
-{
-	for (size_t n = 0; *s && n < max; s++, n++) {
-		switch (*s) {
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '&': fputs("&amp;", f); break;
-		case '"': fputs("&quot;", f); break;
-		default: fputc(*s, f);
-		}
-	}
-}
-
 static void run_facts(const json_t *run, FILE *f, int html)
 {
 	const char *keys[] = {"id", "started", "device", "arch", "driver", "runtime", "commit", "host",
@@ -213,7 +201,7 @@ static void run_facts(const json_t *run, FILE *f, int html)
 			continue;
 		if (html) {
 			fprintf(f, "<tr><th>%s</th><td>", keys[i]);
-			html_text(f, buf, sizeof buf);
+			st_html_text(f, buf, sizeof buf);
 			fputs("</td></tr>\n", f);
 		} else {
 			fprintf(f, "| %s | ", keys[i]);
@@ -312,10 +300,8 @@ static void svg_speedups(const json_t *rows, const char *baseline, FILE *f)
 	}
 	double span = log2(hi) - log2(lo);
 	int h = top + n * bar + 24;
-	fprintf(f, "<svg class=\"chart\" id=\"speedups\" xmlns=\"http://www.w3.org/2000/svg\" "
-	           "width=\"%d\" height=\"%d\" role=\"img\">\n", left + width + 70, h);
-	fprintf(f, "<text x=\"%d\" y=\"16\" class=\"title\">speedup over the %s per task (log scale)"
-	           "</text>\n", left, baseline);
+	st_svg_begin(f, "speedups", left + width + 70, h, left,
+	             "speedup over the %s per task (log scale)", baseline);
 	for (double g = lo; g <= hi * 1.0001; g *= 2) {
 		double x = left + width * (log2(g) - log2(lo)) / span;
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"%s\"/>"
@@ -326,7 +312,7 @@ static void svg_speedups(const json_t *rows, const char *baseline, FILE *f)
 	json_array_foreach(rows, i, r) {
 		int y = top + (int)i * bar;
 		fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"label\">", left - 6, y + bar - 4);
-		html_text(f, str(r, "task"), 64);
+		st_html_text(f, str(r, "task"), 64);
 		fputs("</text>", f);
 		double s = num(r, key);
 		if (s > 0) {
@@ -352,15 +338,9 @@ static void svg_sol(const json_t *score, FILE *f)
 	const json_t *tiers = json_object_get(score, "tiers");
 	int n = (int)json_object_size(tiers);
 	const int bw = 70, gap = 30, left = 50, top = 30, hgt = 200;
-	fprintf(f, "<svg class=\"chart\" id=\"sol\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-	           "height=\"%d\" role=\"img\">\n", left + n * (bw + gap) + 20, top + hgt + 40);
-	fprintf(f, "<text x=\"%d\" y=\"16\" class=\"title\">mean SOL fraction per tier</text>\n", left);
-	for (int p = 0; p <= 100; p += 25) {
-		int y = top + hgt - hgt * p / 100;
-		fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"%s\"/><text x=\"%d\" "
-		           "y=\"%d\" class=\"tick\">%d%%</text>\n", left, y, left + n * (bw + gap), y,
-		        p == 100 ? "one" : "grid", 8, y + 4, p);
-	}
+	st_svg_begin(f, "sol", left + n * (bw + gap) + 20, top + hgt + 40, left,
+	             "mean SOL fraction per tier");
+	st_svg_pct_axis(f, left, left + n * (bw + gap), top, hgt);
 	int k = 0;
 	const char *key;
 	const json_t *s;
@@ -382,17 +362,8 @@ static void svg_sol(const json_t *score, FILE *f)
 void st_bench_print_html(const json_t *run, const json_t *rows, const json_t *score,
                          const char *baseline, FILE *f)
 {
-	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-	      "<title>stitch bench</title>\n<style>\n"
-	      "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\n"
-	      "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
-	      "text-align:right}td:first-child,th:first-child{text-align:left}\n"
-	      ".chart{display:block;margin:1em 0}.title{font-weight:bold;font-size:13px}"
-	      ".label{font-size:11px;text-anchor:end}.label2,.value,.tick,.fail{font-size:11px}"
-	      ".fail{fill:#b00}.bar{fill:#4a7ebb}.bar.slow{fill:#d08c2c}.bar.sus{fill:#b03030}"
-	      ".grid{stroke:#ddd}.one{stroke:#555;stroke-dasharray:3 2}\n"
-	      ".facts td{text-align:left}\n"
-	      "</style></head><body>\n<h1>stitch bench</h1>\n<table class=\"facts\">\n", f);
+	st_html_head(f, "stitch bench", "");
+	fputs("<h1>stitch bench</h1>\n<table class=\"facts\">\n", f);
 	run_facts(run, f, 1);
 	fputs("</table>\n<h2>Scores</h2>\n<table><tr><th>scope</th><th>tasks</th><th>compiled</th>"
 	      "<th>correct</th>", f);
@@ -435,13 +406,13 @@ void st_bench_print_html(const json_t *run, const json_t *rows, const json_t *sc
 	const json_t *r;
 	json_array_foreach(rows, i, r) {
 		fputs("<tr><td>", f);
-		html_text(f, str(r, "task"), 128);
+		st_html_text(f, str(r, "task"), 128);
 		fputs("</td><td>", f);
-		html_text(f, str(r, "status"), 32);
+		st_html_text(f, str(r, "status"), 32);
 		number_cells(f, r, "</td><td>", "");
 		fputs("</td><td style=\"text-align:left\">", f);
 		const json_t *sus = json_array_get(json_object_get(r, "suspicious"), 0);
-		html_text(f, sus ? json_string_value(sus)
+		st_html_text(f, sus ? json_string_value(sus)
 		                 : json_is_true(json_object_get(r, "correct")) ? "" : str(r, "reason"), 300);
 		fputs("</td></tr>\n", f);
 	}

@@ -543,6 +543,48 @@ static void test_feedback_ok(void **state)
 	assert_string_equal(st_stage_name(ST_STAGE_PLAN), "plan");
 }
 
+
+/* A hidden set's failure is said, never its sizes, values or the reason that names it; refine's
+ * feedback says the compile errors or pass/fail, nothing about data or speed. */
+static void test_feedback_hidden_and_refine(void **state)
+{
+	(void)state;
+	json_t *v = json_pack("{s:s,s:s,s:[{s:s,s:{s:i},s:i,s:b,s:[{s:s,s:b,s:s}]}]}", "status",
+	                      "incorrect", "reason", "set hidden1, seed 2: y: 3 of 4097 elements off",
+	                      "correctness", "set", "hidden1", "sizes", "n", 4097, "seed_index", 1,
+	                      "ok", 0, "outputs", "name", "y", "ok", 0, "summary",
+	                      "y: 3 of 4097 elements off, worst y[4096] got 1 want 2");
+	char *text = NULL;
+	assert_int_equal(st_verifier_feedback(v, SRC, 2.0, &text), ST_STAGE_REPAIR_CORRECT);
+	assert_non_null(strstr(text, "a hidden size set: outputs wrong"));
+	assert_null(strstr(text, "4097"));
+	assert_null(strstr(text, "4096"));
+	free(text);
+
+	text = st_refine_feedback(v, SRC);
+	assert_non_null(strstr(text, "failed the tests (incorrect)"));
+	assert_null(strstr(text, "4097"));
+	assert_null(strstr(text, "elements off"));
+	free(text);
+	json_decref(v);
+
+	v = json_pack("{s:s,s:s,s:{s:b,s:[{s:s,s:i,s:s,s:s}]}}", "status", "compile_error", "reason",
+	              "nvcc failed", "compile", "ok", 0, "diagnostics", "file", "candidate.cu", "line", 2,
+	              "severity", "error", "message", "expected a ';'");
+	text = st_refine_feedback(v, SRC);
+	assert_non_null(strstr(text, "did not build (compile_error)"));
+	assert_non_null(strstr(text, "line 2: expected a ';'"));
+	free(text);
+	json_decref(v);
+
+	v = json_pack("{s:s,s:{s:f}}", "status", "ok", "speedup", "vs_reference", 3.5);
+	text = st_refine_feedback(v, SRC);
+	assert_non_null(strstr(text, "passed every test"));
+	assert_null(strstr(text, "3.5")); /* no timings */
+	free(text);
+	json_decref(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -557,6 +599,7 @@ int main(void)
 		cmocka_unit_test(test_plan_bad),
 		cmocka_unit_test(test_feedback_compile_error),
 		cmocka_unit_test(test_feedback_incorrect),
+		cmocka_unit_test(test_feedback_hidden_and_refine),
 		cmocka_unit_test(test_feedback_ok),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
