@@ -301,6 +301,7 @@ int cmd_eval(int argc, char **argv)
 	                                     "cost_usd", cost);
 	json_object_update(scores, facts);
 	json_decref(facts);
+	json_object_set_new(scores, "device", c.device[0] ? json_string(c.device) : json_null());
 	char spath[PATH_MAX + 32];
 	snprintf(spath, sizeof spath, "%s/scores.json", out);
 	char *text = json_dumps(scores, JSON_INDENT(2));

@@ -39,6 +39,16 @@ static json_t *row_without_verdict(const eval_item *it, const char *status, cons
 	return row;
 }
 
+/* The run's device, from the first verdict that names it. */
+static void note_device(eval_ctx *c, const json_t *v)
+{
+	const char *d = json_string_value(json_object_get(json_object_get(v, "device"), "device"));
+	pthread_mutex_lock(&c->mu);
+	if (d && !c->device[0])
+		snprintf(c->device, sizeof c->device, "%s", d);
+	pthread_mutex_unlock(&c->mu);
+}
+
 static void add_row(eval_ctx *c, eval_item *it, json_t *row, int round, const char *code)
 {
 	json_object_set_new(row, "sample", json_integer(it->k));
@@ -143,6 +153,7 @@ static void run_conversation(eval_ctx *c, eval_item *it, st_llm_client *client)
 				st_llm_response_free(&r);
 				break;
 			}
+			note_device(c, v);
 			json_t *row = v ? st_bench_row(it->task_id, it->tier, v)
 			                : row_without_verdict(it, "error", e.msg);
 			add_row(c, it, row, round, path);
@@ -187,6 +198,7 @@ static void rows_from_trajectory(eval_ctx *c, eval_item *it, const char *tpath,
 		int attempt = (int)json_integer_value(json_object_get(rec, "attempt"));
 		if (type && !strcmp(type, "verdict")) {
 			const json_t *v = json_object_get(rec, "verdict");
+			note_device(c, v);
 			add_row(c, it, st_bench_row(it->task_id, it->tier, v), attempt,
 			        json_string_value(json_object_get(v, "version_path")));
 		} else if (type && !strcmp(type, "no_code")) {

@@ -39,6 +39,7 @@ typedef struct eval_ctx {
 	pthread_mutex_t mu;
 	pthread_rwlock_t gpu_lock;
 	int next, finished, stop;
+	char device[128];        /* the GPU (or CPU) the first verdict names, for the record */
 	st_status env_status;    /* a verify that failed for the machine, not the candidate */
 	char env_error[1024];
 } eval_ctx;

@@ -11,13 +11,14 @@ source "$(dirname "$0")/../lib.sh"
 EVAL_OPTS=(--backend cuda --seed 7)
 . "$STITCH_SRC/tests/eval_lib.sh"
 
-# statuses NAME WANT: the run's rows as "task:sample:round:status" in order
+# statuses NAME WANT: the run's rows as "task:sample:round:status" in order match the regular
+# expression WANT (whole)
 statuses() {
 	python3 - "$WORK/$1/results.jsonl" "$2" <<'PY'
-import json, sys
+import json, re, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 got = " ".join(f'{r["task"].split("/")[1]}:{r["sample"]}:{r["round"]}:{r["status"]}' for r in rows)
-if got != sys.argv[2]:
+if not re.fullmatch(sys.argv[2], got):
     print(f"got {got}")
     sys.exit(1)
 PY
@@ -31,8 +32,10 @@ run_eval a-refine fake-a refine 1 3 prefix_wrong prefix_slow none scale_nocompil
 check "A refine: statuses" statuses a-refine \
 	"prefix:0:1:incorrect prefix:0:2:ok prefix:0:3:no_code scale:0:1:compile_error scale:0:2:incorrect scale:0:3:ok fma:0:1:ok fma:0:2:ok fma:0:3:ok"
 run_eval a-agent fake-a agent 1 2 plan prefix_wrong prefix_slow plan scale_wrong scale_slow plan fma_fast
+# fma's first attempt ends the loop where it reaches the target speedup (2x), as on the host; a
+# launch-bound GPU kernel may not, and then the loop makes its second attempt
 check "A agent: statuses" statuses a-agent \
-	"prefix:0:1:incorrect prefix:0:2:ok scale:0:1:incorrect scale:0:2:ok fma:0:1:ok"
+	"prefix:0:1:incorrect prefix:0:2:ok scale:0:1:incorrect scale:0:2:ok fma:0:1:ok( fma:0:2:ok)?"
 run_eval b-oneshot fake-b oneshot 2 1 prefix_wrong scale_nocompile scale_wrong none fma_slow none
 check "B oneshot: statuses" statuses b-oneshot \
 	"prefix:0:1:incorrect prefix:1:1:compile_error scale:0:1:incorrect scale:1:1:no_code fma:0:1:ok fma:1:1:no_code"
