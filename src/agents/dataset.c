@@ -401,28 +401,11 @@ static json_t *baseline_of(const json_t *verdict)
 	                 json_is_number(e) ? e : json_null());
 }
 
-/* A "feedback" record: the version it judged becomes a pending dataset record. */
-static int on_feedback(exporter *X, run_state *R, const json_t *rec, const char *file, int line,
-                       pending_list *out)
+/* The dataset record of one judged version (on_feedback). */
+static int add_pending(exporter *X, run_state *R, const char *path, const json_t *verdict,
+                       const json_t *code_rec, const char *code, const char *text, int ok,
+                       const char *file, pending_list *out)
 {
-	R->attempt_feedback = 1;
-	const char *path = json_string_value(json_object_get(rec, "version"));
-	const char *text = json_string_value(json_object_get(rec, "text"));
-	if (!path || !text)
-		return fail(X, ST_E_INVALID, "%s:%d: a feedback record without version or text", file,
-		            line);
-	const json_t *verdict = json_object_get(R->verdicts, path);
-	const json_t *code_rec = json_object_get(R->codes, path);
-	const char *status = str_or(json_string_value(json_object_get(verdict, "status")), "?");
-	int ok = !strcmp(status, "ok");
-	double speedup = ok ? json_number_value(json_object_get(json_object_get(verdict, "speedup"),
-	                                                        "vs_reference"))
-	                    : 0;
-	if (remember(R, str_or(R->stage, "?"), status, speedup))
-		return oom(X);
-	const char *code = json_string_value(json_object_get(code_rec, "code"));
-	if (R->skip || !code)
-		return 0;
 	if (!R->vars) {
 		st_task *t;
 		if (task_find(X, R->task_id, &t))
@@ -486,6 +469,60 @@ static int on_feedback(exporter *X, run_state *R, const json_t *rec, const char 
 	if (!p->path || !p->source || !p->previous_code || !p->feedback)
 		return oom(X);
 	return 0;
+}
+
+
+/* Did the version fail on a hidden size set? */
+static int failed_hidden(const json_t *verdict)
+{
+	const char *reason = json_string_value(json_object_get(verdict, "reason"));
+	if (reason && !strncmp(reason, "set hidden", 10))
+		return 1;
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(verdict, "correctness"), i, c) {
+		const char *set = json_string_value(json_object_get(c, "set"));
+		if (set && !strncmp(set, "hidden", 6) && !json_is_true(json_object_get(c, "ok")))
+			return 1;
+	}
+	return 0;
+}
+
+/* A "feedback" record: the version it judged becomes a pending dataset record. A version that
+ * failed on a hidden size set gets its feedback made again from the verdict, by the Verifier
+ * that now withholds what a hidden set is: a text recorded before it did (or a Verifier
+ * model's note) could name the hidden sizes, and a dataset must never teach them. */
+static int on_feedback(exporter *X, run_state *R, const json_t *rec, const char *file, int line,
+                       pending_list *out)
+{
+	R->attempt_feedback = 1;
+	const char *path = json_string_value(json_object_get(rec, "version"));
+	const char *text = json_string_value(json_object_get(rec, "text"));
+	if (!path || !text)
+		return fail(X, ST_E_INVALID, "%s:%d: a feedback record without version or text", file,
+		            line);
+	const json_t *verdict = json_object_get(R->verdicts, path);
+	const json_t *code_rec = json_object_get(R->codes, path);
+	const char *status = str_or(json_string_value(json_object_get(verdict, "status")), "?");
+	int ok = !strcmp(status, "ok");
+	double speedup = ok ? json_number_value(json_object_get(json_object_get(verdict, "speedup"),
+	                                                        "vs_reference"))
+	                    : 0;
+	if (remember(R, str_or(R->stage, "?"), status, speedup))
+		return oom(X);
+	const char *code = json_string_value(json_object_get(code_rec, "code"));
+	if (R->skip || !code)
+		return 0;
+	char *remade = NULL;
+	if (failed_hidden(verdict)) {
+		st_verifier_feedback(verdict, code, R->target_speedup, &remade);
+		if (!remade)
+			return oom(X);
+		text = remade;
+	}
+	int r = add_pending(X, R, path, verdict, code_rec, code, text, ok, file, out);
+	free(remade);
+	return r;
 }
 
 /* One trajectory record, in file order. */

@@ -78,6 +78,33 @@ sent=$(grep '"agent":"coder","stage":"repair_correct"' "$RUN/trajectory.jsonl" |
 	grep -o '"content":"[^"]*\(\\"[^"]*\)*"' | head -n 1 | sed 's/^"content":"//')
 check "opt: repair prompt matches the request the run sent" has opt 1 "$sent"
 
+# A run whose wrong version failed on a hidden size set, with feedback recorded as a Verifier
+# that named the hidden sizes would have written it: the dataset says a hidden set failed and
+# never its sizes (the feedback is made again from the verdict).
+mkdir -p "$WORK/leaky/r1"
+python3 - "$RUN/trajectory.jsonl" "$WORK/leaky/r1/trajectory.jsonl" <<'PY'
+import json, sys
+out, done = [], set()
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["type"] == "verdict" and r["verdict"]["status"] == "incorrect" and "v" not in done:
+        v = r["verdict"]
+        v["reason"] = "set hidden1, seed 1: y: 3 of 4097 elements off"
+        v.setdefault("correctness", []).append({"set": "hidden1", "sizes": {"n": 4097},
+            "seed_index": 0, "ok": False, "outputs": [{"name": "y", "ok": False,
+            "summary": "y: 3 of 4097 elements off, worst y[4096] got 1 want 2"}]})
+        done.add("v")
+    if r["type"] == "feedback" and "f" not in done:
+        r["text"] += "\nset hidden1 (n=4097): y: 3 of 4097 elements off"
+        done.add("f")
+    out.append(json.dumps(r))
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+PY
+export_ leaky --skill opt --trajectories "$WORK/leaky" --task-dir "$TASK"
+check "opt, hidden set failed: exit 0 ($RC: $(cat "$WORK/leaky.err"))" [ "$RC" -eq 0 ]
+check "opt, hidden set failed: the record says so" has leaky 1 'a hidden size set: outputs wrong'
+check "opt, hidden set failed: its sizes appear nowhere" bash -c "! grep -q 4097 '$WORK/leaky.jsonl'"
+
 export_ parent --skill opt --trajectories "$WORK/runs/" --task-dir "$TASK"
 check "opt: a folder of runs gives the same records" cmp -s "$WORK/opt.jsonl" "$WORK/parent.jsonl"
 export_ twice --skill opt --trajectories "$RUN" --trajectories "$WORK/runs" --task-dir "$TASK"
