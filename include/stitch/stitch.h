@@ -59,10 +59,13 @@ typedef struct st_verify_opts {
 
 void st_verify_opts_default(st_verify_opts *o);
 /* A request's options over o (stitch serve, the queue's jobs): {"sets": "small,eval", "seeds": N,
- * "timing": bool, "profile": bool, and for the queue's sweeps "min_time_ms", "max_rse",
- * "max_samples"}; absent ones leave o as it is. Strings stay owned by `options`, which must
- * outlive o's use. (stitch serve accepts the first four from its clients.) */
+ * "timing": bool, "profile": bool, and for the queue's sweeps and evaluations "min_time_ms",
+ * "max_rse", "max_samples", "time_set"}; absent ones leave o as it is. Strings stay owned by
+ * `options`, which must outlive o's use. (stitch serve accepts the first four from its
+ * clients.) */
 void st_verify_opts_apply(st_verify_opts *o, const json_t *options);
+/* The options of o that st_verify_opts_apply reads, as JSON (a queue job's options). */
+json_t *st_verify_opts_json(const st_verify_opts *o);
 
 /* Verify `solution` against the task in `task_dir`. Every outcome of the candidate (compile
  * error, crash, hang, wrong answer) is a verdict with ST_OK. ST_E_INVALID for bad input (the

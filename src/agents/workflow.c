@@ -470,7 +470,9 @@ static st_status judge(solve *S, int k, const st_llm_response *r, json_t **verdi
 	traj(S, "code", json_pack("{s:i,s:i,s:s,s:s,s:s}", "attempt", S->attempts, "sample", k,
 	                          "version", sha, "path", path, "code", *code));
 	double tv = now_s();
-	s = st_verify(S->o->task_dir, path, &S->o->verify, verdict, err);
+	s = S->o->verify_fn ? S->o->verify_fn(S->o->verify_arg, S->o->task_dir, path, &S->o->verify,
+	                                      verdict, err)
+	                    : st_verify(S->o->task_dir, path, &S->o->verify, verdict, err);
 	*verify_s += now_s() - tv;
 	if (s && !*verdict)
 		return s; /* the environment, not the candidate: no GPU, a broken baseline */

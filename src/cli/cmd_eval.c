@@ -19,6 +19,7 @@
 #include "common/fs.h"
 #include "common/paths.h"
 #include "llm/llm.h"
+#include "queue/queue.h"
 #include "stitch/stitch.h"
 #include "task/task.h"
 
@@ -31,7 +32,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: stitch eval --model M [--mode oneshot|refine|agent] [--samples K] [--rounds R]\n"
 	        "                   [--tier N] [--task GLOB] [--out DIR] [--parallel P] [--db FILE]\n"
-	        "                   [verify options]\n"
+	        "                   [--queue redis://HOST:PORT [--queue-arch A]] [verify options]\n"
 	        "       stitch eval --compare RUN... [--db FILE] [--html FILE] [--json]\n"
 	        "       stitch eval --list [--db FILE]\n\n"
 	        "Evaluate a model on the suite (%s). Every task gets K samples, each starting\n"
@@ -66,6 +67,10 @@ static void usage(FILE *f)
 	        "  --db FILE        leaderboard store (SQLite; default $STITCH_EVAL_DB, else\n"
 	        "                   $XDG_DATA_HOME/stitch/eval.db or ~/.local/share/stitch/eval.db)\n"
 	        "  --no-db          do not record the run\n"
+	        "  --queue URL      verify on the queue's workers (`stitch worker`) instead of here;\n"
+	        "                   the verify options travel with each job (seeds are the workers')\n"
+	        "  --queue-arch A   the arch the jobs need (default: host with --backend host, else\n"
+	        "                   --arch or sm_90a)\n"
 	        ST_VERIFY_OPTS_HELP
 	        "\nexit: 0 done, 2 bad input, 3 no GPU, no model endpoint, or an unwritable store\n",
 	        st_cli_tasks_root(), ST_EVAL_MAX_SAMPLES, ST_EVAL_MAX_ROUNDS);
@@ -151,6 +156,7 @@ int cmd_eval(int argc, char **argv)
 	st_verify_opts_default(&o);
 	o.profile = 0;
 	const char *model = NULL, *mode = "oneshot", *glob = NULL, *out = "eval-out", *db = NULL;
+	const char *queue = NULL, *queue_arch = NULL;
 	double samples = 1, parallel = 4, tier = 0, temperature = 0.8, rounds = 0;
 	int quiet = 0, replay = 0, no_db = 0;
 	for (int i = 1; i < argc; i++) {
@@ -184,6 +190,10 @@ int cmd_eval(int argc, char **argv)
 			out = v;
 		else if (!strcmp(a, "--db"))
 			db = v;
+		else if (!strcmp(a, "--queue"))
+			queue = v;
+		else if (!strcmp(a, "--queue-arch"))
+			queue_arch = v;
 		else if (!strcmp(a, "--samples"))
 			bad = st_cli_number(a, v, 1, ST_EVAL_MAX_SAMPLES, &samples);
 		else if (!strcmp(a, "--rounds"))
@@ -223,6 +233,20 @@ int cmd_eval(int argc, char **argv)
 	}
 	c.rounds = rounds > 0 ? (int)rounds : c.mode == EVAL_REFINE ? 3 : c.mode == EVAL_AGENT ? 4 : 1;
 	st_err err;
+	if (queue_arch && !queue) {
+		st_cli_error("eval: --queue-arch goes with --queue");
+		return ST_EXIT_USAGE;
+	}
+	if (queue) {
+		st_queue q;
+		if (st_queue_parse_url(queue, &q, &err)) {
+			st_cli_error("eval: --queue: %s", err.msg);
+			return ST_EXIT_USAGE;
+		}
+		c.queue_url = queue;
+		c.queue_arch = queue_arch ? queue_arch : !strcmp(o.backend, "host") ? "host"
+		                                       : o.arch ? o.arch : "sm_90a";
+	}
 	if (st_llm_model_parse(model, &c.llm_model, &err) ||
 	    (!replay && st_llm_model_check(&c.llm_model, 10, &err))) {
 		st_cli_error("eval: %s", err.msg);
@@ -273,6 +297,7 @@ int cmd_eval(int argc, char **argv)
 		fprintf(stderr, "eval: %d tasks x %d samples, %s with %d %s, from %s\n", n_tasks, K,
 		        mode_name(c.mode), c.rounds, c.mode == EVAL_AGENT ? "attempts" : "rounds", model);
 	int rc = ST_EXIT_OK;
+	c.queue_options = queue ? st_verify_opts_json(&o) : NULL;
 	if (eval_run(&c, (int)parallel, &err)) {
 		st_cli_error("eval: stopped: %s", err.msg);
 		rc = ST_EXIT_ENV;
@@ -349,6 +374,7 @@ int cmd_eval(int argc, char **argv)
 		printf("stored as eval run %lld in %s\n", run_id, db);
 	json_decref(scores);
 	json_decref(rows);
+	json_decref(c.queue_options);
 	for (int j = 0; j < c.n_items; j++)
 		json_decref(c.items[j].rows);
 	free(c.items);

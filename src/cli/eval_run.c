@@ -6,7 +6,8 @@
  * Threads ask the model at the same time; verifies share the GPU through one lock (correctness
  * runs side by side, measurements alone), so a sample waiting for its answer never holds up
  * another's timing. Every answer goes through the shared answer cache (OUT/llm-cache.sqlite):
- * a run started again pays for nothing it already has. */
+ * a run started again pays for nothing it already has. With a queue (--queue) the verifies go to
+ * its workers instead, each thread on its own connection (hiredis is not thread-safe). */
 #include "eval_run.h"
 
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "agents/agents.h"
 #include "agents/solve.h"
 #include "common/fs.h"
+#include "queue/queue.h"
 #include "store/bench.h"
 
 void eval_task_folder(const char *out, const char *task_id, char *dir, size_t len)
@@ -27,6 +29,73 @@ void eval_task_folder(const char *out, const char *task_id, char *dir, size_t le
 		if (*p == '/')
 			*p = '_';
 	snprintf(dir, len, "%s/%s", out, id);
+}
+
+/* One thread's connection to the queue, opened at its first job. */
+typedef struct eval_worker {
+	eval_ctx *c;
+	st_queue q;
+	int q_open;
+	const eval_item *item; /* the sample being verified (the agent's verify_fn needs its id) */
+} eval_worker;
+
+/* A version to the queue's workers and its verdict back: the job names the task by id, so the
+ * workers find it in their own suite. */
+static st_status verify_on_queue(eval_worker *w, const char *task_id, const char *path,
+                                 json_t **verdict, st_err *err)
+{
+	eval_ctx *c = w->c;
+	*verdict = NULL;
+	if (!w->q_open) {
+		if (st_queue_open(c->queue_url, &w->q, err))
+			return st_err_wrap(err, ST_E_SYSTEM, "the queue");
+		w->q_open = 1;
+	}
+	char *code = NULL;
+	size_t len = 0;
+	st_status s = st_read_file(path, &code, &len, err);
+	if (s)
+		return s;
+	json_t *job = st_queue_verify_job(task_id, c->queue_arch, code, len, c->queue_options, 0);
+	free(code);
+	if (!job)
+		return st_err_set(err, ST_E_NOMEM, "out of memory");
+	char id[65];
+	int state;
+	json_t *result = NULL;
+	s = st_queue_put(&w->q, job, 0, id, &state, err);
+	json_decref(job);
+	if (!s)
+		s = st_queue_wait(&w->q, id, 3600, &result, err);
+	if (s)
+		return st_err_wrap(err, ST_E_SYSTEM, "the queue");
+	*verdict = json_incref(json_object_get(result, "verdict"));
+	if (!*verdict) {
+		const char *why = json_string_value(json_object_get(result, "error"));
+		s = st_err_set(err, json_is_true(json_object_get(result, "bad_input")) ? ST_E_INVALID
+		                                                                       : ST_E_SYSTEM,
+		               "a worker: %s", why ? why : "an answer without a verdict");
+	}
+	json_decref(result);
+	return s;
+}
+
+static st_status eval_verify(eval_worker *w, const eval_item *it, const char *path,
+                             json_t **verdict, st_err *err)
+{
+	if (w->c->queue_url)
+		return verify_on_queue(w, it->task_id, path, verdict, err);
+	return st_verify(it->task_dir, path, &w->c->verify, verdict, err);
+}
+
+/* The agent loop's verify, when the queue does it. */
+static st_status agent_verify(void *arg, const char *task_dir, const char *path,
+                              const st_verify_opts *o, json_t **verdict, st_err *err)
+{
+	(void)task_dir;
+	(void)o;
+	eval_worker *w = arg;
+	return verify_on_queue(w, w->item->task_id, path, verdict, err);
 }
 
 /* A row for a round that has no verdict (no answer, no code). */
@@ -98,8 +167,9 @@ static void mark_final_last_code(eval_item *it)
 }
 
 /* oneshot (R = 1) and refine. */
-static void run_conversation(eval_ctx *c, eval_item *it, st_llm_client *client)
+static void run_conversation(eval_worker *w, eval_item *it, st_llm_client *client)
 {
+	eval_ctx *c = w->c;
 	char dir[PATH_MAX];
 	eval_task_folder(c->out, it->task_id, dir, sizeof dir);
 	int R = c->rounds, n_msgs = 1;
@@ -146,7 +216,7 @@ static void run_conversation(eval_ctx *c, eval_item *it, st_llm_client *client)
 			json_t *v = NULL;
 			st_status s = st_write_file_atomic(path, code, strlen(code), &e);
 			if (!s)
-				s = st_verify(it->task_dir, path, &c->verify, &v, &e);
+				s = eval_verify(w, it, path, &v, &e);
 			if (env_failed(c, s, &e)) {
 				json_decref(v);
 				free(code);
@@ -224,8 +294,9 @@ static void rows_from_trajectory(eval_ctx *c, eval_item *it, const char *tpath,
 		json_object_set_new(json_array_get(it->rows, pick), "final", json_true());
 }
 
-static void run_agent(eval_ctx *c, eval_item *it)
+static void run_agent(eval_worker *w, eval_item *it)
 {
+	eval_ctx *c = w->c;
 	char dir[PATH_MAX], out[PATH_MAX + 64], tpath[PATH_MAX + 96];
 	eval_task_folder(c->out, it->task_id, dir, sizeof dir);
 	snprintf(out, sizeof out, "%s/sample%d.agent", dir, it->k);
@@ -244,6 +315,11 @@ static void run_agent(eval_ctx *c, eval_item *it)
 	so.run_index = it->k;
 	so.verify = c->verify;
 	so.llm = c->llm;
+	if (c->queue_url) {
+		w->item = it;
+		so.verify_fn = agent_verify;
+		so.verify_arg = w;
+	}
 	json_t *report = NULL;
 	st_err e;
 	st_status s = st_solve(&so, &report, &e);
@@ -272,6 +348,7 @@ static void run_agent(eval_ctx *c, eval_item *it)
 static void *eval_thread(void *arg)
 {
 	eval_ctx *c = arg;
+	eval_worker w = {.c = c};
 	st_llm_client *client = NULL;
 	st_err e;
 	st_status cs = c->mode == EVAL_AGENT ? ST_OK
@@ -288,15 +365,17 @@ static void *eval_thread(void *arg)
 			add_row(c, it, row_without_verdict(it, "no_answer", e.msg), 1, NULL);
 			json_object_set_new(json_array_get(it->rows, 0), "final", json_true());
 		} else if (c->mode == EVAL_AGENT) {
-			run_agent(c, it);
+			run_agent(&w, it);
 		} else {
-			run_conversation(c, it, client);
+			run_conversation(&w, it, client);
 		}
 		pthread_mutex_lock(&c->mu);
 		c->finished++;
 		pthread_mutex_unlock(&c->mu);
 	}
 	st_llm_client_free(client);
+	if (w.q_open)
+		st_queue_close(&w.q);
 	return NULL;
 }
 

@@ -32,6 +32,9 @@ typedef struct eval_ctx {
 	st_llm_model llm_model;
 	st_llm_opts llm;         /* with the shared answer cache and replay */
 	st_verify_opts verify;   /* its gpu_lock is set by eval_run: measuring stays alone */
+	const char *queue_url;   /* non-NULL: verify on the queue's workers (docs/queue.md) */
+	const char *queue_arch;  /* the arch the jobs need: the workers' (sm_90a, host) */
+	json_t *queue_options;   /* verify's options as the jobs carry them */
 	int quiet;
 	eval_item *items;
 	int n_items;

@@ -225,6 +225,21 @@ void st_verify_opts_apply(st_verify_opts *o, const json_t *opt)
 		o->stop.max_rse = json_number_value(json_object_get(opt, "max_rse"));
 	if (json_is_integer(json_object_get(opt, "max_samples")))
 		o->stop.max_samples = (int)json_integer_value(json_object_get(opt, "max_samples"));
+	const char *time_set = json_string_value(json_object_get(opt, "time_set"));
+	if (time_set)
+		o->time_set = time_set;
+}
+
+json_t *st_verify_opts_json(const st_verify_opts *o)
+{
+	json_t *j = json_pack("{s:i,s:b,s:b,s:f,s:f,s:i}", "seeds", o->seeds, "timing", o->timing,
+	                      "profile", o->profile, "min_time_ms", o->stop.min_time_ms, "max_rse",
+	                      o->stop.max_rse, "max_samples", o->stop.max_samples);
+	if (j && o->sets)
+		json_object_set_new(j, "sets", json_string(o->sets));
+	if (j && o->time_set)
+		json_object_set_new(j, "time_set", json_string(o->time_set));
+	return j;
 }
 
 /* Profiles come from CUPTI: the CUDA backend only. */

@@ -139,6 +139,33 @@ rows = lambda b: sorted((r["task"], r["status"]) for r in b["rows"])
 sys.exit(0 if rows(q) == rows(l) and rows(q) and all(s == "ok" for _, s in rows(q)) else 1)
 EOF
 
+# ---- stitch eval through the queue: the workers verify each sample ------------------------------
+EVAL_OPTS=(--backend host --min-time 5 --max-rse 0.5 --max-samples 200 --task t1/scale --no-db
+           --queue "$URL")
+. "$STITCH_SRC/tests/eval_lib.sh"
+export OPENAI_API_KEY=test-key
+before=$(redis-cli -p "$PORT" get stitch:stats:done)
+run_eval eval-queue fake oneshot 2 1 scale_slow scale_wrong
+check "eval --queue: the samples' verdicts came from the workers (done $before -> $(redis-cli -p "$PORT" get stitch:stats:done))" \
+	[ "$(redis-cli -p "$PORT" get stitch:stats:done)" = $((before + 2)) ]
+check "eval --queue: statuses ok and incorrect" python3 - "$WORK/eval-queue/results.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+sys.exit(0 if [r["status"] for r in rows] == ["ok", "incorrect"] else 1)
+EOF
+# other options, so that these jobs are not the ones above answered from the store
+EVAL_OPTS=(--backend host --min-time 5 --max-rse 0.5 --max-samples 150 --task t1/scale --no-db
+           --queue "$URL")
+before=$(redis-cli -p "$PORT" get stitch:stats:done)
+run_eval eval-queue-agent fake agent 1 2 plan scale_wrong scale_slow
+check "eval --queue, agent mode: both attempts verified by the workers" \
+	[ "$(redis-cli -p "$PORT" get stitch:stats:done)" = $((before + 2)) ]
+check "eval --queue, agent mode: incorrect, then ok" python3 - "$WORK/eval-queue-agent/results.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+sys.exit(0 if [r["status"] for r in rows] == ["incorrect", "ok"] and rows[1]["final"] else 1)
+EOF
+
 # ---- stitch serve --queue: the HTTP API, answered by the queue's workers -------------------------
 "$STITCH" serve --backend host --queue "$URL" --listen 127.0.0.1:0 --db "$WORK/serve.db" \
 	--spool "$WORK/serve.spool" >"$WORK/serve.port" 2>"$WORK/serve.log" &
