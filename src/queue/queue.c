@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "tls.h"
 
 #define KEY_MAX 160
 
@@ -30,14 +31,11 @@ st_status st_queue_parse_url(const char *url, st_queue *q, st_err *err)
 	memset(q, 0, sizeof *q);
 	q->port = 6379;
 	q->retry_s = 60;
-	if (!strncmp(url, "rediss://", 9))
-		return st_err_set(err, ST_E_INVALID, "%s: TLS (rediss://) needs hiredis 1.0 with SSL; "
-		                  "this build has Debian 12's hiredis 0.14 without it (put stunnel or an "
-		                  "SSH tunnel in front, or use redis:// on a private network)", url);
-	if (strncmp(url, "redis://", 8))
-		return st_err_set(err, ST_E_INVALID, "%s: expected redis://[:PASSWORD@]HOST[:PORT][/DB]",
+	q->tls = !strncmp(url, "rediss://", 9);
+	if (!q->tls && strncmp(url, "redis://", 8))
+		return st_err_set(err, ST_E_INVALID, "%s: expected redis[s]://[:PASSWORD@]HOST[:PORT][/DB]",
 		                  url);
-	const char *p = url + 8, *at = strrchr(p, '@');
+	const char *p = url + (q->tls ? 9 : 8), *at = strrchr(p, '@');
 	if (at) {
 		const char *colon = memchr(p, ':', (size_t)(at - p));
 		const char *pw = colon ? colon + 1 : p;
@@ -73,40 +71,65 @@ st_status st_queue_parse_url(const char *url, st_queue *q, st_err *err)
 
 static void drop(st_queue *q)
 {
-	if (q->ctx)
+	if (q->ctx && q->tls)
+		st_redis_tls_free(q->ctx);
+	else if (q->ctx)
 		redisFree(q->ctx);
 	q->ctx = NULL;
+}
+
+/* One command on the open connection, plain or TLS: the reply, or NULL with why. */
+static redisReply *run(st_queue *q, int argc, const char **argv, char *why, size_t len)
+{
+	if (q->tls)
+		return st_redis_tls_command(q->ctx, argc, argv, why, len);
+	redisReply *r = redisCommandArgv(q->ctx, argc, argv, NULL);
+	if (!r)
+		snprintf(why, len, "%s", ((redisContext *)q->ctx)->errstr);
+	return r;
 }
 
 static st_status connect_once(st_queue *q, st_err *err)
 {
 	drop(q);
-	struct timeval tv = {5, 0};
-	redisContext *c = redisConnectWithTimeout(q->host, q->port, tv);
-	if (!c)
-		return st_err_set(err, ST_E_NOMEM, "redis: out of memory");
-	if (c->err) {
-		st_status s = st_err_set(err, ST_E_IO, "redis %s:%d: %s", q->host, q->port, c->errstr);
-		redisFree(c);
-		return s;
+	if (q->tls) {
+		st_redis_tls *t;
+		st_status s = st_redis_tls_connect(q->host, q->port, 5, &t, err);
+		if (s)
+			return s;
+		q->ctx = t;
+	} else {
+		struct timeval tv = {5, 0};
+		redisContext *c = redisConnectWithTimeout(q->host, q->port, tv);
+		if (!c)
+			return st_err_set(err, ST_E_NOMEM, "redis: out of memory");
+		if (c->err) {
+			st_status s = st_err_set(err, ST_E_IO, "redis %s:%d: %s", q->host, q->port,
+			                         c->errstr);
+			redisFree(c);
+			return s;
+		}
+		q->ctx = c;
 	}
-	q->ctx = c;
 	redisReply *r = NULL;
+	char why[512];
 	if (q->password[0]) {
-		r = redisCommand(c, "AUTH %s", q->password);
+		r = run(q, 2, (const char *[]){"AUTH", q->password}, why, sizeof why);
 		if (!r || r->type == REDIS_REPLY_ERROR) {
-			st_status s = st_err_set(err, ST_E_INVALID, "redis %s:%d: AUTH: %s", q->host,
-			                         q->port, r ? r->str : c->errstr);
+			st_status s = st_err_set(err, r ? ST_E_INVALID : ST_E_IO, "redis %s:%d: AUTH: %s",
+			                         q->host, q->port, r ? r->str : why);
 			freeReplyObject(r);
 			drop(q);
 			return s;
 		}
 		freeReplyObject(r);
 	}
-	r = redisCommand(c, "SELECT %d", q->db);
+	char db[16];
+	snprintf(db, sizeof db, "%d", q->db);
+	r = run(q, 2, (const char *[]){"SELECT", db}, why, sizeof why);
 	if (!r || r->type == REDIS_REPLY_ERROR) {
 		st_status s = st_err_set(err, r ? ST_E_INVALID : ST_E_IO, "redis %s:%d: SELECT %d: %s",
-		                         q->host, q->port, q->db, r ? r->str : c->errstr);
+		                         q->host, q->port, q->db, r ? r->str : why);
 		freeReplyObject(r);
 		drop(q);
 		return s;
@@ -122,11 +145,12 @@ st_status st_queue_open(const char *url, st_queue *q, st_err *err)
 		return s;
 	if ((s = connect_once(q, err)))
 		return s;
-	redisReply *r = redisCommand(q->ctx, "PING");
+	char why[512];
+	redisReply *r = run(q, 1, (const char *[]){"PING"}, why, sizeof why);
 	int ok = r && r->type != REDIS_REPLY_ERROR;
 	if (!ok)
 		s = st_err_set(err, ST_E_IO, "redis %s:%d: PING: %s", q->host, q->port,
-		               r ? r->str : ((redisContext *)q->ctx)->errstr);
+		               r ? r->str : why);
 	freeReplyObject(r);
 	if (s)
 		drop(q);
@@ -147,7 +171,8 @@ static st_status cmd(st_queue *q, redisReply **out, st_err *err, int argc, const
 	for (;;) {
 		st_status s = q->ctx ? ST_OK : connect_once(q, err);
 		if (!s) {
-			redisReply *r = redisCommandArgv(q->ctx, argc, argv, NULL);
+			char why[512];
+			redisReply *r = run(q, argc, argv, why, sizeof why);
 			if (r) {
 				if (r->type == REDIS_REPLY_ERROR) {
 					s = st_err_set(err, ST_E_SYSTEM, "redis %s: %s", argv[0], r->str);
@@ -157,8 +182,7 @@ static st_status cmd(st_queue *q, redisReply **out, st_err *err, int argc, const
 				*out = r;
 				return ST_OK;
 			}
-			s = st_err_set(err, ST_E_IO, "redis %s:%d: %s", q->host, q->port,
-			               ((redisContext *)q->ctx)->errstr);
+			s = st_err_set(err, ST_E_IO, "redis %s:%d: %s", q->host, q->port, why);
 			drop(q);
 		}
 		if (s != ST_E_IO || now_s() - start > q->retry_s)

@@ -26,7 +26,8 @@
 #define ST_QUEUE_GROUP "stitch-workers"
 
 typedef struct st_queue {
-	void *ctx;            /* redisContext */
+	void *ctx;            /* redisContext, or st_redis_tls with tls */
+	int tls;              /* rediss:// (tls.c) */
 	char host[256];
 	int port;
 	int db;
@@ -34,8 +35,8 @@ typedef struct st_queue {
 	double retry_s;       /* how long a command keeps reconnecting after a lost connection */
 } st_queue;
 
-/* redis://[:PASSWORD@]HOST[:PORT][/DB] (port 6379, db 0 by default). rediss:// (TLS) is refused
- * with the reason: Debian 12's hiredis (0.14) has no TLS. */
+/* redis[s]://[:PASSWORD@]HOST[:PORT][/DB] (port 6379, db 0 by default). rediss:// is TLS
+ * (tls.c: $STITCH_REDIS_CA, $STITCH_REDIS_CERT, $STITCH_REDIS_KEY). */
 st_status st_queue_parse_url(const char *url, st_queue *q, st_err *err);
 /* Parse, connect, AUTH, SELECT, PING. */
 st_status st_queue_open(const char *url, st_queue *q, st_err *err);
