@@ -30,13 +30,15 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: stitch worker --queue redis://[:PASSWORD@]HOST[:PORT][/DB] [options]\n\n"
+	        "usage: stitch worker --queue redis[s]://[:PASSWORD@]HOST[:PORT][/DB] [options]\n\n"
 	        "Take verify jobs from the Redis queue (`stitch queue submit`, `stitch serve --queue`)\n"
 	        "and answer them: one pipeline per GPU, each a consumer of the queue's group that\n"
 	        "reads only the jobs of this machine's arch. A job's result is stored before the job\n"
 	        "is acknowledged; jobs of a worker that died are claimed by the living (docs/queue.md).\n\n"
 	        "options:\n"
-	        "  --queue URL      the Redis server (required)\n"
+	        "  --queue URL      the Redis server (required); rediss:// for TLS, the server's CA\n"
+	        "                   in $STITCH_REDIS_CA (else the system's), a client certificate in\n"
+	        "                   $STITCH_REDIS_CERT and $STITCH_REDIS_KEY\n"
 	        "  --name N         this worker's name in the group (default: host name and pid);\n"
 	        "                   a restart under the same name takes its unfinished jobs back\n"
 	        "  --gpus LIST      cuda: GPU indexes, a pipeline each (default 0)\n"
