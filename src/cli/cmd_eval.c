@@ -47,7 +47,8 @@ static void usage(FILE *f)
 	        "(over each sample's final code: refine's last answer with code, the agent's best),\n"
 	        "geometric-mean speedups, SOL fraction, the same rates round by round, results\n"
 	        "flagged as suspicious, tokens and money. The run is stored in the leaderboard\n"
-	        "(--db) for --compare, which prints runs side by side and writes an HTML page.\n\n"
+	        "(--db) for --compare, which prints runs side by side and writes an HTML page\n"
+	        "(`stitch eval --compare --help` tells its options).\n\n"
 	        "options:\n"
 	        "  --model M        as stitch solve: openai:MODEL, anthropic:MODEL,\n"
 	        "                   openai-compat:URL:MODEL (vLLM, SGLang, llama.cpp, Ollama)\n"
@@ -146,12 +147,13 @@ static const char *mode_name(eval_mode m)
 
 int cmd_eval(int argc, char **argv)
 {
+	/* the leaderboard has its own options (and its own --help) */
+	if (has_arg(argc, argv, "--compare") || has_arg(argc, argv, "--list"))
+		return cmd_eval_compare(argc, argv);
 	if (st_cli_wants_help(argc, argv)) {
 		usage(stdout);
 		return ST_EXIT_OK;
 	}
-	if (has_arg(argc, argv, "--compare") || has_arg(argc, argv, "--list"))
-		return cmd_eval_compare(argc, argv);
 	st_verify_opts o;
 	st_verify_opts_default(&o);
 	o.profile = 0;
