@@ -314,7 +314,8 @@ int cmd_eval(int argc, char **argv)
 		tin += it->tokens_in;
 		tout += it->tokens_out;
 		cost += it->cost_usd;
-		json_array_extend(rows, it->rows ? it->rows : json_array());
+		if (it->rows) /* none where a stopped run never reached the sample */
+			json_array_extend(rows, it->rows);
 	}
 	write_results(out, rows, &err);
 	json_t *scores = st_eval_scores(rows, K, c.rounds);
