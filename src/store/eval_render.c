@@ -396,6 +396,10 @@ static void svg_fastp(const json_t *const *scores, const long long *ids, int n,
 	int bw = 60 / n < 3 ? 3 : 60 / n > 14 ? 14 : 60 / n;
 	if (n * bw < 20)
 		bw = 20 / n + 1; /* room for the threshold's label under its bars */
+	/* and narrower bars before the chart outgrows a page (about 900 px of plot) */
+	int fit = (900 / groups - group_gap - (ST_BENCH_NP - 1) * sub_gap) / (ST_BENCH_NP * n);
+	if (bw > fit)
+		bw = fit < 3 ? 3 : fit;
 	int sub_w = n * bw, group_w = ST_BENCH_NP * sub_w + (ST_BENCH_NP - 1) * sub_gap;
 	int plot_w = groups * (group_w + group_gap), legend_y = top + hgt + 54;
 	int width = left + plot_w + 20 < 600 ? 600 : left + plot_w + 20;
