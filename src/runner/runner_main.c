@@ -709,13 +709,19 @@ int main(int argc, char **argv)
 	if (getppid() == 1)
 		return 2;
 
+	/* What starting took, stage by stage, for the parent's record (a service that starts many
+	 * runners wants to know which stage grows when several GPUs start them at once). */
+	struct timespec t0, t1, t2, t3;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	json_t *info = json_object();
 	int ok = rb_open(info, g_err, sizeof g_err) == 0;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	json_t *hello = ok ? reply_ok() : reply_fail("no_device", g_err);
 	/* The profiler's library is loaded before the door is locked, like the driver; a machine
 	 * without one still verifies, and the profile reply says why there is none. */
 	if (ok && profile && rb_profiler_load(g_err, sizeof g_err))
 		json_object_set_new(info, "profiler_error", json_string(g_err));
+	clock_gettime(CLOCK_MONOTONIC, &t2);
 	/* The device is open; no solution code has been loaded yet. Now lock the door. */
 	if (ok && sandbox) {
 		st_sandbox_state st;
@@ -731,6 +737,12 @@ int main(int argc, char **argv)
 	} else if (ok) {
 		json_object_set_new(info, "sandbox", json_pack("{s:b}", "enabled", 0));
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t3);
+#define MS(a, b) (((b).tv_sec - (a).tv_sec) * 1e3 + ((b).tv_nsec - (a).tv_nsec) / 1e6)
+	json_object_set_new(info, "start_ms", json_pack("{s:f,s:f,s:f}", "open", MS(t0, t1),
+	                                                "profiler", MS(t1, t2), "sandbox",
+	                                                MS(t2, t3)));
+#undef MS
 	json_object_set_new(hello, "info", info);
 	st_err err;
 	if (st_proto_send(sock, hello, -1, &err))

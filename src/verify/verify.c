@@ -65,6 +65,8 @@ typedef struct sol {
 	int started;
 	int flags;            /* ST_RUNNER_* it was started with */
 	int from_pool;        /* the runner came from o->runner_pool, its hello already read */
+	const char *got;      /* how: "loaded" (kept with its solution), "spare" or "started" */
+	double got_ms;        /* taking or starting it, and for a started one waiting for its hello */
 	int touched;          /* a load was sent: its code may have run in the runner */
 	int loaded;           /* its solution is loaded (by this verify, or before, from the pool) */
 	char pool_key[8600];  /* a loaded trusted runner's key in the pool */
@@ -1681,6 +1683,7 @@ static st_status acquire_runners(vctx *v, int compiled, st_err *err)
 	const st_verify_opts *o = v->o;
 	for (int i = 0; i < v->n_sols; i++) {
 		sol *so = &v->sols[i];
+		double t0 = now_s();
 		so->flags = (o->no_sandbox ? 0 : ST_RUNNER_SANDBOX) |
 		            (i == v->cand && profiling(v) ? ST_RUNNER_PROFILE : 0) |
 		            (i == v->cand && o->under_ncu ? ST_RUNNER_NCU : 0);
@@ -1693,6 +1696,7 @@ static st_status acquire_runners(vctx *v, int compiled, st_err *err)
 			                st_runner_pool_take_spare(o->runner_pool, o->backend, so->flags,
 			                                          o->devices, o->gpu_lock, role_of(v, i),
 			                                          &so->runner);
+		so->got = so->loaded ? "loaded" : so->from_pool ? "spare" : "started";
 		if (!so->from_pool) {
 			st_status s = st_runner_start(&so->runner, o->backend, role_of(v, i), so->flags,
 			                              o->devices, err);
@@ -1700,15 +1704,37 @@ static st_status acquire_runners(vctx *v, int compiled, st_err *err)
 				return s;
 		}
 		so->started = 1;
+		so->got_ms = 1e3 * (now_s() - t0);
 	}
 	for (int i = 0; i < v->n_sols; i++) {
 		if (v->sols[i].from_pool)
 			continue;
+		double t0 = now_s();
 		st_status s = st_runner_hello(&v->sols[i].runner, 120, err);
 		if (s)
 			return s;
+		v->sols[i].got_ms += 1e3 * (now_s() - t0);
 	}
 	return ST_OK;
+}
+
+/* Where each runner came from and what getting it cost (the verdict's "runners"): a service's
+ * start phase is the sum of these. A started runner's own stages (device, profiler, sandbox)
+ * are those its hello reported. */
+static json_t *runners_json(vctx *v)
+{
+	json_t *o = json_object();
+	for (int i = 0; i < v->n_sols; i++) {
+		const sol *so = &v->sols[i];
+		if (so->stored || !so->got)
+			continue;
+		json_t *x = json_pack("{s:s,s:f}", "from", so->got, "ms", so->got_ms);
+		const json_t *st = json_object_get(so->runner.info, "start_ms");
+		if (!strcmp(so->got, "started") && st)
+			json_object_set(x, "runner_ms", (json_t *)st);
+		json_object_set_new(o, role_of(v, i), x);
+	}
+	return o;
 }
 
 /* After the verify: a healthy runner goes back to the pool when what it ran can be trusted: a
@@ -1768,8 +1794,11 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	if ((s = acquire_runners(v, compile_first, err)))
 		return s;
 	phase(v, "start");
+	json_object_set_new(v->verdict, "runners", runners_json(v));
 	const json_t *info = v->sols[v->ref].runner.info;
-	json_object_set(v->verdict, "device", (json_t *)info);
+	json_t *device = json_deep_copy(info); /* its start stages are in "runners" */
+	json_object_del(device, "start_ms");
+	json_object_set_new(v->verdict, "device", device);
 	const json_t *sb = json_object_get(v->sols[v->cand].runner.info, "sandbox");
 	if (!json_is_true(json_object_get(sb, "enabled")))
 		flag(v, "unsandboxed");
