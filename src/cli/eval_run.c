@@ -56,27 +56,9 @@ static st_status verify_on_queue(eval_worker *w, const char *task_id, const char
 	st_status s = st_read_file(path, &code, &len, err);
 	if (s)
 		return s;
-	json_t *job = st_queue_verify_job(task_id, c->queue_arch, code, len, c->queue_options, 0);
+	s = st_queue_verify(&w->q, task_id, c->queue_arch, code, len, c->queue_options, 0, 3600,
+	                    verdict, err);
 	free(code);
-	if (!job)
-		return st_err_set(err, ST_E_NOMEM, "out of memory");
-	char id[65];
-	int state;
-	json_t *result = NULL;
-	s = st_queue_put(&w->q, job, 0, id, &state, err);
-	json_decref(job);
-	if (!s)
-		s = st_queue_wait(&w->q, id, 3600, &result, err);
-	if (s)
-		return st_err_wrap(err, ST_E_SYSTEM, "the queue");
-	*verdict = json_incref(json_object_get(result, "verdict"));
-	if (!*verdict) {
-		const char *why = json_string_value(json_object_get(result, "error"));
-		s = st_err_set(err, json_is_true(json_object_get(result, "bad_input")) ? ST_E_INVALID
-		                                                                       : ST_E_SYSTEM,
-		               "a worker: %s", why ? why : "an answer without a verdict");
-	}
-	json_decref(result);
 	return s;
 }
 

@@ -351,6 +351,34 @@ st_status st_queue_wait(st_queue *q, const char *id, double timeout_s, json_t **
 
 /* ---- workers ---------------------------------------------------------------------------- */
 
+st_status st_queue_verify(st_queue *q, const char *task, const char *arch, const char *code,
+                          size_t len, const json_t *options, long max_pending, double timeout_s,
+                          json_t **verdict, st_err *err)
+{
+	*verdict = NULL;
+	json_t *job = st_queue_verify_job(task, arch, code, len, options, 0);
+	if (!job)
+		return st_err_set(err, ST_E_NOMEM, "out of memory");
+	char id[65];
+	int state;
+	json_t *result = NULL;
+	st_status s = st_queue_put(q, job, max_pending, id, &state, err);
+	json_decref(job);
+	if (!s)
+		s = st_queue_wait(q, id, timeout_s, &result, err);
+	if (s)
+		return st_err_wrap(err, ST_E_SYSTEM, "the queue");
+	*verdict = json_incref(json_object_get(result, "verdict"));
+	if (!*verdict) {
+		const char *why = json_string_value(json_object_get(result, "error"));
+		s = st_err_set(err, json_is_true(json_object_get(result, "bad_input")) ? ST_E_INVALID
+		                                                                       : ST_E_SYSTEM,
+		               "%s", why ? why : "the worker answered without a verdict");
+	}
+	json_decref(result);
+	return s;
+}
+
 st_status st_queue_group(st_queue *q, const char *arch, st_err *err)
 {
 	char skey[KEY_MAX];

@@ -62,6 +62,13 @@ json_t *st_queue_verify_job(const char *task, const char *arch, const char *code
 /* The result of job `id`, waiting up to timeout_s; ST_E_TIMEOUT when it is not there by then. */
 st_status st_queue_wait(st_queue *q, const char *id, double timeout_s, json_t **result,
                         st_err *err);
+/* One verify through the queue, for a producer that waits (serve, eval): the job put (held back
+ * while max_pending jobs wait; 0: no limit), its result awaited up to timeout_s, and its verdict
+ * into *verdict; a result without one is the worker's error: ST_E_INVALID where the worker found
+ * the input bad, else ST_E_SYSTEM. A queue that fails is ST_E_SYSTEM ("the queue: ..."). */
+st_status st_queue_verify(st_queue *q, const char *task, const char *arch, const char *code,
+                          size_t len, const json_t *options, long max_pending, double timeout_s,
+                          json_t **verdict, st_err *err);
 
 /* ---- workers ---- */
 

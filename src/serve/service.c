@@ -371,26 +371,9 @@ static st_status verify_on_queue(st_service *s, st_queue *q, int *open, job *j, 
 		*open = 1;
 	}
 	const char *code = json_string_value(json_object_get(j->req, "code"));
-	json_t *job = st_queue_verify_job(json_string_value(json_object_get(j->req, "task")), s->arch,
-	                                  code, strlen(code), json_object_get(j->req, "options"), 0);
-	char id[65];
-	int state;
-	st_status st = st_queue_put(q, job, s->o.queue_max, id, &state, err);
-	json_decref(job);
-	json_t *result = NULL;
-	if (!st)
-		st = st_queue_wait(q, id, s->o.deadline_s > 0 ? 2 * s->o.deadline_s : 1200, &result, err);
-	if (st)
-		return st_err_wrap(err, ST_E_SYSTEM, "the queue");
-	*verdict = json_incref(json_object_get(result, "verdict"));
-	if (!*verdict) {
-		const char *why = json_string_value(json_object_get(result, "error"));
-		st = st_err_set(err, json_is_true(json_object_get(result, "bad_input")) ? ST_E_INVALID
-		                                                                          : ST_E_SYSTEM,
-		                "%s", why ? why : "the worker answered without a verdict");
-	}
-	json_decref(result);
-	return st;
+	return st_queue_verify(q, json_string_value(json_object_get(j->req, "task")), s->arch, code,
+	                       strlen(code), json_object_get(j->req, "options"), s->o.queue_max,
+	                       s->o.deadline_s > 0 ? 2 * s->o.deadline_s : 1200, verdict, err);
 }
 
 static void *worker_main(void *arg)
