@@ -739,7 +739,7 @@ int main(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t3);
 #define MS(a, b) (((b).tv_sec - (a).tv_sec) * 1e3 + ((b).tv_nsec - (a).tv_nsec) / 1e6)
-	json_object_set_new(info, "start_ms", json_pack("{s:f,s:f,s:f}", "open", MS(t0, t1),
+	json_object_set_new(hello, "start_ms", json_pack("{s:f,s:f,s:f}", "open", MS(t0, t1),
 	                                                "profiler", MS(t1, t2), "sandbox",
 	                                                MS(t2, t3)));
 #undef MS

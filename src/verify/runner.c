@@ -287,6 +287,7 @@ st_status st_runner_hello(st_runner *r, double timeout_s, st_err *err)
 	if (s)
 		return s;
 	r->info = json_incref(json_object_get(hello, "info"));
+	r->start_ms = json_incref(json_object_get(hello, "start_ms"));
 	if (!json_is_true(json_object_get(hello, "ok"))) {
 		const char *why = json_string_value(json_object_get(hello, "reason"));
 		const char *status = json_string_value(json_object_get(hello, "status"));
@@ -422,4 +423,6 @@ void st_runner_stop(st_runner *r)
 	r->workdir[0] = 0;
 	json_decref(r->info);
 	r->info = NULL;
+	json_decref(r->start_ms);
+	r->start_ms = NULL;
 }

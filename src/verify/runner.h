@@ -13,6 +13,8 @@ typedef struct st_runner {
 	char label[32];     /* "reference", "expert", "candidate" */
 	char workdir[256];  /* private, empty working folder, removed on stop */
 	json_t *info;       /* the hello message's info (device, arch, ...) */
+	json_t *start_ms;   /* the hello's timings of the runner's own start (device, profiler,
+	                     * sandbox) */
 	int alive;
 	int killed;         /* st_runner_quit killed it after its goodbye */
 	int term_signal;    /* the signal that ended it (SIGSYS: the sandbox killed it), or 0 */

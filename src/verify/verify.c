@@ -1729,9 +1729,8 @@ static json_t *runners_json(vctx *v)
 		if (so->stored || !so->got)
 			continue;
 		json_t *x = json_pack("{s:s,s:f}", "from", so->got, "ms", so->got_ms);
-		const json_t *st = json_object_get(so->runner.info, "start_ms");
-		if (!strcmp(so->got, "started") && st)
-			json_object_set(x, "runner_ms", (json_t *)st);
+		if (!strcmp(so->got, "started") && so->runner.start_ms)
+			json_object_set(x, "runner_ms", so->runner.start_ms);
 		json_object_set_new(o, role_of(v, i), x);
 	}
 	return o;
@@ -1796,9 +1795,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	phase(v, "start");
 	json_object_set_new(v->verdict, "runners", runners_json(v));
 	const json_t *info = v->sols[v->ref].runner.info;
-	json_t *device = json_deep_copy(info); /* its start stages are in "runners" */
-	json_object_del(device, "start_ms");
-	json_object_set_new(v->verdict, "device", device);
+	json_object_set(v->verdict, "device", (json_t *)info);
 	const json_t *sb = json_object_get(v->sols[v->cand].runner.info, "sandbox");
 	if (!json_is_true(json_object_get(sb, "enabled")))
 		flag(v, "unsandboxed");
