@@ -6,6 +6,7 @@
  * function of the rows, so scores read back from results.jsonl or the store come out the same. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -77,29 +78,6 @@ static json_t *round_block(int round, json_t *const *rows, int n)
 	                 ns ? json_real(exp(logsum / ns)) : json_null());
 }
 
-/* The row a sample holds at `round`: its latest row up to that round with code (a round that
- * brought no code leaves the sample with what it had), else its latest row up to it. */
-static json_t *row_at(const json_t *rows, int sample, int round)
-{
-	json_t *best = NULL, *best_code = NULL, *r;
-	int best_round = 0, code_round = 0;
-	size_t i;
-	json_array_foreach(rows, i, r) {
-		int rr = (int)json_integer_value(json_object_get(r, "round"));
-		if (json_integer_value(json_object_get(r, "sample")) != sample || rr > round)
-			continue;
-		if (rr > best_round) {
-			best = r;
-			best_round = rr;
-		}
-		if (json_is_string(json_object_get(r, "code")) && rr > code_round) {
-			best_code = r;
-			code_round = rr;
-		}
-	}
-	return best_code ? best_code : best;
-}
-
 /* One task's scores from its rows (every round of every sample). */
 static json_t *task_scores(const json_t *rows, int K, int R)
 {
@@ -143,16 +121,49 @@ static json_t *task_scores(const json_t *rows, int K, int R)
 			                    json_real(exp(logsum[b] / ns[b])));
 	if (nsol)
 		json_object_set_new(o, "sol_fraction", json_real(sol / nsol));
+	/* The row each sample holds at each round: its latest row up to that round with code (a
+	 * round that brought no code leaves the sample with what it had), else its latest row up
+	 * to it. The rows are placed by sample and round once, then carried forward. */
 	json_t *curve = json_array();
-	json_t *at[ST_EVAL_MAX_SAMPLES];
 	int samples = max_sample + 1 < ST_EVAL_MAX_SAMPLES ? max_sample + 1 : ST_EVAL_MAX_SAMPLES;
-	for (int round = 1; round <= R && round <= ST_EVAL_MAX_ROUNDS; round++) {
-		int m = 0;
-		for (int s = 0; s < samples; s++)
-			if ((at[m] = row_at(rows, s, round)))
-				m++;
-		json_array_append_new(curve, round_block(round, at, m));
+	if (R > ST_EVAL_MAX_ROUNDS)
+		R = ST_EVAL_MAX_ROUNDS;
+	size_t cells = (size_t)(samples > 0 ? samples : 1) * (size_t)(R > 0 ? R : 1);
+	json_t **any = calloc(cells, sizeof *any), **with_code = calloc(cells, sizeof *with_code);
+	json_t **held = calloc((size_t)(samples > 0 ? samples : 1), sizeof *held);
+	json_t **held_code = calloc((size_t)(samples > 0 ? samples : 1), sizeof *held_code);
+	json_t **at = calloc((size_t)(samples > 0 ? samples : 1), sizeof *at);
+	if (any && with_code && held && held_code && at) {
+		json_array_foreach(rows, i, r) {
+			int s = (int)json_integer_value(json_object_get(r, "sample"));
+			int rr = (int)json_integer_value(json_object_get(r, "round"));
+			if (s < 0 || s >= samples || rr < 1 || rr > R)
+				continue;
+			size_t c = (size_t)s * (size_t)R + (size_t)(rr - 1);
+			if (!any[c])
+				any[c] = r;
+			if (!with_code[c] && json_is_string(json_object_get(r, "code")))
+				with_code[c] = r;
+		}
+		for (int round = 1; round <= R; round++) {
+			int m = 0;
+			for (int s = 0; s < samples; s++) {
+				size_t c = (size_t)s * (size_t)R + (size_t)(round - 1);
+				if (any[c])
+					held[s] = any[c];
+				if (with_code[c])
+					held_code[s] = with_code[c];
+				if ((at[m] = held_code[s] ? held_code[s] : held[s]))
+					m++;
+			}
+			json_array_append_new(curve, round_block(round, at, m));
+		}
 	}
+	free(any);
+	free(with_code);
+	free(held);
+	free(held_code);
+	free(at);
 	json_object_set_new(o, "rounds", curve);
 	return o;
 }
