@@ -6,14 +6,14 @@
 # out by hand, not by stitch's formulas: pass@1 and pass@2, fast_p against the reference and the
 # expert, the per-round curves of refine and agent (model A's refine drifts from a fast answer
 # to a slow one: correctness rises while fast_1 falls), and the suspicious flag on an answer
-# 4x faster than the expert. Then: a second run with the server gone replays every answer from
+# 16x faster than the expert. Then: a second run with the server gone replays every answer from
 # the cache; the leaderboard (--list, --compare, the HTML page, checked in headless Chromium);
 # bad input.
 . "$(dirname "$0")/../lib.sh"
 
-# Host timing on the eval size (fma: 65536 elements), where the 4x between the fast answer and
-# the expert stands clear of the thresholds around it (3x suspicious, fast_5), not on the small
-# size, where the call's fixed cost blurs it.
+# Host timing on the eval size (fma: 65536 elements), not on the small size, where the call's
+# fixed cost blurs the ratios. The fast answer is 16x the expert and 32x the reference, far above
+# the highest threshold (fast_5), so that a loaded machine cannot move a figure across one.
 EVAL_OPTS=(--backend host --seed 7 --min-time 5 --max-rse 0.5 --max-samples 200 --time-set eval)
 . "$STITCH_SRC/tests/eval_lib.sh"
 
@@ -26,15 +26,15 @@ A1='{"tasks/t1/prefix/compiled": 1, "tasks/t1/prefix/correct": 1,
      "tasks/t1/scale/pass@2/correct": 1, "tasks/t1/scale/pass@1/fast_0_vs_reference": 0.5,
      "tasks/t1/scale/pass@1/fast_1_vs_reference": 0,
      "tasks/t2/fma/pass@1/fast_5_vs_reference": 1, "tasks/t2/fma/pass@1/fast_2_vs_expert": 1,
-     "tasks/t2/fma/pass@1/fast_5_vs_expert": 0,
+     "tasks/t2/fma/pass@1/fast_5_vs_expert": 1,
      "overall/pass@1/compile": 0.8333333333333334, "overall/pass@1/correct": 0.6666666666666666,
      "overall/pass@1/fast_1_vs_reference": 0.3333333333333333,
-     "overall/pass@1/fast_2_vs_expert": 0.3333333333333333, "overall/pass@1/fast_5_vs_expert": 0,
+     "overall/pass@1/fast_2_vs_expert": 0.3333333333333333, "overall/pass@1/fast_5_vs_expert": 0.3333333333333333,
      "overall/pass@2/correct": 1, "overall/tasks": 3,
      "tiers/t1//pass@1/compile": 0.75, "tiers/t1//pass@1/correct": 0.5,
      "tiers/t2//pass@1/correct": 1, "tiers/t2//tasks": 1}'
 check "A oneshot: scores as worked out by hand ($(expect_scores a-oneshot "$A1"))" expect_scores a-oneshot "$A1"
-check "A oneshot: the fma answers 4x faster than the expert are flagged suspicious" python3 - "$WORK/a-oneshot/scores.json" <<'PY'
+check "A oneshot: the fma answers 16x faster than the expert are flagged suspicious" python3 - "$WORK/a-oneshot/scores.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["suspicious"]
 sys.exit(0 if sorted((x["task"], x["sample"]) for x in s) == [("t2/fma", 0), ("t2/fma", 1)] else 1)

@@ -1,10 +1,10 @@
 /* Test task "fma", host expert: y = f(x), f = 16 steps of v * 0.9 + 0.1, the whole work
- * done 4 times (a volatile read per repetition keeps every one; r * 0 + f(v) leaves the
+ * done 16 times (a volatile read per repetition keeps every one; r * 0 + f(v) leaves the
  * bits of one f(v)). */
 #include <stddef.h>
 #include "stitch/solution.h"
 
-#define REPS 4
+#define REPS 16
 
 static float f(float v)
 {
