@@ -111,6 +111,13 @@ int main(int argc, char **argv)
 	printf("fill f32 normal + sync     %8.1f us\n", median(t));
 	for (int i = 0; i < REPS; i++) {
 		double a = now_us();
+		CK((cudaError_t)st_cuda_fill(buf, ST_F32, (int64_t)(bytes / 4), 1, -1, 1, 0, 0, 1000 + i, s));
+		CK(cudaStreamSynchronize(s));
+		t[i] = now_us() - a;
+	}
+	printf("fill f32 uniform + sync    %8.1f us\n", median(t));
+	for (int i = 0; i < REPS; i++) {
+		double a = now_us();
 		CK((cudaError_t)st_cuda_fill(buf, ST_BF16, (int64_t)(bytes / 2), 0, 0, 1, 0, 0, 1000 + i, s));
 		CK(cudaStreamSynchronize(s));
 		t[i] = now_us() - a;

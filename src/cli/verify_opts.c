@@ -114,9 +114,16 @@ int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *q
 	return 1;
 }
 
+/* Each line says how long the command has run: where a slow verify spends its time shows. */
 void st_verify_progress_stderr(void *arg, const char *line)
 {
-	fprintf(stderr, "%s%s\n", arg ? (const char *)arg : "", line);
+	static double t0 = -1;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+	if (t0 < 0)
+		t0 = t;
+	fprintf(stderr, "%s[%6.2f s] %s\n", arg ? (const char *)arg : "", t - t0, line);
 }
 
 int st_verify_cli_args(const char *verb, int argc, char **argv, st_verify_opts *o,

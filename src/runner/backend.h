@@ -37,8 +37,10 @@ int rb_check(const char *after, int *fatal, char *err, size_t len);
 
 typedef int (*rb_run_fn)(void *arg);
 /* One timed sample: flush the last-level cache, time fn on the stream, sync the whole device,
- * record wall time and clocks. Returns fn's non-zero result, or -1 with err on a device fault. */
-int rb_time_sample(rb_run_fn fn, void *arg, st_sample *s, char *err, size_t len);
+ * record wall time and clocks. `written`: bytes the caller has just written to fresh memory since
+ * the inputs (the poisoned outputs); at twice the cache size or more they have flushed it already
+ * and the flush is left out. Returns fn's non-zero result, or -1 with err on a device fault. */
+int rb_time_sample(rb_run_fn fn, void *arg, size_t written, st_sample *s, char *err, size_t len);
 
 /* Load the profiler's library (before the sandbox). 0, or -1 with why. */
 int rb_profiler_load(char *err, size_t len);

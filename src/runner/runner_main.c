@@ -359,6 +359,11 @@ static json_t *op_setup(json_t *req, int fd)
 	    read_offsets(json_object_get(shm, "out1"), &R.out_off[1], R.n_out) ||
 	    read_offsets(json_object_get(shm, "in"), &R.in_off, R.n_in))
 		return reply_fail("harness", "setup: malformed shared-memory layout");
+	/* The parent allocated the memory behind the params and outputs; mapping it now, in one
+	 * call, spares a page fault per 4 KiB in every first copy of outputs. Only a speed-up:
+	 * a kernel without MADV_POPULATE_WRITE (before Linux 5.14) faults them in as before. */
+	size_t used = R.n_in && R.in_off[0] < R.shm_len ? R.in_off[0] : R.shm_len;
+	madvise(R.shm, used, MADV_POPULATE_WRITE);
 	/* The parent asked for the params too (stitch verify --dump): copied before st_init, so
 	 * they are the ones the harness made, whatever the solution does with them later. */
 	json_t *par = json_object_get(shm, "params");
@@ -560,6 +565,7 @@ static json_t *op_time(json_t *req)
 	json_t *samples = json_array();
 	for (int i = 0; i < n; i++) {
 		timed_set = i % N_SETS;
+		size_t poisoned = 0;
 		if (fresh || given) {
 			R.last_seed[timed_set] = st_mix64(seed + (uint64_t)i);
 			if (given ? given_inputs(timed_set)
@@ -573,9 +579,11 @@ static json_t *op_time(json_t *req)
 					json_decref(samples);
 					return reply_fail("harness", g_err);
 				}
+			for (int k = 0; k < R.n_out; k++)
+				poisoned += tensor_bytes(&R.out[timed_set][k]);
 		}
 		st_sample s;
-		int rc = rb_time_sample(run_timed, NULL, &s, g_err, sizeof g_err);
+		int rc = rb_time_sample(run_timed, NULL, poisoned, &s, g_err, sizeof g_err);
 		if (rc) {
 			json_decref(samples);
 			if (rc > 0) {
@@ -739,10 +747,15 @@ int main(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t3);
 #define MS(a, b) (((b).tv_sec - (a).tv_sec) * 1e3 + ((b).tv_nsec - (a).tv_nsec) / 1e6)
-	json_object_set_new(hello, "start_ms", json_pack("{s:f,s:f,s:f}", "open", MS(t0, t1),
-	                                                "profiler", MS(t1, t2), "sandbox",
-	                                                MS(t2, t3)));
+	json_t *start_ms = json_pack("{s:f,s:f,s:f}", "open", MS(t0, t1), "profiler", MS(t1, t2),
+	                             "sandbox", MS(t2, t3));
 #undef MS
+	json_t *stages = json_object_get(info, "open_ms"); /* the backend's own, if it has them */
+	if (stages) {
+		json_object_set(start_ms, "open_stages", stages);
+		json_object_del(info, "open_ms");
+	}
+	json_object_set_new(hello, "start_ms", start_ms);
 	json_object_set_new(hello, "info", info);
 	st_err err;
 	if (st_proto_send(sock, hello, -1, &err))

@@ -55,27 +55,28 @@ static const char *const env_keep[] = {
 #define ENV_LEN 4096
 
 /* The runner's whole environment, made before the fork (a threaded parent's child may only call
- * async-signal-safe functions): env_keep from ours, CUDA_VISIBLE_DEVICES replaced by `devices`
- * when given, and HOME in its own folder. */
+ * async-signal-safe functions): env_keep from ours, CUDA_VISIBLE_DEVICES narrowed to the one
+ * device the runner uses (its device 0: the first of `devices` when given, else of ours, else
+ * device 0), and HOME in its own folder. A runner that sees one GPU starts the driver on that
+ * one only: on a machine of two H200s, cuInit took 0.48-0.51 s seeing both, 0.26-0.29 s one. */
 static void runner_env(char bufs[ENV_MAX][ENV_LEN], char *envp[ENV_MAX], const char *workdir,
                        const char *devices)
 {
 	int n = 0;
 	for (int i = 0; env_keep[i] && n < ENV_MAX - 3; i++) {
 		const char *v = getenv(env_keep[i]);
-		if (devices && !strcmp(env_keep[i], "CUDA_VISIBLE_DEVICES"))
-			continue;
-		if (v) {
+		if (v && strcmp(env_keep[i], "CUDA_VISIBLE_DEVICES")) {
 			snprintf(bufs[n], ENV_LEN, "%s=%s", env_keep[i], v);
 			envp[n] = bufs[n];
 			n++;
 		}
 	}
-	if (devices) {
-		snprintf(bufs[n], ENV_LEN, "CUDA_VISIBLE_DEVICES=%s", devices);
-		envp[n] = bufs[n];
-		n++;
-	}
+	const char *visible = devices ? devices : getenv("CUDA_VISIBLE_DEVICES");
+	if (!visible)
+		visible = "0";
+	snprintf(bufs[n], ENV_LEN, "CUDA_VISIBLE_DEVICES=%.*s", (int)strcspn(visible, ","), visible);
+	envp[n] = bufs[n];
+	n++;
 	snprintf(bufs[n], ENV_LEN, "HOME=%s", workdir);
 	envp[n] = bufs[n];
 	n++;

@@ -13,6 +13,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -71,10 +72,11 @@ typedef struct sol {
 	int loaded;           /* its solution is loaded (by this verify, or before, from the pool) */
 	char pool_key[8600];  /* a loaded trusted runner's key in the pool */
 	int failed;           /* a trusted solution that broke: no longer compared or timed */
-	/* the current size set */
+	/* the current size set's tensors, shared with the runner; the memory behind shm_fd (shm_cap
+	 * bytes) serves every size set that fits in it */
 	int shm_fd;
 	unsigned char *shm;
-	size_t shm_len;
+	size_t shm_len, shm_cap;
 	/* timing */
 	st_sample *samples;
 	int n_samples, cap_samples;
@@ -718,21 +720,47 @@ static void unmap_shm(sol *so)
 {
 	if (so->shm)
 		munmap(so->shm, so->shm_len);
-	if (so->shm_fd >= 0)
-		close(so->shm_fd);
 	so->shm = NULL;
-	so->shm_fd = -1;
 }
 
-static st_status map_shm(sol *so, size_t len, st_err *err)
+static void close_shm(sol *so)
 {
 	unmap_shm(so);
+	if (so->shm_fd >= 0)
+		close(so->shm_fd);
+	so->shm_fd = -1;
+	so->shm_cap = 0;
+}
+
+/* Shared memory of len bytes for solution so, its first `alloc` bytes allocated now: a runner
+ * that maps them populated (MADV_POPULATE_WRITE) copies its outputs in without a page fault per
+ * 4 KiB, which on the H200 machines cost more than the copies themselves. */
+static st_status new_shm(sol *so, size_t len, size_t alloc, st_err *err)
+{
+	close_shm(so);
 	so->shm_fd = memfd_create("stitch-tensors", MFD_CLOEXEC);
 	if (so->shm_fd < 0)
 		return st_err_set(err, ST_E_SYSTEM, "memfd_create: %s", strerror(errno));
 	if (ftruncate(so->shm_fd, (off_t)len))
 		return st_err_set(err, ST_E_SYSTEM, "ftruncate shared memory to %zu bytes: %s", len,
 		                  strerror(errno));
+	/* Only a speed-up: a file system without fallocate still faults the pages in. */
+	if (alloc && fallocate(so->shm_fd, 0, 0, (off_t)(alloc < len ? alloc : len)) &&
+	    errno != EOPNOTSUPP && errno != ENOSYS)
+		return st_err_set(err, ST_E_SYSTEM, "allocating %zu bytes of shared memory: %s", alloc,
+		                  strerror(errno));
+	so->shm_cap = len;
+	return ST_OK;
+}
+
+static st_status map_shm(sol *so, size_t len, st_err *err)
+{
+	unmap_shm(so);
+	if (so->shm_fd < 0 || so->shm_cap < len) {
+		st_status s = new_shm(so, len, 0, err);
+		if (s)
+			return s;
+	}
 	so->shm = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, so->shm_fd, 0);
 	if (so->shm == MAP_FAILED) {
 		so->shm = NULL;
@@ -1488,24 +1516,40 @@ static st_status spot_check(vctx *v, const layout *L, const st_size_set *set, st
 
 /* ---- one size set ------------------------------------------------------------------------------ */
 
+/* Size set `set`'s tensors (the specs of the setup request: params, inputs, outputs) and their
+ * places in shared memory. */
+static st_status plan_set(vctx *v, const st_size_set *set, int timed, layout *L, json_t **params,
+                          json_t **inputs, json_t **outputs, st_err *err)
+{
+	const st_task *t = v->task;
+	memset(L, 0, sizeof *L);
+	*params = *inputs = *outputs = NULL;
+	if (t->n_inputs > MAX_TENSORS || t->n_outputs > MAX_TENSORS || t->n_params > MAX_TENSORS)
+		return st_err_set(err, ST_E_INVALID, "%s: more than %d tensors", t->id, MAX_TENSORS);
+	*params = tensor_specs(t->params, t->n_params, set, 1, L->dims_par, L->par_bytes, err);
+	*inputs = *params ? tensor_specs(t->inputs, t->n_inputs, set, 1, L->dims_in, L->in_bytes, err) : NULL;
+	*outputs = *inputs ? tensor_specs(t->outputs, t->n_outputs, set, 0, L->dims_out, L->out_bytes, err) : NULL;
+	if (!*outputs) {
+		json_decref(*params);
+		json_decref(*inputs);
+		*params = *inputs = NULL;
+		return st_err_wrap(err, ST_E_INVALID, "%s: size set %s", t->id, set->label);
+	}
+	L->dump = timed && v->o->dump_path;
+	L->n_par = L->dump || v->params ? t->n_params : 0;
+	make_layout(L, t->n_inputs, t->n_outputs);
+	return ST_OK;
+}
+
 static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *peaks, st_err *err)
 {
 	const st_task *t = v->task;
 	layout L;
-	memset(&L, 0, sizeof L);
-	if (t->n_inputs > MAX_TENSORS || t->n_outputs > MAX_TENSORS || t->n_params > MAX_TENSORS)
-		return st_err_set(err, ST_E_INVALID, "%s: more than %d tensors", t->id, MAX_TENSORS);
-	json_t *params = tensor_specs(t->params, t->n_params, set, 1, L.dims_par, L.par_bytes, err);
-	json_t *inputs = params ? tensor_specs(t->inputs, t->n_inputs, set, 1, L.dims_in, L.in_bytes, err) : NULL;
-	json_t *outputs = inputs ? tensor_specs(t->outputs, t->n_outputs, set, 0, L.dims_out, L.out_bytes, err) : NULL;
-	if (!outputs) {
-		json_decref(params);
-		json_decref(inputs);
-		return st_err_wrap(err, ST_E_INVALID, "%s: size set %s", t->id, set->label);
-	}
-	int dumping = timed && v->o->dump_path;
-	L.dump = dumping;
-	L.n_par = dumping || v->params ? t->n_params : 0;
+	json_t *params, *inputs, *outputs;
+	st_status ps = plan_set(v, set, timed, &L, &params, &inputs, &outputs, err);
+	if (ps)
+		return ps;
+	int dumping = L.dump;
 	for (int i = 0; v->params && i < t->n_params; i++) {
 		const st_safetensor *f = st_safetensors_find(v->params, t->params[i].name);
 		int same = f->ndim == t->params[i].ndim;
@@ -1527,7 +1571,6 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 			                  want);
 		}
 	}
-	make_layout(&L, t->n_inputs, t->n_outputs);
 	json_t *sizes = json_array();
 	for (int i = 0; i < set->n; i++)
 		json_array_append_new(sizes, json_pack("[s,I]", set->names[i], (json_int_t)set->values[i]));
@@ -1676,6 +1719,52 @@ static void swap_in_loaded(vctx *v)
 	}
 }
 
+static const char *time_set(const vctx *v)
+{
+	int host = !strcmp(v->o->backend, "host");
+	return v->o->time_set ? v->o->time_set : host && !v->stored ? "small" : "eval";
+}
+
+/* Does size set `set` run in this verify, and is it the timed one? */
+static int set_runs(const vctx *v, const st_size_set *set, int *timed)
+{
+	int host = !strcmp(v->o->backend, "host");
+	/* An imported task has its eval set only, on either backend. */
+	const char *sel = v->o->sets ? v->o->sets : host && !v->stored ? "small" : NULL;
+	*timed = !strcmp(set->label, time_set(v));
+	return *timed || set_selected(sel, set->label);
+}
+
+/* Shared memory for every solution, as much as the largest size set needs, its pages allocated:
+ * done while the runners start, when the parent would only wait. Only a speed-up: whatever
+ * fails here is left to map_shm. */
+static void reserve_shm(vctx *v)
+{
+	const st_size_set *sets[64];
+	int n_sets = st_task_size_sets(v->task, sets, 64);
+	size_t len = 0, alloc = 0;
+	for (int k = 0; k < n_sets; k++) {
+		int timed;
+		layout L;
+		json_t *specs[3];
+		st_err e;
+		if (!set_runs(v, sets[k], &timed) ||
+		    plan_set(v, sets[k], timed, &L, &specs[0], &specs[1], &specs[2], &e))
+			continue;
+		for (int j = 0; j < 3; j++)
+			json_decref(specs[j]);
+		/* Params and outputs come first; the inputs, last, are written only for some tasks. */
+		size_t used = v->task->n_inputs ? L.in_off[0] : L.total;
+		len = L.total > len ? L.total : len;
+		alloc = used > alloc ? used : alloc;
+	}
+	for (int i = 0; i < v->n_sols && len; i++) {
+		st_err e;
+		if (new_shm(&v->sols[i], len, alloc, &e))
+			close_shm(&v->sols[i]);
+	}
+}
+
 /* A runner per solution: a kept one with it loaded (`compiled`: the modules are known), else a
  * spare from the pool, else a fresh start; then the fresh ones' hellos, read together. */
 static st_status acquire_runners(vctx *v, int compiled, st_err *err)
@@ -1706,6 +1795,7 @@ static st_status acquire_runners(vctx *v, int compiled, st_err *err)
 		so->started = 1;
 		so->got_ms = 1e3 * (now_s() - t0);
 	}
+	reserve_shm(v);
 	for (int i = 0; i < v->n_sols; i++) {
 		if (v->sols[i].from_pool)
 			continue;
@@ -1878,19 +1968,16 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	phase(v, "peaks");
 	const st_size_set *sets[64];
 	int n_sets = st_task_size_sets(t, sets, 64);
-	/* An imported task has its eval set only, on either backend. */
-	const char *sel = o->sets ? o->sets : host && !v->stored ? "small" : NULL;
-	const char *tset = o->time_set ? o->time_set : host && !v->stored ? "small" : "eval";
 	int timed_any = 0;
 	for (int k = 0; k < n_sets && !s && usable(v, v->cand); k++) {
-		int timed = !strcmp(sets[k]->label, tset);
-		if (!timed && !set_selected(sel, sets[k]->label))
+		int timed;
+		if (!set_runs(v, sets[k], &timed))
 			continue;
 		timed_any |= timed;
 		s = run_set(v, sets[k], timed, peaks, err);
 	}
 	if (!s && o->timing && !timed_any && !v->verdict_final)
-		s = st_err_set(err, ST_E_INVALID, "no size set named '%s' to time", tset);
+		s = st_err_set(err, ST_E_INVALID, "no size set named '%s' to time", time_set(v));
 	json_decref(peaks);
 	return s;
 }
@@ -2128,7 +2215,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 			                    o->devices, v.sols[i].loaded ? v.sols[i].pool_key : NULL);
 		else if (v.sols[i].started)
 			st_runner_stop(&v.sols[i].runner);
-		unmap_shm(&v.sols[i]);
+		close_shm(&v.sols[i]);
 		st_compile_result_free(&v.sols[i].cr);
 		free(v.sols[i].samples);
 		free(v.sols[i].path);
