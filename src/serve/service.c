@@ -931,6 +931,19 @@ static st_status parse_gpus(st_service *s, st_err *err)
 	return ST_OK;
 }
 
+/* The GPUs the workers use (1 on the host backend, where every worker has ""). */
+static int distinct_devices(const st_service *s)
+{
+	int n = 0;
+	for (int w = 0; w < s->n_workers; w++) {
+		int seen = 0;
+		for (int u = 0; u < w && !seen; u++)
+			seen = !strcmp(s->devices[u], s->devices[w]);
+		n += !seen;
+	}
+	return n > 0 ? n : 1;
+}
+
 /* Before the first request: each worker's GPU answers (and its peaks are measured once and
  * cached, not in some request's verify), and the arch the compiler targets is known, so the
  * compile pool can work ahead from the first request on instead of leaving every compile of a
@@ -1011,9 +1024,12 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 	if (!st)
 		st = probe_devices(s, err);
 	/* Two spares per worker of a GPU: a verify takes one fresh runner for its candidate (and,
-	 * for a task not seen lately, one per baseline, which go back once loaded ones turn up). */
+	 * for a task not seen lately, one per baseline, which go back once loaded ones turn up).
+	 * --keep-runners counts per GPU: one cap over two GPUs was reached by the 8 tasks of
+	 * scripts/gpu-serve, whose loaded runners then pushed each other out. */
 	if (!st && o->keep_runners > 0 && !o->queue_url &&
-	    !(s->pool = st_runner_pool_new(2 * (o->per_gpu > 0 ? o->per_gpu : 1), o->keep_runners)))
+	    !(s->pool = st_runner_pool_new(2 * (o->per_gpu > 0 ? o->per_gpu : 1),
+	                                   o->keep_runners * distinct_devices(s))))
 		st = st_err_set(err, ST_E_NOMEM, "serve: out of memory");
 	if (st) {
 		st_service_stop(s);
