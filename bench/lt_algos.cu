@@ -12,19 +12,12 @@
 #include <stdlib.h>
 
 #include "../src/runner/cuda_kernels.h"
+#include "bench_check.h"
 
 #define OFFERS 32
 #define REPS 50
 #define WORKSPACE (32u << 20)
 
-#define CK(x)                                                                                   \
-	do {                                                                                        \
-		cudaError_t e_ = (x);                                                                   \
-		if (e_ != cudaSuccess) {                                                                \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-			return 1;                                                                           \
-		}                                                                                       \
-	} while (0)
 #define LK(x)                                                                                   \
 	do {                                                                                        \
 		cublasStatus_t s_ = (x);                                                                \

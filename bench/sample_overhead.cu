@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "../src/runner/cuda_kernels.h"
+#include "bench_check.h"
 
 #define REPS 300
 
@@ -33,14 +34,6 @@ static double median(double *v)
 	return v[REPS / 2];
 }
 
-#define CK(x)                                                                                   \
-	do {                                                                                        \
-		cudaError_t e_ = (x);                                                                   \
-		if (e_ != cudaSuccess) {                                                                \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-			return 1;                                                                           \
-		}                                                                                       \
-	} while (0)
 
 int main(int argc, char **argv)
 {

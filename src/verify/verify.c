@@ -116,6 +116,7 @@ typedef struct vctx {
 	uint64_t seed_state;
 	int verdict_final;     /* the candidate's status is decided (a failure) */
 	double t_start, t_mark;
+	double compare_s;      /* spent comparing outputs (in the correctness and timing phases) */
 	json_t *phases;        /* seconds spent per phase, for people who wonder where time goes */
 	const st_safetensors *params; /* --params (or an imported task's): where the params come
 	                               * from, or NULL */
@@ -841,8 +842,8 @@ static void stored_put_inputs(vctx *v, const layout *L, int i)
 }
 
 /* Judge the outputs in `so`'s slot against the reference's slot 0; append to `outs`. 1 = pass. */
-static int judge(vctx *v, const layout *L, const st_size_set *set, int i, int slot, json_t *outs,
-                 char *why, size_t whylen)
+static int judge_outputs(vctx *v, const layout *L, const st_size_set *set, int i, int slot,
+                         json_t *outs, char *why, size_t whylen)
 {
 	const st_task *t = v->task;
 	st_tensor got[MAX_TENSORS], want[MAX_TENSORS], in[MAX_TENSORS];
@@ -884,6 +885,17 @@ static int judge(vctx *v, const layout *L, const st_size_set *set, int i, int sl
 			ok = 0;
 		}
 	}
+	return ok;
+}
+
+/* Solution i's outputs in `slot` against the reference's (or the task's validator): the parent's
+ * own work, timed apart (the verdict's compare_s) from the runners' in the phases. */
+static int judge(vctx *v, const layout *L, const st_size_set *set, int i, int slot, json_t *outs,
+                 char *why, size_t whylen)
+{
+	double t0 = now_s();
+	int ok = judge_outputs(v, L, set, i, slot, outs, why, whylen);
+	v->compare_s += now_s() - t0;
 	return ok;
 }
 
@@ -2232,6 +2244,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 		phase(&v, "ncu");
 	}
 	json_object_set_new(v.verdict, "phases_s", v.phases);
+	json_object_set_new(v.verdict, "compare_s", json_real(v.compare_s));
 	if (o->gpu_lock) { /* inside the phases: waiting for other verifies to finish measuring */
 		json_object_set_new(v.verdict, "gpu_wait_s", json_real(v.gpu_wait_s));
 		json_object_set_new(v.verdict, "gpu_wait_by_phase_s", v.gpu_waits);
