@@ -73,9 +73,9 @@ typedef struct sol {
 	char pool_key[8600];  /* a loaded trusted runner's key in the pool */
 	int failed;           /* a trusted solution that broke: no longer compared or timed */
 	/* the current size set's tensors, shared with the runner; the memory behind shm_fd (shm_cap
-	 * bytes) serves every size set that fits in it */
+	 * bytes, mapped here at shm_map) serves every size set that fits in it */
 	int shm_fd;
-	unsigned char *shm;
+	unsigned char *shm, *shm_map; /* shm: the current set's view of shm_map */
 	size_t shm_len, shm_cap;
 	/* timing */
 	st_sample *samples;
@@ -717,25 +717,29 @@ static json_t *offsets_json(const size_t *off, int n)
 	return a;
 }
 
+/* The current size set is done with the shared memory; the memory and its mapping stay for the
+ * next set. */
 static void unmap_shm(sol *so)
 {
-	if (so->shm)
-		munmap(so->shm, so->shm_len);
 	so->shm = NULL;
 }
 
 static void close_shm(sol *so)
 {
 	unmap_shm(so);
+	if (so->shm_map)
+		munmap(so->shm_map, so->shm_cap);
 	if (so->shm_fd >= 0)
 		close(so->shm_fd);
+	so->shm_map = NULL;
 	so->shm_fd = -1;
 	so->shm_cap = 0;
 }
 
-/* Shared memory of len bytes for solution so, its first `alloc` bytes allocated now: a runner
- * that maps them populated (MADV_POPULATE_WRITE) copies its outputs in without a page fault per
- * 4 KiB, which on the H200 machines cost more than the copies themselves. */
+/* Shared memory of len bytes for solution so, mapped here, its first `alloc` bytes allocated
+ * and mapped in now: a runner that maps them populated (MADV_POPULATE_WRITE) copies its outputs
+ * in, and this process reads them, without a page fault per 4 KiB or 64 KiB, which on the H200
+ * machines cost more than the copies themselves. */
 static st_status new_shm(sol *so, size_t len, size_t alloc, st_err *err)
 {
 	close_shm(so);
@@ -745,12 +749,19 @@ static st_status new_shm(sol *so, size_t len, size_t alloc, st_err *err)
 	if (ftruncate(so->shm_fd, (off_t)len))
 		return st_err_set(err, ST_E_SYSTEM, "ftruncate shared memory to %zu bytes: %s", len,
 		                  strerror(errno));
+	alloc = alloc < len ? alloc : len;
 	/* Only a speed-up: a file system without fallocate still faults the pages in. */
-	if (alloc && fallocate(so->shm_fd, 0, 0, (off_t)(alloc < len ? alloc : len)) &&
-	    errno != EOPNOTSUPP && errno != ENOSYS)
+	if (alloc && fallocate(so->shm_fd, 0, 0, (off_t)alloc) && errno != EOPNOTSUPP &&
+	    errno != ENOSYS)
 		return st_err_set(err, ST_E_SYSTEM, "allocating %zu bytes of shared memory: %s", alloc,
 		                  strerror(errno));
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, so->shm_fd, 0);
+	if (m == MAP_FAILED)
+		return st_err_set(err, ST_E_SYSTEM, "mmap %zu shared bytes: %s", len, strerror(errno));
+	so->shm_map = m;
 	so->shm_cap = len;
+	if (alloc)
+		(void)madvise(m, alloc, MADV_POPULATE_READ); /* before Linux 5.14: faulted in later */
 	return ST_OK;
 }
 
@@ -762,11 +773,7 @@ static st_status map_shm(sol *so, size_t len, st_err *err)
 		if (s)
 			return s;
 	}
-	so->shm = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, so->shm_fd, 0);
-	if (so->shm == MAP_FAILED) {
-		so->shm = NULL;
-		return st_err_set(err, ST_E_SYSTEM, "mmap %zu shared bytes: %s", len, strerror(errno));
-	}
+	so->shm = so->shm_map;
 	so->shm_len = len;
 	return ST_OK;
 }

@@ -216,6 +216,34 @@ static void same_result(const st_compare_result *a, const st_compare_result *b)
 	assert_memory_equal(a->worst_coord, b->worst_coord, sizeof a->worst_coord);
 }
 
+/* Within one block of finite values (the fast path): of two equal worst excesses the first
+ * index wins, a zero want adds no relative error, and the figures are those of the rule
+ * element by element. */
+static void test_block_ties_and_zero_want(void **state)
+{
+	(void)state;
+	enum { N = 5000 };
+	static float want[N], got[N];
+	for (int i = 0; i < N; i++)
+		want[i] = got[i] = (float)(i % 17) - 8.0f;
+	want[3000] = 2.0f; /* excess 4 - (1e-5 + 1e-5 * 2) at 3000 and at 3001 */
+	got[3000] = 6.0f;
+	want[3001] = 2.0f;
+	got[3001] = 6.0f;
+	want[4000] = 0.0f; /* |w| = 0: off by 1, no relative error */
+	got[4000] = 1.0f;
+	want[100] = 0.5f;  /* the largest relative error: 1.5 / 0.5 */
+	got[100] = 2.0f;
+	st_tensor g = tensor2(ST_F32, 1, N, got), w = tensor2(ST_F32, 1, N, want);
+	st_compare_result r;
+	st_compare(&g, &w, &tol_abs, 1, &r);
+	assert_int_equal(r.mismatches, 4);
+	assert_int_equal(r.worst_index, 3000);
+	assert_true(r.max_abs == 4.0);
+	assert_true(r.max_rel == 3.0);
+	assert_int_equal(r.nonfinite, 0);
+}
+
 static void test_threads_match_single(void **state)
 {
 	(void)state;
@@ -286,6 +314,7 @@ int main(void)
 		cmocka_unit_test(test_within_tolerance),  cmocka_unit_test(test_one_element_off),
 		cmocka_unit_test(test_nan_where_want_finite), cmocka_unit_test(test_nmse),
 		cmocka_unit_test(test_bf16),              cmocka_unit_test(test_mismatched_layout),
+		cmocka_unit_test(test_block_ties_and_zero_want),
 		cmocka_unit_test(test_threads_match_single), cmocka_unit_test(test_bitwise),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
