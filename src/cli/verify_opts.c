@@ -2,6 +2,7 @@
 #include "verify_opts.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,16 +115,28 @@ int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *q
 	return 1;
 }
 
-/* Each line says how long the command has run: where a slow verify spends its time shows. */
-void st_verify_progress_stderr(void *arg, const char *line)
+static double mono_s(void)
 {
-	static double t0 = -1;
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-	if (t0 < 0)
-		t0 = t;
-	fprintf(stderr, "%s[%6.2f s] %s\n", arg ? (const char *)arg : "", t - t0, line);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double progress_t0;
+static pthread_once_t progress_once = PTHREAD_ONCE_INIT;
+
+static void progress_start(void)
+{
+	progress_t0 = mono_s();
+}
+
+/* Each line says how long the command has run since its first line (bench's verifies may call
+ * this from several threads): where a slow verify spends its time shows. */
+void st_verify_progress_stderr(void *arg, const char *line)
+{
+	pthread_once(&progress_once, progress_start);
+	fprintf(stderr, "%s[%6.2f s] %s\n", arg ? (const char *)arg : "", mono_s() - progress_t0,
+	        line);
 }
 
 int st_verify_cli_args(const char *verb, int argc, char **argv, st_verify_opts *o,
