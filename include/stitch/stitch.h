@@ -26,7 +26,7 @@ typedef struct st_verify_opts {
 	int no_policy;             /* skip the static source check (flag "unchecked_source"); for
 	                              testing the sandbox on its own */
 	int candidate_trusted;     /* 1 for shipped solutions: link the task's solution libraries */
-	int threads;               /* comparison threads; 0: online CPUs, at most 8 */
+	int threads;               /* comparison threads; 0: online CPUs, at most 16 */
 	int profile;               /* 1: record one st_run of a correct candidate on the timed set with
 	                              CUPTI and add "profile" (timeline summary, roofline, findings)
 	                              to the verdict; cuda backend only */
