@@ -359,11 +359,14 @@ static json_t *op_setup(json_t *req, int fd)
 	    read_offsets(json_object_get(shm, "out1"), &R.out_off[1], R.n_out) ||
 	    read_offsets(json_object_get(shm, "in"), &R.in_off, R.n_in))
 		return reply_fail("harness", "setup: malformed shared-memory layout");
-	/* The parent allocated the memory behind the params and outputs; mapping it now, in one
-	 * call, spares a page fault per 4 KiB in every first copy of outputs. Only a speed-up:
-	 * a kernel without MADV_POPULATE_WRITE (before Linux 5.14) faults them in as before. */
-	size_t used = R.n_in && R.in_off[0] < R.shm_len ? R.in_off[0] : R.shm_len;
-	madvise(R.shm, used, MADV_POPULATE_WRITE);
+	/* The parent allocated the memory this runner writes ("populate" bytes from the start: params
+	 * and outputs); mapping it now, in one call, spares a page fault per 4 KiB in every first
+	 * copy of outputs. Only a speed-up: a kernel without MADV_POPULATE_WRITE (before Linux
+	 * 5.14) faults them in as before. */
+	json_t *jpop = json_object_get(req, "populate");
+	size_t used = json_is_integer(jpop) && json_integer_value(jpop) > 0
+	                  ? (size_t)json_integer_value(jpop) : 0;
+	madvise(R.shm, used < R.shm_len ? used : R.shm_len, MADV_POPULATE_WRITE);
 	/* The parent asked for the params too (stitch verify --dump): copied before st_init, so
 	 * they are the ones the harness made, whatever the solution does with them later. */
 	json_t *par = json_object_get(shm, "params");

@@ -1537,6 +1537,20 @@ static st_status spot_check(vctx *v, const layout *L, const st_size_set *set, st
 
 /* ---- one size set ------------------------------------------------------------------------------ */
 
+/* The bytes from the start of solution i's shared memory that its runner writes: the params
+ * (--dump) and the outputs of slot 0, and of slot 1 for the candidate (its second runs); the
+ * inputs, last, only where the reference hands them over (validators, metamorphic checks,
+ * --dump, as run_seed asks). */
+static size_t shm_written(const vctx *v, const layout *L, int i)
+{
+	const st_task *t = v->task;
+	if (i == v->ref && (t->validator || t->hooks || v->o->dump_path)) /* hooks: may perturb */
+		return L->total;
+	if (i != v->cand && t->n_outputs)
+		return L->out_off[1][0];
+	return t->n_inputs ? L->in_off[0] : L->total;
+}
+
 /* Size set `set`'s tensors (the specs of the setup request: params, inputs, outputs) and their
  * places in shared memory. */
 static st_status plan_set(vctx *v, const st_size_set *set, int timed, layout *L, json_t **params,
@@ -1619,7 +1633,12 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		if (v->sols[i].stored)
 			continue; /* the stored outputs' memory: this process's alone */
 		fds[i] = v->sols[i].shm_fd;
-		reqs[i] = req;
+		/* what the runner maps in at once: its own share (the rest of the setup is common) */
+		reqs[i] = json_copy(req);
+		if (!s && (!reqs[i] ||
+		           json_object_set_new(reqs[i], "populate",
+		                               json_integer((json_int_t)shm_written(v, &L, i)))))
+			s = st_err_set(err, ST_E_NOMEM, "out of memory for the setup request");
 		for (int j = 0; !s && v->params && j < t->n_params; j++)
 			memcpy(v->sols[i].shm + L.par_off[j],
 			       st_safetensors_find(v->params, t->params[j].name)->data, L.par_bytes[j]);
@@ -1629,6 +1648,8 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 	if (!s)
 		s = broadcast(v, reqs, fds, what, v->o->timeout_s, reps, err);
 	free_reps(reps, v->n_sols);
+	for (int i = 0; i < v->n_sols; i++)
+		json_decref(reqs[i]);
 	json_decref(req);
 	phase(v, "setup");
 	/* An imported task runs every seed it stored. */
@@ -1756,14 +1777,14 @@ static int set_runs(const vctx *v, const st_size_set *set, int *timed)
 	return *timed || set_selected(sel, set->label);
 }
 
-/* Shared memory for every solution, as much as the largest size set needs, its pages allocated:
- * done while the runners start, when the parent would only wait. Only a speed-up: whatever
- * fails here is left to map_shm. */
+/* Shared memory for every solution, as much as the largest size set needs, the part its runner
+ * writes (shm_written) allocated: done while the runners start, when the parent would only wait.
+ * Only a speed-up: whatever fails here is left to map_shm. */
 static void reserve_shm(vctx *v)
 {
 	const st_size_set *sets[64];
 	int n_sets = st_task_size_sets(v->task, sets, 64);
-	size_t len = 0, alloc = 0;
+	size_t len = 0, alloc[MAX_SOLS] = {0};
 	for (int k = 0; k < n_sets; k++) {
 		int timed;
 		layout L;
@@ -1774,14 +1795,15 @@ static void reserve_shm(vctx *v)
 			continue;
 		for (int j = 0; j < 3; j++)
 			json_decref(specs[j]);
-		/* Params and outputs come first; the inputs, last, are written only for some tasks. */
-		size_t used = v->task->n_inputs ? L.in_off[0] : L.total;
 		len = L.total > len ? L.total : len;
-		alloc = used > alloc ? used : alloc;
+		for (int i = 0; i < v->n_sols; i++) {
+			size_t w = shm_written(v, &L, i);
+			alloc[i] = w > alloc[i] ? w : alloc[i];
+		}
 	}
 	for (int i = 0; i < v->n_sols && len; i++) {
 		st_err e;
-		if (new_shm(&v->sols[i], len, alloc, &e))
+		if (new_shm(&v->sols[i], len, alloc[i], &e))
 			close_shm(&v->sols[i]);
 	}
 }
