@@ -1,7 +1,7 @@
 /* Every algorithm cuBLASLt's heuristic offers for t1/batched_gemm's product (bf16 in and out,
  * float accumulation, row-major C[b] = A[b]·B[b] posed column-major as the expert poses it),
  * each timed on the local GPU with the L2 flushed before every call, on constant and on random
- * inputs. A task's expert may not read
+ * inputs; then the first offer under the verifier's own sample conditions, step by step. A task's expert may not read
  * a clock (the policy forbids it), so it cannot tune itself at st_init: this is where its choice
  * of algorithm is measured. Prints one row per offer: its rank, configuration and median time.
  * Usage: stitch-bench-lt-algos [batch M N K]   (default 128 1024 1024 128, the eval set) */
@@ -114,7 +114,7 @@ int main(int argc, char **argv)
 	double bytes = (double)(a_bytes + b_bytes + c_bytes);
 	printf("batch %lld M %lld N %lld K %lld on %s: %d offers (bytes %.0f MB)\n", (long long)batch,
 	       (long long)M, (long long)N, (long long)K, p.name, found, bytes / 1e6);
-		const float alpha = 1, beta = 0;
+	const float alpha = 1, beta = 0;
 	/* median_ms[0]: every element 0x3c3c; [1]: N(0, 1) values, as the verifier draws them
 	 * (tensor cores switching on random bits draw more power than on one repeated value) */
 	float med[OFFERS][2];
@@ -158,6 +158,51 @@ int main(int argc, char **argv)
 			printf("  failed\n");
 		else
 			printf("  %8.4f  %9.4f  %4.0f\n", med[i][0], med[i][1], bytes / (med[i][1] * 1e6));
+	}
+
+	/* The heuristic's first offer (the expert's choice) under the verifier's conditions, one
+	 * step at a time, to find what the verifier measures beyond the loop above: two buffer sets
+	 * taken in turn, then fresh inputs and a poisoned C before every call (which, 2 x L2 or
+	 * more, stands in for the flush, as in the runner). */
+	void *A2, *B2, *C2;
+	CK(cudaMalloc(&A2, a_bytes));
+	CK(cudaMalloc(&B2, b_bytes));
+	CK(cudaMalloc(&C2, c_bytes));
+	CK(cudaMemcpy(A2, A, a_bytes, cudaMemcpyDeviceToDevice));
+	CK(cudaMemcpy(B2, B, b_bytes, cudaMemcpyDeviceToDevice));
+	static const char *const modes[] = {
+		"one buffer set, memset flush",
+		"two buffer sets in turn, memset flush (stitch bench of a shipped expert)",
+		"two sets, fresh inputs and poisoned C (an untrusted candidate's sample)"};
+	printf("offer 0 under the verifier's conditions (random inputs):\n");
+	for (int mode = 0; mode < 3 && found > 0 && res[0].state == CUBLAS_STATUS_SUCCESS; mode++) {
+		float t[REPS];
+		for (int r = -3; r < REPS; r++) {
+			int two = mode > 0 && (r & 1);
+			void *a = two ? A2 : A, *b = two ? B2 : B, *c = two ? C2 : C;
+			if (mode == 2) {
+				uint64_t seed = 1000 + 2 * (uint64_t)(r + 3);
+				CK((cudaError_t)st_cuda_fill(a, ST_BF16, batch * M * K, 0, 0, 1, 0, 0, seed, s));
+				CK((cudaError_t)st_cuda_fill(b, ST_BF16, batch * K * N, 0, 0, 1, 0, 0, seed + 1, s));
+				CK(cudaMemsetAsync(c, 0xff, c_bytes, s));
+			}
+			if (mode < 2 || c_bytes < flush_len)
+				CK(cudaMemsetAsync(flush, r & 0xff, flush_len, s));
+			CK(cudaStreamSynchronize(s));
+			CK(cudaEventRecord(e0, s));
+			if (cublasLtMatmul(lt, op, &alpha, b, lb, a, la, &beta, c, lc, c, lc, &res[0].algo, ws,
+			                   WORKSPACE, s) != CUBLAS_STATUS_SUCCESS) {
+				fprintf(stderr, "offer 0 failed under condition %d\n", mode);
+				return 1;
+			}
+			CK(cudaEventRecord(e1, s));
+			CK(cudaEventSynchronize(e1));
+			if (r >= 0)
+				CK(cudaEventElapsedTime(&t[r], e0, e1));
+		}
+		qsort(t, REPS, sizeof *t, cmp);
+		printf("  %-74s %8.4f ms  %4.0f GB/s\n", modes[mode], t[REPS / 2],
+		       bytes / (t[REPS / 2] * 1e6));
 	}
 	return 0;
 }
