@@ -1,9 +1,10 @@
 /* Every algorithm cuBLASLt's heuristic offers for t1/batched_gemm's product (bf16 in and out,
  * float accumulation, row-major C[b] = A[b]·B[b] posed column-major as the expert poses it),
  * each timed on the local GPU with the L2 flushed before every call, on constant and on random
- * inputs; then the first offer under the verifier's own sample conditions, step by step. A task's expert may not read
- * a clock (the policy forbids it), so it cannot tune itself at st_init: this is where its choice
- * of algorithm is measured. Prints one row per offer: its rank, configuration and median time.
+ * inputs; then the first offer under the verifier's own sample conditions, step by step. A
+ * task's expert may not read a clock (the policy forbids it), so it cannot tune itself at
+ * st_init: this is where its choice of algorithm is measured. Prints one row per offer (rank,
+ * configuration, median times), then one per condition.
  * Usage: stitch-bench-lt-algos [batch M N K]   (default 128 1024 1024 128, the eval set) */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
