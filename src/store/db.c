@@ -10,8 +10,7 @@
 #include "sql.h"
 
 struct st_bench_db {
-	sqlite3 *db;
-	char path[4096];
+	st_sql_store store;
 };
 
 static const char schema[] =
@@ -30,19 +29,13 @@ static const char schema[] =
 	" i INTEGER NOT NULL, ms REAL NOT NULL, wall_ms REAL, sm_mhz INTEGER, throttled INTEGER);"
 	"CREATE INDEX IF NOT EXISTS samples_by_task ON samples(run, task, role);";
 
-static st_status db_error(st_bench_db *d, st_err *err, const char *what)
-{
-	return st_err_set(err, ST_E_SYSTEM, "%s: %s: %s", d->path, what, sqlite3_errmsg(d->db));
-}
-
 st_status st_bench_db_open(const char *path, st_bench_db **out, st_err *err)
 {
 	*out = NULL;
 	st_bench_db *d = calloc(1, sizeof *d);
 	if (!d)
 		return st_err_set(err, ST_E_NOMEM, "bench db: out of memory");
-	snprintf(d->path, sizeof d->path, "%s", path);
-	st_status s = st_sql_open(path, schema, "bench", &d->db, err);
+	st_status s = st_sql_store_open(&d->store, path, schema, "bench", err);
 	if (s) {
 		free(d);
 		return s;
@@ -60,7 +53,7 @@ void st_bench_db_close(st_bench_db *d)
 {
 	if (!d)
 		return;
-	sqlite3_close(d->db);
+	st_sql_store_close(&d->store);
 	free(d);
 }
 
@@ -115,18 +108,18 @@ st_status st_bench_db_save(st_bench_db *d, const json_t *run, const json_t *rows
 {
 	sqlite3_stmt *ins_run = NULL, *ins_row = NULL, *ins_sample = NULL;
 	st_status s = ST_OK;
-	if (sqlite3_exec(d->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-		return db_error(d, err, "cannot start a transaction");
-	if (sqlite3_prepare_v2(d->db,
+	if (sqlite3_exec(d->store.db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		return st_sql_store_error(&d->store, err, "cannot start a transaction");
+	if (sqlite3_prepare_v2(d->store.db,
 	                       "INSERT INTO runs(started, solutions, backend, baseline, device, arch,"
 	                       " driver, runtime, commit_id, host, options, score)"
 	                       " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", -1, &ins_run, NULL) ||
-	    sqlite3_prepare_v2(d->db,
+	    sqlite3_prepare_v2(d->store.db,
 	                       "INSERT INTO results VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1,
 	                       &ins_row, NULL) ||
-	    sqlite3_prepare_v2(d->db, "INSERT INTO samples VALUES(?,?,?,?,?,?,?,?)", -1, &ins_sample,
+	    sqlite3_prepare_v2(d->store.db, "INSERT INTO samples VALUES(?,?,?,?,?,?,?,?)", -1, &ins_sample,
 	                       NULL)) {
-		s = db_error(d, err, "cannot prepare");
+		s = st_sql_store_error(&d->store, err, "cannot prepare");
 		goto out;
 	}
 	const char *run_text[] = {"started", "solutions", "backend", "baseline", "device", "arch"};
@@ -141,10 +134,10 @@ st_status st_bench_db_save(st_bench_db *d, const json_t *run, const json_t *rows
 	st_sql_bind_json(ins_run, 12, score);
 	json_decref(score);
 	if (!st_sql_step_done(ins_run)) {
-		s = db_error(d, err, "cannot record the run");
+		s = st_sql_store_error(&d->store, err, "cannot record the run");
 		goto out;
 	}
-	sqlite3_int64 run_id = sqlite3_last_insert_rowid(d->db);
+	sqlite3_int64 run_id = sqlite3_last_insert_rowid(d->store.db);
 	size_t i;
 	const json_t *r;
 	json_array_foreach(rows, i, r) {
@@ -167,23 +160,23 @@ st_status st_bench_db_save(st_bench_db *d, const json_t *run, const json_t *rows
 		st_sql_bind_json(ins_row, 17, lean);
 		json_decref(lean);
 		if (!st_sql_step_done(ins_row)) {
-			s = db_error(d, err, "cannot record a result");
+			s = st_sql_store_error(&d->store, err, "cannot record a result");
 			goto out;
 		}
 		if (v && !json_is_null(v) &&
 		    save_samples(ins_sample, run_id, json_string_value(json_object_get(r, "task")), v)) {
-			s = db_error(d, err, "cannot record samples");
+			s = st_sql_store_error(&d->store, err, "cannot record samples");
 			goto out;
 		}
 	}
-	if (sqlite3_exec(d->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-		s = db_error(d, err, "cannot commit");
+	if (sqlite3_exec(d->store.db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		s = st_sql_store_error(&d->store, err, "cannot commit");
 		goto out;
 	}
 	*id = run_id;
 out:
 	if (s)
-		sqlite3_exec(d->db, "ROLLBACK", NULL, NULL, NULL);
+		sqlite3_exec(d->store.db, "ROLLBACK", NULL, NULL, NULL);
 	sqlite3_finalize(ins_run);
 	sqlite3_finalize(ins_row);
 	sqlite3_finalize(ins_sample);
@@ -197,19 +190,19 @@ st_status st_bench_db_load(st_bench_db *d, const char *ref, json_t **run, json_t
 {
 	*run = *rows = NULL;
 	long long id = 0;
-	st_status s = st_sql_resolve_ref(d->db, d->path, "runs", ref, &id, err);
+	st_status s = st_sql_resolve_ref(d->store.db, d->store.path, "runs", ref, &id, err);
 	if (s)
 		return s;
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(d->db,
+	if (sqlite3_prepare_v2(d->store.db,
 	                       "SELECT id, started, solutions, backend, baseline, device, arch, driver,"
 	                       " runtime, commit_id, host, options FROM runs WHERE id = ?", -1, &st,
 	                       NULL))
-		return db_error(d, err, "cannot prepare");
+		return st_sql_store_error(&d->store, err, "cannot prepare");
 	sqlite3_bind_int64(st, 1, id);
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		sqlite3_finalize(st);
-		return st_err_set(err, ST_E_INVALID, "%s: no run '%s'", d->path, ref);
+		return st_err_set(err, ST_E_INVALID, "%s: no run '%s'", d->store.path, ref);
 	}
 	json_t *r = json_object();
 	const char *run_keys[] = {"id", "started", "solutions", "backend", "baseline", "device",
@@ -218,13 +211,13 @@ st_status st_bench_db_load(st_bench_db *d, const char *ref, json_t **run, json_t
 		json_object_set_new(r, run_keys[i], st_sql_column_json(st, i));
 	sqlite3_finalize(st);
 
-	if (sqlite3_prepare_v2(d->db,
+	if (sqlite3_prepare_v2(d->store.db,
 	                       "SELECT task, tier, status, reason, compiled, correct, reference_ms,"
 	                       " expert_ms, solution_ms, vs_reference, vs_expert, sol_fraction,"
 	                       " suspicious, flags FROM results WHERE run = ? ORDER BY seq", -1, &st,
 	                       NULL)) {
 		json_decref(r);
-		return db_error(d, err, "cannot prepare");
+		return st_sql_store_error(&d->store, err, "cannot prepare");
 	}
 	sqlite3_bind_int64(st, 1, id);
 	json_t *a = json_array();
@@ -254,7 +247,7 @@ st_status st_bench_db_load(st_bench_db *d, const char *ref, json_t **run, json_t
 	if (rc != SQLITE_DONE) {
 		json_decref(r);
 		json_decref(a);
-		return db_error(d, err, "cannot read results");
+		return st_sql_store_error(&d->store, err, "cannot read results");
 	}
 	*run = r;
 	*rows = a;

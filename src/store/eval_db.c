@@ -11,8 +11,7 @@
 #include "sql.h"
 
 struct st_eval_db {
-	sqlite3 *db;
-	char path[4096];
+	st_sql_store store;
 };
 
 static const char schema[] =
@@ -26,19 +25,13 @@ static const char schema[] =
 	" correct INTEGER, vs_reference REAL, vs_expert REAL, row TEXT NOT NULL,"
 	" PRIMARY KEY(run, seq));";
 
-static st_status db_error(st_eval_db *d, st_err *err, const char *what)
-{
-	return st_err_set(err, ST_E_SYSTEM, "%s: %s: %s", d->path, what, sqlite3_errmsg(d->db));
-}
-
 st_status st_eval_db_open(const char *path, st_eval_db **out, st_err *err)
 {
 	*out = NULL;
 	st_eval_db *d = calloc(1, sizeof *d);
 	if (!d)
 		return st_err_set(err, ST_E_NOMEM, "eval db: out of memory");
-	snprintf(d->path, sizeof d->path, "%s", path);
-	st_status s = st_sql_open(path, schema, "eval", &d->db, err);
+	st_status s = st_sql_store_open(&d->store, path, schema, "eval", err);
 	if (s) {
 		free(d);
 		return s;
@@ -51,7 +44,7 @@ void st_eval_db_close(st_eval_db *d)
 {
 	if (!d)
 		return;
-	sqlite3_close(d->db);
+	st_sql_store_close(&d->store);
 	free(d);
 }
 
@@ -73,15 +66,15 @@ st_status st_eval_db_save(st_eval_db *d, const json_t *scores, const json_t *row
 		return st_err_set(err, ST_E_INVALID, "eval rows: an array expected");
 	sqlite3_stmt *ins_run = NULL, *ins_row = NULL;
 	st_status s = ST_OK;
-	if (sqlite3_exec(d->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-		return db_error(d, err, "cannot start a transaction");
-	if (sqlite3_prepare_v2(d->db,
+	if (sqlite3_exec(d->store.db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		return st_sql_store_error(&d->store, err, "cannot start a transaction");
+	if (sqlite3_prepare_v2(d->store.db,
 	                       "INSERT INTO eval_runs(started, model, mode, samples, rounds, backend,"
 	                       " device, commit_id, scores) VALUES(?,?,?,?,?,?,?,?,?)", -1, &ins_run,
 	                       NULL) ||
-	    sqlite3_prepare_v2(d->db, "INSERT INTO eval_results VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", -1,
+	    sqlite3_prepare_v2(d->store.db, "INSERT INTO eval_results VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", -1,
 	                       &ins_row, NULL)) {
-		s = db_error(d, err, "cannot prepare");
+		s = st_sql_store_error(&d->store, err, "cannot prepare");
 		goto out;
 	}
 	st_sql_bind_text(ins_run, 1, scores, "started");
@@ -94,10 +87,10 @@ st_status st_eval_db_save(st_eval_db *d, const json_t *scores, const json_t *row
 	st_sql_bind_text(ins_run, 8, scores, "commit");
 	st_sql_bind_json(ins_run, 9, scores);
 	if (!st_sql_step_done(ins_run)) {
-		s = db_error(d, err, "cannot record the eval run");
+		s = st_sql_store_error(&d->store, err, "cannot record the eval run");
 		goto out;
 	}
-	sqlite3_int64 run_id = sqlite3_last_insert_rowid(d->db);
+	sqlite3_int64 run_id = sqlite3_last_insert_rowid(d->store.db);
 	size_t i;
 	const json_t *r;
 	json_array_foreach(rows, i, r) {
@@ -114,18 +107,18 @@ st_status st_eval_db_save(st_eval_db *d, const json_t *scores, const json_t *row
 		st_sql_bind_num(ins_row, 11, r, "vs_expert");
 		st_sql_bind_json(ins_row, 12, r);
 		if (!st_sql_step_done(ins_row)) {
-			s = db_error(d, err, "cannot record an eval result");
+			s = st_sql_store_error(&d->store, err, "cannot record an eval result");
 			goto out;
 		}
 	}
-	if (sqlite3_exec(d->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-		s = db_error(d, err, "cannot commit");
+	if (sqlite3_exec(d->store.db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		s = st_sql_store_error(&d->store, err, "cannot commit");
 		goto out;
 	}
 	*id = run_id;
 out:
 	if (s)
-		sqlite3_exec(d->db, "ROLLBACK", NULL, NULL, NULL);
+		sqlite3_exec(d->store.db, "ROLLBACK", NULL, NULL, NULL);
 	sqlite3_finalize(ins_run);
 	sqlite3_finalize(ins_row);
 	return s;
@@ -143,9 +136,9 @@ static json_t *column_parsed(sqlite3_stmt *st, int i)
 static st_status load_rows(st_eval_db *d, long long id, json_t **rows, st_err *err)
 {
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(d->db, "SELECT row FROM eval_results WHERE run = ? ORDER BY seq", -1,
+	if (sqlite3_prepare_v2(d->store.db, "SELECT row FROM eval_results WHERE run = ? ORDER BY seq", -1,
 	                       &st, NULL))
-		return db_error(d, err, "cannot prepare");
+		return st_sql_store_error(&d->store, err, "cannot prepare");
 	sqlite3_bind_int64(st, 1, id);
 	json_t *a = json_array();
 	int rc;
@@ -162,8 +155,8 @@ static st_status load_rows(st_eval_db *d, long long id, json_t **rows, st_err *e
 		json_decref(a);
 		return rc == SQLITE_CORRUPT
 		               ? st_err_set(err, ST_E_INVALID, "%s: eval run %lld: a result row is not "
-		                            "JSON", d->path, id)
-		               : db_error(d, err, "cannot read eval results");
+		                            "JSON", d->store.path, id)
+		               : st_sql_store_error(&d->store, err, "cannot read eval results");
 	}
 	*rows = a;
 	return ST_OK;
@@ -172,21 +165,21 @@ static st_status load_rows(st_eval_db *d, long long id, json_t **rows, st_err *e
 st_status st_eval_db_resolve(st_eval_db *d, const char *ref, long long *id, st_err *err)
 {
 	*id = 0;
-	st_status s = st_sql_resolve_ref(d->db, d->path, "eval_runs", ref, id, err);
+	st_status s = st_sql_resolve_ref(d->store.db, d->store.path, "eval_runs", ref, id, err);
 	if (s == ST_E_INVALID)
 		return st_err_set(err, ST_E_INVALID, "no eval run '%s' in %s (expected an id, 'last' "
-		                  "or 'last~N')", ref, d->path);
+		                  "or 'last~N')", ref, d->store.path);
 	if (s)
 		return s;
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(d->db, "SELECT 1 FROM eval_runs WHERE id = ?", -1, &st, NULL))
-		return db_error(d, err, "cannot prepare");
+	if (sqlite3_prepare_v2(d->store.db, "SELECT 1 FROM eval_runs WHERE id = ?", -1, &st, NULL))
+		return st_sql_store_error(&d->store, err, "cannot prepare");
 	sqlite3_bind_int64(st, 1, *id);
 	int found = sqlite3_step(st) == SQLITE_ROW;
 	sqlite3_finalize(st);
 	if (!found) {
 		*id = 0;
-		return st_err_set(err, ST_E_INVALID, "no eval run '%s' in %s", ref, d->path);
+		return st_err_set(err, ST_E_INVALID, "no eval run '%s' in %s", ref, d->store.path);
 	}
 	return ST_OK;
 }
@@ -202,18 +195,18 @@ st_status st_eval_db_load(st_eval_db *d, const char *ref, json_t **scores, json_
 	if (rs)
 		return rs;
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(d->db, "SELECT scores FROM eval_runs WHERE id = ?", -1, &st, NULL))
-		return db_error(d, err, "cannot prepare");
+	if (sqlite3_prepare_v2(d->store.db, "SELECT scores FROM eval_runs WHERE id = ?", -1, &st, NULL))
+		return st_sql_store_error(&d->store, err, "cannot prepare");
 	sqlite3_bind_int64(st, 1, id);
 	int found = sqlite3_step(st) == SQLITE_ROW;
 	json_t *s = found ? column_parsed(st, 0) : NULL;
 	sqlite3_finalize(st);
 	if (!found)
-		return st_err_set(err, ST_E_INVALID, "no eval run '%s' in %s", ref, d->path);
+		return st_err_set(err, ST_E_INVALID, "no eval run '%s' in %s", ref, d->store.path);
 	if (!json_is_object(s)) {
 		json_decref(s);
 		return st_err_set(err, ST_E_INVALID, "%s: eval run %lld: its scores are not a JSON "
-		                  "object", d->path, id);
+		                  "object", d->store.path, id);
 	}
 	if (rows) {
 		rs = load_rows(d, id, rows, err);
@@ -230,9 +223,9 @@ st_status st_eval_db_list(st_eval_db *d, json_t **runs, st_err *err)
 {
 	*runs = NULL;
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(d->db, "SELECT id, started, model, mode, samples, rounds, backend"
+	if (sqlite3_prepare_v2(d->store.db, "SELECT id, started, model, mode, samples, rounds, backend"
 	                       " FROM eval_runs ORDER BY id DESC", -1, &st, NULL))
-		return db_error(d, err, "cannot prepare");
+		return st_sql_store_error(&d->store, err, "cannot prepare");
 	static const char *const keys[] = {"id", "started", "model", "mode", "samples", "rounds",
 	                                   "backend"};
 	json_t *a = json_array();
@@ -246,7 +239,7 @@ st_status st_eval_db_list(st_eval_db *d, json_t **runs, st_err *err)
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE) {
 		json_decref(a);
-		return db_error(d, err, "cannot list eval runs");
+		return st_sql_store_error(&d->store, err, "cannot list eval runs");
 	}
 	*runs = a;
 	return ST_OK;

@@ -2,6 +2,7 @@
  * number of stitch processes may open at once, so writers wait for each other (busy timeout)
  * instead of failing, and a value goes in and comes out as the jansson value it was. */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,24 @@ st_status st_sql_open(const char *path, const char *schema, const char *what, sq
 	}
 	*out = db;
 	return ST_OK;
+}
+
+st_status st_sql_store_open(st_sql_store *s, const char *path, const char *schema,
+                            const char *what, st_err *err)
+{
+	snprintf(s->path, sizeof s->path, "%s", path);
+	return st_sql_open(path, schema, what, &s->db, err);
+}
+
+void st_sql_store_close(st_sql_store *s)
+{
+	sqlite3_close(s->db);
+	s->db = NULL;
+}
+
+st_status st_sql_store_error(const st_sql_store *s, st_err *err, const char *what)
+{
+	return st_err_set(err, ST_E_SYSTEM, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
 }
 
 void st_sql_bind_text(sqlite3_stmt *st, int i, const json_t *o, const char *k)

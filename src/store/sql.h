@@ -1,7 +1,8 @@
 /* What the two SQLite stores of src/store (bench runs in db.c, eval runs in eval_db.c) share:
- * opening a store file with its schema, binding jansson values to statement parameters and
- * reading columns back as jansson values, naming a run by reference ("42", "last", "last~N"),
- * and where a store lives when no path is given. Internal to src/store. */
+ * opening a store file with its schema (and the handle that names it in errors), binding
+ * jansson values to statement parameters and reading columns back as jansson values, naming a
+ * run by reference ("42", "last", "last~N"), and where a store lives when no path is given.
+ * Internal to src/store. */
 #ifndef ST_STORE_SQL_H
 #define ST_STORE_SQL_H
 
@@ -16,6 +17,19 @@
  * database, or not one of ours, is ST_E_INVALID; one that cannot be created or written ST_E_IO. */
 st_status st_sql_open(const char *path, const char *schema, const char *what, sqlite3 **db,
                       st_err *err);
+
+/* A store: its connection and its file, which every message names. */
+typedef struct st_sql_store {
+	sqlite3 *db;
+	char path[4096];
+} st_sql_store;
+
+/* st_sql_open into s, which keeps the path for messages; st_sql_store_close closes it. */
+st_status st_sql_store_open(st_sql_store *s, const char *path, const char *schema,
+                            const char *what, st_err *err);
+void st_sql_store_close(st_sql_store *s);
+/* ST_E_SYSTEM, "PATH: WHAT: SQLite's last message". */
+st_status st_sql_store_error(const st_sql_store *s, st_err *err, const char *what);
 
 /* o[k] as parameter i: a string, a number (true/false as 1/0), or NULL when absent or of
  * another type. */
