@@ -33,8 +33,8 @@
 #define ID_MAX 128
 #define MAX_WORKERS 64
 #define MAX_SEEN 256        /* tasks remembered for GPU affinity */
-#define AFFINITY_SCAN 8     /* queued jobs a worker looks through for one of its GPU's tasks */
-#define AFFINITY_WAIT_S 5.0 /* a job older than this goes to the next free worker, wherever */
+#define AFFINITY_SCAN 32    /* queued jobs a worker looks through for one of its GPU's tasks */
+#define AFFINITY_WAIT_S 5.0 /* how much longer than the job it would pass the oldest may wait */
 
 typedef struct job {
 	char id[ID_MAX + 1];
@@ -251,7 +251,10 @@ static void seen_set(st_service *s, const char *task, int gpu)
 /* A run job for a worker on `gpu`: one of the first queued whose task last ran on this GPU, or
  * one no GPU has seen, else the oldest. A GPU keeps its tasks' reference and expert runners
  * loaded (the runner pool): sending a task back where they are saves starting and loading them
- * on every GPU. The oldest job goes first anyway once it has waited long enough. */
+ * on every GPU. The oldest job goes first anyway once it has waited AFFINITY_WAIT_S longer than
+ * the one that would pass it. The rule compares the two ages, not the oldest's alone: under a
+ * steady load every job waits longer than any fixed limit, and one on its own would send every
+ * task to every GPU (on two H200s the queue wait was about 9 s against a limit of 5 s). */
 static job *take_run(st_service *s, int gpu)
 {
 	pthread_mutex_lock(&s->mu);
@@ -259,11 +262,11 @@ static job *take_run(st_service *s, int gpu)
 	while (!q->head && !s->stopping)
 		pthread_cond_wait(&s->cv_work, &s->mu);
 	job *prev = NULL, *pick = NULL, *pick_prev = NULL;
-	if (gpu >= 0 && q->head && now_s() - q->head->t_queued < AFFINITY_WAIT_S) {
+	if (gpu >= 0 && q->head) {
 		int i = 0;
 		for (job *j = q->head; j && i < AFFINITY_SCAN && !pick; prev = j, j = j->next, i++) {
 			int g = seen_gpu(s, j->task_dir);
-			if (g == gpu || g < 0) {
+			if ((g == gpu || g < 0) && j->t_queued - q->head->t_queued < AFFINITY_WAIT_S) {
 				pick = j;
 				pick_prev = prev;
 			}
