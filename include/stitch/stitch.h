@@ -41,6 +41,8 @@ typedef struct st_verify_opts {
 	                              held shared while runners use the GPU, exclusive while timing,
 	                              profiling or measuring peaks, so no verify's figures see
 	                              another's work */
+	int gpu_alone;             /* with gpu_lock: hold it exclusive from the first runner on, for
+	                              a re-run of a fault seen while the GPU was shared */
 	const char *params_path;   /* take the params from this safetensors file (by name; dtype
 	                              and shape must match the task's for every set run) instead of
 	                              generating them from a seed, e.g. real model weights */

@@ -379,6 +379,39 @@ static st_status verify_on_queue(st_service *s, st_queue *q, int *open, job *j, 
 	                       s->o.deadline_s > 0 ? 2 * s->o.deadline_s : 1200, verdict, err);
 }
 
+/* A fault that a neighbour on the same GPU may have caused: a crash or hang of the candidate
+ * (a neighbour that takes all the GPU's memory, or keeps it busy with a kernel that never ends,
+ * makes an honest solution fail or time out) or a baseline that could not run. */
+static int shared_fault(st_status st, json_t *verdict)
+{
+	if (st == ST_E_SYSTEM)
+		return 1;
+	const char *status = st ? NULL : json_string_value(json_object_get(verdict, "status"));
+	return status && (!strcmp(status, "runtime_error") || !strcmp(status, "timeout"));
+}
+
+/* With --per-gpu above 1, verifies run their correctness checks side by side; a fault seen
+ * then is confirmed by a second verify that has the GPU to itself from its first runner on, and
+ * that one's answer stands. The first outcome goes into the verdict as "shared_gpu_fault". A
+ * neighbour whose runners still hold memory while they wait for the CPU is not stopped by the
+ * lock, but a candidate that exhausts the GPU fails at once and its runner is gone by then. */
+static st_status rerun_alone(job *j, st_verify_opts *o, json_t **verdict, st_status first,
+                             st_err *err)
+{
+	json_t *was = first ? json_pack("{s:s,s:s}", "error", err->msg, "status", "error")
+	                    : json_pack("{s:O,s:O}", "status", json_object_get(*verdict, "status"),
+	                                "reason", json_object_get(*verdict, "reason"));
+	json_decref(*verdict);
+	*verdict = NULL;
+	o->gpu_alone = 1;
+	st_status st = st_verify(j->task_dir, j->path, o, verdict, err);
+	if (!st && was)
+		json_object_set_new(*verdict, "shared_gpu_fault", was);
+	else
+		json_decref(was);
+	return st;
+}
+
 static void *worker_main(void *arg)
 {
 	worker_arg *w = arg;
@@ -406,6 +439,8 @@ static void *worker_main(void *arg)
 		st_err e;
 		st_status st = s->o.queue_url ? verify_on_queue(s, &q, &q_open, j, &verdict, &e)
 		                              : st_verify(j->task_dir, j->path, &o, &verdict, &e);
+		if (!s->o.queue_url && o.gpu_lock && s->o.per_gpu > 1 && shared_fault(st, verdict))
+			st = rerun_alone(j, &o, &verdict, st, &e);
 		st_serve_metrics_busy(s->metrics, w->index, now_s() - j->t_start);
 		if (st) {
 			json_decref(verdict);

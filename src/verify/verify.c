@@ -159,11 +159,12 @@ static void gpu_take(vctx *v, int exclusive)
 	v->gpu_held = exclusive ? GPU_EXCLUSIVE : GPU_SHARED;
 }
 
-/* Runners are about to use the GPU: share it, unless this verify already has it to itself. */
+/* Runners are about to use the GPU: share it, unless this verify already has it to itself or
+ * must have it alone throughout (gpu_alone). */
 static void gpu_use(vctx *v)
 {
 	if (v->o->gpu_lock && v->gpu_held == GPU_FREE)
-		gpu_take(v, 0);
+		gpu_take(v, v->o->gpu_alone);
 }
 
 /* Work on the CPU alone ahead: a shared hold is given up (an exclusive one is kept: the
