@@ -535,10 +535,13 @@ static st_status st_job_prepare(st_job *j, const char *src_path, const st_compil
 	if ((size_t)snprintf(j->tmp_so, sizeof j->tmp_so, "%s/%s.tmp.%ld.%llx.so", j->dir, r->key,
 	                     (long)getpid(), rnd) >= sizeof j->tmp_so)
 		return st_err_set(err, ST_E_INVALID, "cache folder path too long");
-	/* The compiler reads a copy named by the key: the same bytes from any folder share one cache
-	 * entry, and a solution cannot pull in files beside it with a relative #include. */
-	if ((size_t)snprintf(j->src_copy, sizeof j->src_copy, "%s/%s.src%s", j->dir, r->key,
-	                     j->cuda ? ".cu" : ".c") >= sizeof j->src_copy)
+	/* The compiler reads a copy in the cache folder: the same bytes from any folder share one
+	 * cache entry, and a solution cannot pull in files beside it with a relative #include. The
+	 * copy is this compile's own, like the .so: two compiles of one key at once (a service given
+	 * the same code twice) each remove their copy when done, and with one shared name the first
+	 * to finish took the file from under the other's nvcc. */
+	if ((size_t)snprintf(j->src_copy, sizeof j->src_copy, "%s/%s.%ld.%llx.src%s", j->dir, r->key,
+	                     (long)getpid(), rnd, j->cuda ? ".cu" : ".c") >= sizeof j->src_copy)
 		return st_err_set(err, ST_E_INVALID, "cache folder path too long");
 	free(a->v[j->src_idx]);
 	a->v[j->src_idx] = strdup(j->src_copy);

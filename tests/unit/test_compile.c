@@ -1,6 +1,7 @@
 /* Unit tests for the compile step with a private cache folder: a C solution compiles to a loadable
  * shared object, the cache answers repeat calls (failures too) without running the compiler,
- * any byte of the source changes the key, bad inputs are refused, a hanging compiler times out,
+ * any byte of the source changes the key, compiles of one key at once all succeed, bad inputs
+ * are refused, a hanging compiler times out,
  * and, where nvcc is installed, a CUDA solution compiles for sm_90a. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +256,63 @@ static void test_same_bytes_other_path(void **state)
 	assert_no_temp_files(f->cache);
 }
 
+/* Several compiles of one source at once, each on an empty cache (a service given the same code
+ * by many clients): every one must succeed. nvcc opens the source in several passes over
+ * seconds; the compiler here reads it 0.3 s after it starts, and the compiles start 0.1 s apart,
+ * so each one's source must outlive the others' finishing. With one copy of the source per key,
+ * the first compile to finish removed it from under the rest. */
+#define SAME_KEY_COMPILES 4
+typedef struct same_key {
+	const char *src;
+	const st_compile_opts *opts;
+	int delay_ms;
+	st_compile_result r;
+	st_status st;
+	st_err err;
+} same_key;
+
+static void *compile_thread(void *arg)
+{
+	same_key *k = arg;
+	usleep((useconds_t)k->delay_ms * 1000);
+	k->st = st_compile(k->src, k->opts, &k->r, &k->err);
+	return NULL;
+}
+
+static void test_same_key_at_once(void **state)
+{
+	fixture *f = *state;
+	char script[512], src[512];
+	write_src(f, "latecc",
+	          "#!/bin/sh\n"
+	          "if [ \"$1\" = --version ]; then echo latecc 1.0; exit 0; fi\n"
+	          "sleep 0.3\n"
+	          "exec cc \"$@\"\n",
+	          script, sizeof script);
+	assert_int_equal(chmod(script, 0755), 0);
+	setenv("STITCH_CC", script, 1);
+	write_src(f, "same.c", GOOD_C, src, sizeof src);
+	same_key k[SAME_KEY_COMPILES];
+	pthread_t t[SAME_KEY_COMPILES];
+	for (int i = 0; i < SAME_KEY_COMPILES; i++) {
+		k[i] = (same_key){.src = src, .opts = &f->opts, .delay_ms = 100 * i};
+		assert_int_equal(pthread_create(&t[i], NULL, compile_thread, &k[i]), 0);
+	}
+	int failed = 0;
+	for (int i = 0; i < SAME_KEY_COMPILES; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		if (k[i].st != ST_OK || !k[i].r.ok) {
+			print_error("compile %d: status %d, ok %d: %s %s\n", i, (int)k[i].st, k[i].r.ok,
+			            k[i].err.msg, k[i].r.log ? k[i].r.log : "");
+			failed++;
+		}
+		st_compile_result_free(&k[i].r);
+	}
+	assert_int_equal(failed, 0);
+	assert_no_temp_files(f->cache);
+	unsetenv("STITCH_CC");
+}
+
 static void test_invalid_inputs(void **state)
 {
 	fixture *f = *state;
@@ -455,6 +514,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_good_c_and_cache, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compile_error_cached, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_same_bytes_other_path, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_same_key_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_inputs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_compiler, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
