@@ -68,6 +68,18 @@ static void write_src(const fixture *f, const char *name, const char *text, char
 	assert_int_equal(st_write_file_atomic(path, text, strlen(text), &err), ST_OK);
 }
 
+/* STITCH_CC becomes a script that answers --version (the identity probe) at once and runs
+ * `body` for a real compile. */
+static void use_fake_cc(const fixture *f, const char *body)
+{
+	char script[512], text[1024];
+	snprintf(text, sizeof text,
+	         "#!/bin/sh\nif [ \"$1\" = --version ]; then echo fakecc 1.0; exit 0; fi\n%s", body);
+	write_src(f, "fakecc", text, script, sizeof script);
+	assert_int_equal(chmod(script, 0755), 0);
+	setenv("STITCH_CC", script, 1);
+}
+
 static const char *GOOD_C =
 	"#include \"stitch/solution.h\"\n"
 	"#include <math.h>\n"
@@ -282,15 +294,8 @@ static void *compile_thread(void *arg)
 static void test_same_key_at_once(void **state)
 {
 	fixture *f = *state;
-	char script[512], src[512];
-	write_src(f, "latecc",
-	          "#!/bin/sh\n"
-	          "if [ \"$1\" = --version ]; then echo latecc 1.0; exit 0; fi\n"
-	          "sleep 0.3\n"
-	          "exec cc \"$@\"\n",
-	          script, sizeof script);
-	assert_int_equal(chmod(script, 0755), 0);
-	setenv("STITCH_CC", script, 1);
+	char src[512];
+	use_fake_cc(f, "sleep 0.3\nexec cc \"$@\"\n");
 	write_src(f, "same.c", GOOD_C, src, sizeof src);
 	same_key k[SAME_KEY_COMPILES];
 	pthread_t t[SAME_KEY_COMPILES];
@@ -372,15 +377,8 @@ static void test_missing_compiler(void **state)
 static void test_timeout(void **state)
 {
 	fixture *f = *state;
-	char script[512], src[512];
-	/* Answers --version (the identity probe) at once and hangs on a real compile. */
-	write_src(f, "slowcc",
-	          "#!/bin/sh\n"
-	          "if [ \"$1\" = --version ]; then echo slowcc 1.0; exit 0; fi\n"
-	          "sleep 30\n",
-	          script, sizeof script);
-	assert_int_equal(chmod(script, 0755), 0);
-	setenv("STITCH_CC", script, 1);
+	char src[512];
+	use_fake_cc(f, "sleep 30\n"); /* hangs on a real compile */
 	write_src(f, "ok.c", GOOD_C, src, sizeof src);
 	f->opts.timeout_s = 1;
 
