@@ -11,6 +11,7 @@
 #include "common/proc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -642,6 +644,36 @@ static st_status st_job_run(st_job *j, double timeout_s, st_compile_result *r, i
 	return ST_OK;
 }
 
+/* One compile of a key at a time, across threads and processes sharing the cache: a service
+ * given the same code by many clients at once (an RL group's identical samples) runs the
+ * compiler once, and the others wait and find its entry. The lock is an flock on one of 4096
+ * files under locks/, picked by the key's first three hex digits, so their number stays bounded;
+ * two keys that share one only wait for each other. Best effort: without a lock file (a cache of
+ * another user's, a full disk) each compile runs, which is correct, only slower. Returns the
+ * locked descriptor to close, or -1. */
+static int st_key_lock(const char *dir, const char *key)
+{
+	char path[PATH_MAX];
+	if ((size_t)snprintf(path, sizeof path, "%s/locks", dir) >= sizeof path)
+		return -1;
+	st_err ignore;
+	if (st_mkdirs(path, &ignore) != ST_OK)
+		return -1;
+	if ((size_t)snprintf(path, sizeof path, "%s/locks/%.3s.lock", dir, key) >= sizeof path)
+		return -1;
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	while (flock(fd, LOCK_EX) != 0)
+		if (errno != EINTR) {
+			close(fd);
+			return -1;
+		}
+	return fd;
+}
+
 st_status st_compile(const char *src_path, const st_compile_opts *o, st_compile_result *r,
                      st_err *err)
 {
@@ -654,8 +686,12 @@ st_status st_compile(const char *src_path, const st_compile_opts *o, st_compile_
 	st_status s = st_job_prepare(j, src_path, o, r, err);
 	int exit_code = 0, cacheable = 0;
 	char why[160] = "";
-	if (s == ST_OK && !(o && o->no_cache) && st_cache_load(j->json_path, r->so_path, r, &exit_code)) {
+	int use_cache = !(o && o->no_cache), lock = -1;
+	if (s == ST_OK && use_cache && st_cache_load(j->json_path, r->so_path, r, &exit_code)) {
 		r->cached = 1;
+	} else if (s == ST_OK && use_cache && (lock = st_key_lock(j->dir, r->key)) >= 0 &&
+	           st_cache_load(j->json_path, r->so_path, r, &exit_code)) {
+		r->cached = 1; /* another compile of this key finished while this one waited */
 	} else if (s == ST_OK) {
 		double timeout = o && o->timeout_s > 0 ? o->timeout_s : ST_COMPILE_TIMEOUT_DEFAULT;
 		s = st_job_run(j, timeout, r, &exit_code, &cacheable, why, sizeof why, err);
@@ -663,6 +699,8 @@ st_status st_compile(const char *src_path, const st_compile_opts *o, st_compile_
 			s = st_cache_store(j->json_path, r, exit_code, j->args.v, j->out_idx,
 			                   r->so_path, err);
 	}
+	if (lock >= 0)
+		close(lock); /* after the store: a waiter must find the entry complete */
 	if (s == ST_OK)
 		s = st_fill_diags(r, j->src, exit_code, why, err);
 	if (!r->ok)

@@ -1,7 +1,7 @@
 /* Unit tests for the compile step with a private cache folder: a C solution compiles to a loadable
  * shared object, the cache answers repeat calls (failures too) without running the compiler,
- * any byte of the source changes the key, compiles of one key at once all succeed, bad inputs
- * are refused, a hanging compiler times out,
+ * any byte of the source changes the key, compiles of one key at once run the compiler once
+ * (and all succeed without the cache), bad inputs are refused, a hanging compiler times out,
  * and, where nvcc is installed, a CUDA solution compiles for sm_90a. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -93,7 +93,8 @@ static int mode_of(const char *path)
 	return (int)(st.st_mode & 07777);
 }
 
-/* Every entry of the compile folder must be <key>.so or <key>.json: no temp files. */
+/* Every entry of the compile folder must be <key>.so, <key>.json or the folder of the key
+ * locks: no temp files. */
 static void assert_no_temp_files(const char *cache)
 {
 	char dir[512];
@@ -106,7 +107,8 @@ static void assert_no_temp_files(const char *cache)
 			continue;
 		size_t n = strlen(e->d_name);
 		int ok = (n == 67 && strcmp(e->d_name + 64, ".so") == 0) ||
-		         (n == 69 && strcmp(e->d_name + 64, ".json") == 0);
+		         (n == 69 && strcmp(e->d_name + 64, ".json") == 0) ||
+		         strcmp(e->d_name, "locks") == 0;
 		if (!ok)
 			fail_msg("unexpected file in the compile cache: %s", e->d_name);
 	}
@@ -268,11 +270,12 @@ static void test_same_bytes_other_path(void **state)
 	assert_no_temp_files(f->cache);
 }
 
-/* Several compiles of one source at once, each on an empty cache (a service given the same code
- * by many clients): every one must succeed. nvcc opens the source in several passes over
- * seconds; the compiler here reads it 0.3 s after it starts, and the compiles start 0.1 s apart,
- * so each one's source must outlive the others' finishing. With one copy of the source per key,
- * the first compile to finish removed it from under the rest. */
+/* Several compiles of one source at once (a service given the same code by many clients). nvcc
+ * opens the source in several passes over seconds; the compiler here counts its runs in a file
+ * and reads its input 0.3 s after it starts, and the compiles start 0.1 s apart.
+ * - With the cache, the compiler runs once: the others wait for its entry and find it.
+ * - Without (no_cache), every one runs and must succeed: with one copy of the source per key,
+ *   the first to finish removed it from under the rest, and the failure was cached. */
 #define SAME_KEY_COMPILES 4
 typedef struct same_key {
 	const char *src;
@@ -291,19 +294,16 @@ static void *compile_thread(void *arg)
 	return NULL;
 }
 
-static void test_same_key_at_once(void **state)
+/* Runs the compiles, checks every one succeeded; returns how many came from the cache. */
+static int compile_same_key(const char *src, const st_compile_opts *opts)
 {
-	fixture *f = *state;
-	char src[512];
-	use_fake_cc(f, "sleep 0.3\nexec cc \"$@\"\n");
-	write_src(f, "same.c", GOOD_C, src, sizeof src);
 	same_key k[SAME_KEY_COMPILES];
 	pthread_t t[SAME_KEY_COMPILES];
 	for (int i = 0; i < SAME_KEY_COMPILES; i++) {
-		k[i] = (same_key){.src = src, .opts = &f->opts, .delay_ms = 100 * i};
+		k[i] = (same_key){.src = src, .opts = opts, .delay_ms = 100 * i};
 		assert_int_equal(pthread_create(&t[i], NULL, compile_thread, &k[i]), 0);
 	}
-	int failed = 0;
+	int failed = 0, cached = 0;
 	for (int i = 0; i < SAME_KEY_COMPILES; i++) {
 		assert_int_equal(pthread_join(t[i], NULL), 0);
 		if (k[i].st != ST_OK || !k[i].r.ok) {
@@ -311,9 +311,40 @@ static void test_same_key_at_once(void **state)
 			            k[i].err.msg, k[i].r.log ? k[i].r.log : "");
 			failed++;
 		}
+		cached += k[i].r.cached;
 		st_compile_result_free(&k[i].r);
 	}
 	assert_int_equal(failed, 0);
+	return cached;
+}
+
+static int lines_of(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int n = 0;
+	for (int c; f && (c = fgetc(f)) != EOF;)
+		n += c == '\n';
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static void test_same_key_at_once(void **state)
+{
+	fixture *f = *state;
+	char src[512], runs[512], body[1200];
+	snprintf(runs, sizeof runs, "%s/runs", f->dir);
+	snprintf(body, sizeof body, "echo run >>%s\nsleep 0.3\nexec cc \"$@\"\n", runs);
+	use_fake_cc(f, body);
+	write_src(f, "same.c", GOOD_C, src, sizeof src);
+
+	assert_int_equal(compile_same_key(src, &f->opts), SAME_KEY_COMPILES - 1);
+	assert_int_equal(lines_of(runs), 1);
+	assert_no_temp_files(f->cache);
+
+	f->opts.no_cache = 1;
+	assert_int_equal(compile_same_key(src, &f->opts), 0);
+	assert_int_equal(lines_of(runs), 1 + SAME_KEY_COMPILES);
 	assert_no_temp_files(f->cache);
 	unsetenv("STITCH_CC");
 }
