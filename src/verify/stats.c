@@ -29,12 +29,12 @@ double st_quantile_sorted(const double *v, int n, double q)
 	return v[lo] + (h - (double)lo) * (v[lo + 1] - v[lo]);
 }
 
-double st_median(double *v, int n)
+double st_quantile(double *v, int n, double q)
 {
 	if (!v || n <= 0)
 		return NAN;
 	qsort(v, (size_t)n, sizeof *v, st_cmp_double);
-	return st_quantile_sorted(v, n, 0.5);
+	return st_quantile_sorted(v, n, q);
 }
 
 void st_stats_compute(const st_sample *s, int n, st_stats *out)

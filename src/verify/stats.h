@@ -37,8 +37,8 @@ void st_stop_rule_default(st_stop_rule *r);
 /* 1 when enough: n >= min_samples && total >= min_time && rse < max_rse, or a cap was reached. */
 int st_stop_reached(const st_stats *s, const st_stop_rule *r, double wall_spent_ms);
 
-/* Median of v[0..n) (type 7), sorting v in place; NAN when n is 0. */
-double st_median(double *v, int n);
+/* Quantile q in [0,1] of v[0..n) (type 7), sorting v in place; NAN when n is 0. */
+double st_quantile(double *v, int n, double q);
 
 /* Quantile q in [0,1] of a sorted array (type 7). */
 double st_quantile_sorted(const double *v, int n, double q);

@@ -49,17 +49,18 @@ static void fill(st_sample *s, const double *ms, int n)
 	}
 }
 
-/* The median the parent's clock check takes over batches: unsorted input, one outlier that a
- * mean would follow, an even count, and nothing. */
-static void test_median_unsorted(void **state)
+/* The quantile the parent's clock check takes over batches: unsorted input, sorted in place,
+ * one outlier of four that a mean would follow but the third quartile does not, and nothing. */
+static void test_quantile_unsorted(void **state)
 {
 	(void)state;
-	double odd[] = { 0.16, 0.15, 40.0, 0.14, 0.15 };
-	assert_float_equal(st_median(odd, 5), 0.15, EPS);
-	assert_float_equal(odd[0], 0.14, EPS); /* sorted in place */
+	double gaps[] = { 0.16, 0.15, 40.0, 0.14, 0.15 };
+	assert_float_equal(st_quantile(gaps, 5, 0.5), 0.15, EPS);
+	assert_float_equal(gaps[0], 0.14, EPS); /* sorted in place */
+	assert_float_equal(st_quantile(gaps, 5, 0.75), 0.16, EPS);
 	double even[] = { 4, 1, 3, 2 };
-	assert_float_equal(st_median(even, 4), 2.5, EPS);
-	assert_true(isnan(st_median(even, 0)));
+	assert_float_equal(st_quantile(even, 4, 0.5), 2.5, EPS);
+	assert_true(isnan(st_quantile(even, 0, 0.5)));
 }
 
 static void test_compute_odd(void **state)
@@ -231,7 +232,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quantile_even),
 		cmocka_unit_test(test_quantile_odd_and_edges),
-		cmocka_unit_test(test_median_unsorted),
+		cmocka_unit_test(test_quantile_unsorted),
 		cmocka_unit_test(test_compute_odd),
 		cmocka_unit_test(test_compute_even),
 		cmocka_unit_test(test_discard_throttled),
