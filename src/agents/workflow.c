@@ -7,6 +7,7 @@
  * stagnated, and limits on attempts, replans, tokens, time and money. Every prompt, answer,
  * code version, verdict and transition is appended to trajectory.jsonl as it happens, so a run
  * can be audited and turned into training data; the fastest correct version is best-so-far. */
+#include "common/clock.h"
 #include "solve.h"
 
 #include <errno.h>
@@ -67,13 +68,6 @@ typedef struct solve {
 	char state[64], why[1100];
 } solve;
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void say(solve *S, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(solve *S, const char *fmt, ...)
 {
@@ -91,7 +85,7 @@ static void say(solve *S, const char *fmt, ...)
 static void traj(solve *S, const char *type, json_t *rec)
 {
 	json_object_set_new(rec, "type", json_string(type));
-	json_object_set_new(rec, "t", json_real(now_s() - S->t0));
+	json_object_set_new(rec, "t", json_real(st_now_s() - S->t0));
 	char *line = json_dumps(rec, JSON_COMPACT);
 	if (line && S->traj) {
 		fputs(line, S->traj);
@@ -154,8 +148,8 @@ static int over_budget(solve *S)
 	else if (o->max_tokens > 0 && tokens_used(S) >= o->max_tokens)
 		snprintf(S->why, sizeof S->why, "%lld tokens used (--max-tokens)",
 		         (long long)tokens_used(S));
-	else if (o->max_time_s > 0 && now_s() - S->t0 >= o->max_time_s)
-		snprintf(S->why, sizeof S->why, "%.0f s spent (--max-time)", now_s() - S->t0);
+	else if (o->max_time_s > 0 && st_now_s() - S->t0 >= o->max_time_s)
+		snprintf(S->why, sizeof S->why, "%.0f s spent (--max-time)", st_now_s() - S->t0);
 	else if (o->max_cost_usd > 0 && cost_used(S) >= o->max_cost_usd)
 		snprintf(S->why, sizeof S->why, "$%.2f spent (--max-cost)", cost_used(S));
 	else
@@ -408,7 +402,7 @@ static void precompile_samples(solve *S, const st_llm_response *r, int K, double
 {
 	if (K < 2 || !S->arch[0] || S->o->verify.no_cache)
 		return;
-	double t0 = now_s();
+	double t0 = st_now_s();
 	precompile_job jobs[MAX_SAMPLES];
 	pthread_t th[MAX_SAMPLES];
 	int started[MAX_SAMPLES] = {0};
@@ -434,9 +428,9 @@ static void precompile_samples(solve *S, const st_llm_response *r, int K, double
 			pthread_join(th[k], NULL);
 		n += jobs[k].ok;
 	}
-	*verify_s += now_s() - t0;
+	*verify_s += st_now_s() - t0;
 	traj(S, "precompiled", json_pack("{s:i,s:i,s:f}", "attempt", S->attempts, "versions", n,
-	                                 "seconds", now_s() - t0));
+	                                 "seconds", st_now_s() - t0));
 }
 
 /* Worse verdicts rank lower: no code < compile error < wrong < correct (then by speed). */
@@ -469,11 +463,11 @@ static st_status judge(solve *S, int k, const st_llm_response *r, json_t **verdi
 		return s;
 	traj(S, "code", json_pack("{s:i,s:i,s:s,s:s,s:s}", "attempt", S->attempts, "sample", k,
 	                          "version", sha, "path", path, "code", *code));
-	double tv = now_s();
+	double tv = st_now_s();
 	s = S->o->verify_fn ? S->o->verify_fn(S->o->verify_arg, S->o->task_dir, path, &S->o->verify,
 	                                      verdict, err)
 	                    : st_verify(S->o->task_dir, path, &S->o->verify, verdict, err);
-	*verify_s += now_s() - tv;
+	*verify_s += st_now_s() - tv;
 	if (s && !*verdict)
 		return s; /* the environment, not the candidate: no GPU, a broken baseline */
 	/* A verdict with an error status (e.g. the file lacks the ABI) is still a verdict. */
@@ -494,7 +488,7 @@ static st_status judge(solve *S, int k, const st_llm_response *r, json_t **verdi
 
 static st_status do_attempt(solve *S, st_err *err)
 {
-	double t_start = now_s(), latency = 0, verify_s = 0;
+	double t_start = st_now_s(), latency = 0, verify_s = 0;
 	const int K = S->o->samples > 1 ? S->o->samples : 1;
 	S->attempts++;
 	char *steps = st_agent_steps_text(S->plan);
@@ -617,7 +611,7 @@ static st_status do_attempt(solve *S, st_err *err)
 		st_llm_response_free(&r[k]);
 	if (s || !pick) {
 		free(pick_code);
-		S->overhead_s += now_s() - t_start - latency - verify_s;
+		S->overhead_s += st_now_s() - t_start - latency - verify_s;
 		return s;
 	}
 	char *fb = NULL;
@@ -639,7 +633,7 @@ static st_status do_attempt(solve *S, st_err *err)
 	snprintf(reason, sizeof reason, "verdict %s", status);
 	transition(S, next, reason);
 	json_decref(pick);
-	S->overhead_s += now_s() - t_start - latency - verify_s;
+	S->overhead_s += st_now_s() - t_start - latency - verify_s;
 	return ST_OK;
 }
 
@@ -787,7 +781,7 @@ static st_status finish(solve *S, json_t **report, st_err *err)
 		"output", (json_int_t)(cu.output_tokens + pu.output_tokens), "calls",
 		cu.calls + pu.calls, "cache_hits", cu.cache_hits + pu.cache_hits, "retries",
 		cu.retries + pu.retries, "cost_usd", cu.cost_usd + pu.cost_usd, "wall_s",
-		now_s() - S->t0, "overhead_ms_per_attempt", 1e3 * S->overhead_s / llm_attempts);
+		st_now_s() - S->t0, "overhead_ms_per_attempt", 1e3 * S->overhead_s / llm_attempts);
 	if (S->best_verdict) {
 		json_t *sp = json_object_get(S->best_verdict, "speedup");
 		json_object_set_new(r, "best", json_pack("{s:s,s:s,s:O,s:O}", "path", best_copy,
@@ -838,7 +832,7 @@ static void teardown(solve *S)
 st_status st_solve(const st_solve_opts *o, json_t **report, st_err *err)
 {
 	*report = NULL;
-	solve S = {.o = o, .t0 = now_s(), .stage = ST_STAGE_PLAN};
+	solve S = {.o = o, .t0 = st_now_s(), .stage = ST_STAGE_PLAN};
 	st_status s = setup(&S, err);
 	if (s) {
 		teardown(&S);

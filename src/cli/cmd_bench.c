@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "store/bench.h"
 #include "queue/sweep.h"
 #include "store/sweep.h"
@@ -295,19 +296,12 @@ typedef struct progress_state {
 	int tty, quiet;
 } progress_state;
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void on_progress(void *arg, int k, int n, const st_bench_job *job, const json_t *v)
 {
 	progress_state *p = arg;
 	if (p->quiet)
 		return;
-	double el = now_s() - p->t0;
+	double el = st_now_s() - p->t0;
 	if (!v && job->solution) {
 		/* before: a live bar on a terminal, nothing in a log */
 		if (p->tty)
@@ -417,7 +411,7 @@ int cmd_bench(int argc, char **argv)
 	}
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int threads = a.jobs ? a.jobs : cpus < 1 ? 1 : cpus > 16 ? 16 : (int)cpus;
-	progress_state ps = {.t0 = now_s(), .tty = isatty(2), .quiet = a.quiet};
+	progress_state ps = {.t0 = st_now_s(), .tty = isatty(2), .quiet = a.quiet};
 	st_err err;
 	const char *qarch = a.queue_arch ? a.queue_arch : o.arch ? o.arch : host ? "host" : "sm_90a";
 	st_status s = a.queue ? st_queue_sweep(a.queue, qarch, L.jobs, L.n, &o, o.candidate_trusted,

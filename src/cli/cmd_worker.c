@@ -5,6 +5,7 @@
  * stores the result, and only then acknowledges the job. A heartbeat thread keeps the consumers'
  * heartbeats and the leases of running jobs alive; pending jobs of consumers whose heartbeat
  * expired are claimed. SIGTERM finishes the running jobs and leaves. */
+#include "common/clock.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -91,13 +92,6 @@ static void on_signal(int sig)
 	g_stop = 1;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void say(const worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const worker *w, const char *fmt, ...)
 {
@@ -137,7 +131,7 @@ static int is_shipped(const char *task_dir, const char *code, int host)
 static json_t *run_job(pipe_ctx *p, const st_queue_entry *e)
 {
 	worker *w = p->w;
-	double t0 = now_s();
+	double t0 = st_now_s();
 	const json_t *job = e->job;
 	const char *task = json_string_value(json_object_get(job, "task"));
 	const char *code = json_string_value(json_object_get(job, "code"));
@@ -182,7 +176,7 @@ static json_t *run_job(pipe_ctx *p, const st_queue_entry *e)
 		json_object_set(result, "status", json_object_get(verdict, "status"));
 		json_object_set_new(result, "verdict", verdict);
 	}
-	json_object_set_new(result, "seconds", json_real(now_s() - t0));
+	json_object_set_new(result, "seconds", json_real(st_now_s() - t0));
 	return result;
 }
 
@@ -201,13 +195,13 @@ static void *pipe_main(void *arg)
 		say(w, "%s", err.msg);
 	double last_reclaim = 0;
 	while (!g_stop) {
-		if (now_s() - last_reclaim > 2) {
+		if (st_now_s() - last_reclaim > 2) {
 			int n = 0;
 			if (!st_queue_reclaim(&q, w->arch, p->consumer, w->reclaim_s, w->stale_s, &n, &err) &&
 			    n)
 				say(w, "%s claimed %d job%s of a consumer that stopped", p->consumer, n,
 				    n == 1 ? "" : "s");
-			last_reclaim = now_s();
+			last_reclaim = st_now_s();
 		}
 		st_queue_entry e[4];
 		int n = 0;
@@ -269,7 +263,7 @@ static void *heartbeat_main(void *arg)
 			                         "worker", w->name, "arch", w->arch, "device",
 			                         p->devices[0] ? p->devices : "host", "done",
 			                         (json_int_t)done, "job", current[0] ? current : NULL,
-			                         "uptime_s", now_s() - w->t0);
+			                         "uptime_s", st_now_s() - w->t0);
 			const char *leases[1] = {current};
 			st_queue_heartbeat(&q, p->consumer, info, leases, current[0] ? 1 : 0,
 			                   w->lease_s, &err);
@@ -443,7 +437,7 @@ int cmd_worker(int argc, char **argv)
 		return ST_EXIT_ENV;
 	}
 	w.pool = keep > 0 ? st_runner_pool_new(2 * per_gpu, keep) : NULL;
-	w.t0 = now_s();
+	w.t0 = st_now_s();
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;

@@ -5,6 +5,7 @@
  * is created close-on-exec, so no other thread's child inherits our pipe ends, and the child's
  * exit is watched through a pidfd (or a short poll tick) rather than a process-wide SIGCHLD. */
 #include "proc.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,13 +22,6 @@
 /* After the child itself exits, how long grandchildren may keep the pipe open before we stop
  * waiting for EOF and kill the group. */
 #define ST_PROC_EOF_GRACE_S 1.0
-
-static double st_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* What the child reports over the exec-status pipe when it cannot get as far as exec. */
 enum { ST_STAGE_CHDIR = 1, ST_STAGE_STDIN, ST_STAGE_DUP, ST_STAGE_EXEC };
@@ -136,7 +130,7 @@ st_status st_proc_run(char *const argv[], const char *cwd, double timeout_s, siz
 		st_close(&out_p[1]);
 		return ST_E_SYSTEM;
 	}
-	double t0 = st_now();
+	double t0 = st_now_s();
 	pid_t pid = fork();
 	if (pid < 0) {
 		st_err_set(err, ST_E_SYSTEM, "cannot run '%s': fork: %s", name, strerror(errno));
@@ -197,11 +191,11 @@ st_status st_proc_run(char *const argv[], const char *cwd, double timeout_s, siz
 	for (;;) {
 		if (!exited && st_exited(pid)) {
 			exited = 1;
-			exit_at = st_now();
+			exit_at = st_now_s();
 		}
 		if (exited && out_p[0] < 0)
 			break;
-		double now = st_now();
+		double now = st_now_s();
 		if (now >= deadline) {
 			timed_out = !exited;
 			break;
@@ -284,7 +278,7 @@ st_status st_proc_run(char *const argv[], const char *cwd, double timeout_s, siz
 	res->out = buf;
 	res->out_len = len;
 	res->timed_out = timed_out;
-	res->wall_s = st_now() - t0;
+	res->wall_s = st_now_s() - t0;
 	if (WIFEXITED(status))
 		res->exit_code = WEXITSTATUS(status);
 	else if (WIFSIGNALED(status))

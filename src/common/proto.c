@@ -1,6 +1,7 @@
 /* Framing for the runner protocol: u32 little-endian length, then that many bytes of JSON.
  * A descriptor, when passed, rides on the first byte of the frame as SCM_RIGHTS. */
 #include "proto.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -10,13 +11,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static st_status send_all(int sock, const char *buf, size_t len, int pass_fd, st_err *err)
 {
@@ -74,7 +68,7 @@ static st_status recv_all(int sock, char *buf, size_t len, int *fd_out, double d
 	size_t done = 0;
 	while (done < len) {
 		if (deadline >= 0) {
-			double left = deadline - now_ms();
+			double left = deadline - (st_now_s() * 1e3);
 			if (left <= 0)
 				return st_err_set(err, ST_E_TIMEOUT, "no answer from runner in time");
 			struct pollfd p = {.fd = sock, .events = POLLIN};
@@ -118,7 +112,7 @@ st_status st_proto_recv(int sock, json_t **msg, int *fd_out, int timeout_ms, st_
 	*msg = NULL;
 	if (fd_out)
 		*fd_out = -1;
-	double deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	double deadline = timeout_ms < 0 ? -1 : (st_now_s() * 1e3) + timeout_ms;
 	unsigned char hdr[4];
 	st_status s = recv_all(sock, (char *)hdr, 4, fd_out, deadline, err);
 	if (s)

@@ -3,6 +3,7 @@
  * parsed by llm_wire.c, counted in tokens and dollars, and kept in the cache. A request that
  * times out is not retried: a server that hung once for the whole limit would likely do it
  * again, and the caller's budget is in wall time. */
+#include "common/clock.h"
 #include "llm.h"
 
 #include "common/buf.h"
@@ -237,13 +238,6 @@ static void attempt_once(st_llm_client *c, const char *url, const char *payload,
 	curl_slist_free_all(hl);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void sleep_s(double s)
 {
 	if (s <= 0)
@@ -291,7 +285,7 @@ st_status st_llm_complete(st_llm_client *c, const st_llm_request *q, st_llm_resp
                           st_err *err)
 {
 	memset(r, 0, sizeof *r);
-	double t0 = now_s();
+	double t0 = st_now_s();
 	json_t *body = st_llm_wire_body(&c->m, q);
 	/* Sorted keys: the same request always has the same bytes, hence the same cache key. */
 	char *payload = body ? json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -317,7 +311,7 @@ st_status st_llm_complete(st_llm_client *c, const st_llm_request *q, st_llm_resp
 			if (s)
 				return s;
 			r->cached = 1;
-			r->latency_s = now_s() - t0;
+			r->latency_s = st_now_s() - t0;
 			c->usage.calls++;
 			c->usage.cache_hits++;
 			c->usage.input_tokens += r->input_tokens;
@@ -383,7 +377,7 @@ st_status st_llm_complete(st_llm_client *c, const st_llm_request *q, st_llm_resp
 	}
 	free(a.body.b.p);
 	free(payload);
-	r->latency_s = now_s() - t0;
+	r->latency_s = st_now_s() - t0;
 	if (s) {
 		st_llm_response_free(r);
 		return s;

@@ -3,6 +3,7 @@
  * command is safe to repeat (SET NX, XACK, reads), and the one that is not (XADD after a lost
  * reply) can only add a duplicate entry, which workers recognise by its id. */
 #include "queue.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -18,13 +19,6 @@
 #include "tls.h"
 
 #define KEY_MAX 160
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 st_status st_queue_parse_url(const char *url, st_queue *q, st_err *err)
 {
@@ -167,7 +161,7 @@ void st_queue_close(st_queue *q)
 static st_status cmd(st_queue *q, redisReply **out, st_err *err, int argc, const char **argv)
 {
 	*out = NULL;
-	double start = now_s(), pause = 0.05;
+	double start = st_now_s(), pause = 0.05;
 	for (;;) {
 		st_status s = q->ctx ? ST_OK : connect_once(q, err);
 		if (!s) {
@@ -185,7 +179,7 @@ static st_status cmd(st_queue *q, redisReply **out, st_err *err, int argc, const
 			s = st_err_set(err, ST_E_IO, "redis %s:%d: %s", q->host, q->port, why);
 			drop(q);
 		}
-		if (s != ST_E_IO || now_s() - start > q->retry_s)
+		if (s != ST_E_IO || st_now_s() - start > q->retry_s)
 			return st_err_wrap(err, s, "redis %s", argv[0]);
 		usleep((useconds_t)(pause * 1e6));
 		pause = pause < 1 ? pause * 2 : 1;
@@ -329,12 +323,12 @@ st_status st_queue_wait(st_queue *q, const char *id, double timeout_s, json_t **
 {
 	char dkey[KEY_MAX];
 	key(dkey, "done", id);
-	double until = now_s() + timeout_s;
+	double until = st_now_s() + timeout_s;
 	for (;;) {
 		st_status s = get_result(q, id, result, err);
 		if (s || *result)
 			return s;
-		double left = until - now_s();
+		double left = until - st_now_s();
 		if (left <= 0)
 			return st_err_set(err, ST_E_TIMEOUT, "no result for %.12s... within %.0f s", id,
 			                  timeout_s);

@@ -6,6 +6,7 @@
  * as compact arrays (profile/timeline_json.c reads them); dropped records are counted, never
  * hidden. */
 #include "profile_cupti.h"
+#include "common/clock.h"
 
 #include <cupti.h>
 #include <dlfcn.h>
@@ -208,13 +209,6 @@ static int cupti_fail(CUptiResult r, const char *what, char *err, size_t len)
 		}                                                                                       \
 	} while (0)
 
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
 int st_cupti_profile(int (*fn)(void *), void *arg, cudaStream_t stream, json_t *out,
                      int *fn_rc, char *err, size_t len)
 {
@@ -248,7 +242,7 @@ int st_cupti_profile(int (*fn)(void *), void *arg, cudaStream_t stream, json_t *
 	cudaEventRecord(e0, stream);
 	cudaEventSynchronize(e0);
 	cudaEventRecord(e0, stream);
-	double w0 = now_us();
+	double w0 = (st_now_s() * 1e6);
 	CK_CUPTI(C.timestamp(&g_t0), "timestamp");
 	*fn_rc = fn(arg);
 	uint64_t t1 = 0;
@@ -258,7 +252,7 @@ int st_cupti_profile(int (*fn)(void *), void *arg, cudaStream_t stream, json_t *
 	pthread_mutex_unlock(&g_lock);
 	cudaEventRecord(e1, stream);
 	cudaError_t se = cudaDeviceSynchronize();
-	double w1 = now_us();
+	double w1 = (st_now_s() * 1e6);
 	for (size_t i = 0; i < sizeof call_kinds / sizeof call_kinds[0]; i++)
 		C.disable(call_kinds[i]);
 	for (size_t i = 0; i < sizeof device_kinds / sizeof device_kinds[0]; i++)

@@ -6,6 +6,7 @@
  * for the same job or gets the stored answer; with other content it is a conflict (409). One
  * mutex guards the queues and the in-flight list; the work itself runs outside it. */
 #include "service.h"
+#include "common/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -99,17 +100,10 @@ struct st_service {
 	double t0;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void push(jqueue *q, job *j)
 {
 	j->next = NULL;
-	j->t_queued = now_s();
+	j->t_queued = st_now_s();
 	if (q->tail)
 		q->tail->next = j;
 	else
@@ -207,7 +201,7 @@ static json_t *answer_object(const job *j)
 	                      json_string_value(json_object_get(j->verdict, "status")), "verdict",
 	                      j->verdict);
 	json_object_set_new(o, "seconds", json_pack("{s:f,s:f}", "queued", j->t_start - j->t_in,
-	                                           "total", now_s() - j->t_in));
+	                                           "total", st_now_s() - j->t_in));
 	return o;
 }
 
@@ -420,7 +414,7 @@ static void *worker_main(void *arg)
 	st_queue q;
 	int q_open = 0;
 	while ((j = take_run(s, s->gpu_of[w->index]))) {
-		j->t_start = now_s();
+		j->t_start = st_now_s();
 		st_verify_opts o = s->o.verify;
 		o.devices = s->devices[w->index][0] ? s->devices[w->index] : NULL;
 		o.gpu_lock = s->gpu_of[w->index] >= 0 ? &s->gpu_locks[s->gpu_of[w->index]] : NULL;
@@ -441,7 +435,7 @@ static void *worker_main(void *arg)
 		                              : st_verify(j->task_dir, j->path, &o, &verdict, &e);
 		if (!s->o.queue_url && o.gpu_lock && s->o.per_gpu > 1 && shared_fault(st, verdict))
 			st = rerun_alone(j, &o, &verdict, st, &e);
-		st_serve_metrics_busy(s->metrics, w->index, now_s() - j->t_start);
+		st_serve_metrics_busy(s->metrics, w->index, st_now_s() - j->t_start);
 		if (st) {
 			json_decref(verdict);
 			/* Bad options of the request: its answer. A broken machine or baseline: not an
@@ -676,7 +670,7 @@ static job *admit(st_service *s, const char *id, const char *kind, const char *h
 	j->req = json_incref(req);
 	j->skill = skill;
 	j->refs = 1;
-	j->t_in = now_s();
+	j->t_in = st_now_s();
 	j->all_next = s->inflight;
 	s->inflight = j;
 	s->n_inflight++;
@@ -709,7 +703,7 @@ static job *find_inflight(st_service *s, const char *id)
 int st_service_request(st_service *s, const char *kind, const char *body, size_t len,
                        char **answer, double *retry_after, char *id_out, size_t id_len)
 {
-	double t_in = now_s();
+	double t_in = st_now_s();
 	*retry_after = 0;
 	id_out[0] = '\0';
 	json_error_t je;
@@ -770,7 +764,7 @@ again:
 		           (s->admit_head && s->admit_head != &me)) {
 			/* Full, or others came first: wait in line for a while before the 429, so that
 			 * slots go to requests in the order they came, not to whoever retries fastest. */
-			if (now_s() < wait_until) {
+			if (st_now_s() < wait_until) {
 				if (!queued) {
 					if (s->admit_tail)
 						s->admit_tail->next = &me;
@@ -825,7 +819,7 @@ again:
 			         id);
 		if (!*answer)
 			*answer = error_text(id, "%s", msg);
-		st_serve_metrics_answer(s->metrics, code, code < 300 ? now_s() - t_in : -1);
+		st_serve_metrics_answer(s->metrics, code, code < 300 ? st_now_s() - t_in : -1);
 		return code;
 	}
 	j->refs++;
@@ -858,7 +852,7 @@ again:
 		code = 500;
 		*answer = error_text(id, "out of memory");
 	}
-	st_serve_metrics_answer(s->metrics, code, now_s() - t_in);
+	st_serve_metrics_answer(s->metrics, code, st_now_s() - t_in);
 	return code;
 }
 
@@ -1040,7 +1034,7 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 	if (!s)
 		return st_err_set(err, ST_E_NOMEM, "serve: out of memory");
 	s->o = *o;
-	s->t0 = now_s();
+	s->t0 = st_now_s();
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv_work, NULL);
 	pthread_cond_init(&s->cv_done, NULL);
@@ -1116,10 +1110,10 @@ void st_service_drain(st_service *s)
 	s->draining = 1;
 	double last = 0;
 	while (s->n_inflight > 0 || s->waiting > 0) {
-		if (now_s() - last > 5) {
+		if (st_now_s() - last > 5) {
 			st_serve_log(&s->o, "draining: %d request%s in flight, %d client%s waiting", s->n_inflight,
 			    s->n_inflight == 1 ? "" : "s", s->waiting, s->waiting == 1 ? "" : "s");
-			last = now_s();
+			last = st_now_s();
 		}
 		struct timespec t;
 		clock_gettime(CLOCK_REALTIME, &t);
@@ -1192,7 +1186,7 @@ char *st_service_metrics_text(st_service *s)
 	g.waiting = s->waiting;
 	g.draining = s->draining;
 	pthread_mutex_unlock(&s->mu);
-	g.uptime_s = now_s() - s->t0;
+	g.uptime_s = st_now_s() - s->t0;
 	g.worker_labels = s->labels;
 	st_runner_pool_stats_get(s->pool, &g.pool);
 	st_serve_metrics_answer(s->metrics, 200, -1);

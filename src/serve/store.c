@@ -1,6 +1,7 @@
 /* The serve store on SQLite (WAL, one connection behind a mutex: the service's threads write a
  * row per request and per answer, far below what one connection sustains). */
 #include "store.h"
+#include "common/clock.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -21,13 +22,6 @@ static const char schema[] =
 	" id TEXT PRIMARY KEY, kind TEXT NOT NULL, hash TEXT NOT NULL, request TEXT NOT NULL,"
 	" received REAL NOT NULL, answered REAL, http_status INTEGER, answer TEXT);"
 	"CREATE INDEX IF NOT EXISTS serve_pending ON serve_requests(answered, received);";
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static st_status db_error(st_serve_store *s, st_err *err, const char *what)
 {
@@ -85,7 +79,7 @@ st_status st_serve_store_add(st_serve_store *s, const char *id, const char *kind
 		sqlite3_bind_text(q, 2, kind, -1, SQLITE_STATIC);
 		sqlite3_bind_text(q, 3, hash, -1, SQLITE_STATIC);
 		sqlite3_bind_text(q, 4, request, -1, SQLITE_STATIC);
-		sqlite3_bind_double(q, 5, now_s());
+		sqlite3_bind_double(q, 5, st_wall_s());
 		if (sqlite3_step(q) != SQLITE_DONE)
 			st = db_error(s, err, "insert a request");
 	}
@@ -104,7 +98,7 @@ st_status st_serve_store_finish(st_serve_store *s, const char *id, int http_stat
 	                       " answer = ? WHERE id = ?", -1, &q, NULL) != SQLITE_OK) {
 		st = db_error(s, err, "prepare update");
 	} else {
-		sqlite3_bind_double(q, 1, now_s());
+		sqlite3_bind_double(q, 1, st_wall_s());
 		sqlite3_bind_int(q, 2, http_status);
 		sqlite3_bind_text(q, 3, answer, -1, SQLITE_STATIC);
 		sqlite3_bind_text(q, 4, id, -1, SQLITE_STATIC);

@@ -3,6 +3,7 @@
  * it has its count. One thread per kind, because a start waits for its GPU (a measurement there
  * holds it), and that wait must not hold up the spares of another GPU. */
 #include "runner_pool.h"
+#include "common/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,13 +44,6 @@ struct st_runner_pool {
 	int n_idle, cap_idle;
 	st_runner_pool_stats stats;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int find_kind(st_runner_pool *p, const char *backend, int flags, const char *devices)
 {
@@ -147,7 +141,7 @@ static void start_spares(st_runner_pool *p, int k, int n)
 	pthread_mutex_lock(&p->mu);
 	p->kinds[k].starting -= n;
 	for (int i = 0; i < n; i++) {
-		e[i].since = now_s();
+		e[i].since = st_now_s();
 		if (started[i] && !p->stopping && !push(p, &e[i])) {
 			p->stats.started++;
 			started[i] = 2; /* kept */
@@ -284,7 +278,7 @@ int st_runner_pool_take_loaded(st_runner_pool *p, const char *key, const char *l
 void st_runner_pool_give(st_runner_pool *p, st_runner *r, const char *backend, int flags,
                          const char *devices, const char *key)
 {
-	idle e = {.r = *r, .since = now_s()};
+	idle e = {.r = *r, .since = st_now_s()};
 	memset(r, 0, sizeof *r);
 	r->sock = -1;
 	r->pid = -1;

@@ -8,6 +8,7 @@
  * outputs, which this process loads from the task's files into the reference's slot, and the
  * inputs of each seed are handed to the runners instead of generated.
  * Nothing of a solution ever runs in this process. */
+#include "common/clock.h"
 #include "common/paths.h"
 #include "stitch/stitch.h"
 
@@ -134,13 +135,6 @@ typedef struct vctx {
 	json_t *gpu_waits;     /* per phase, the part of it spent waiting for the GPU */
 } vctx;
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Sharing one GPU with other verifies (st_verify_opts.gpu_lock): shared while this verify's
  * runners work on the GPU (start, load, set-up, runs, teardown), exclusive for whatever
  * measures (timing, the profile, the peaks), and not held at all during work on the CPU alone
@@ -150,12 +144,12 @@ enum { GPU_FREE, GPU_SHARED, GPU_EXCLUSIVE };
 
 static void gpu_take(vctx *v, int exclusive)
 {
-	double t0 = now_s();
+	double t0 = st_now_s();
 	if (exclusive)
 		pthread_rwlock_wrlock(v->o->gpu_lock);
 	else
 		pthread_rwlock_rdlock(v->o->gpu_lock);
-	v->gpu_wait_s += now_s() - t0;
+	v->gpu_wait_s += st_now_s() - t0;
 	v->gpu_held = exclusive ? GPU_EXCLUSIVE : GPU_SHARED;
 }
 
@@ -280,7 +274,7 @@ static uint64_t next_seed(vctx *v)
 /* Add the time since the last mark to phase `name`. */
 static void phase(vctx *v, const char *name)
 {
-	double t = now_s();
+	double t = st_now_s();
 	json_t *cur = json_object_get(v->phases, name);
 	json_object_set_new(v->phases, name, json_real(json_number_value(cur) + t - v->t_mark));
 	v->t_mark = t;
@@ -906,9 +900,9 @@ static int judge_outputs(vctx *v, const layout *L, const st_size_set *set, int i
 static int judge(vctx *v, const layout *L, const st_size_set *set, int i, int slot, json_t *outs,
                  char *why, size_t whylen)
 {
-	double t0 = now_s();
+	double t0 = st_now_s();
 	int ok = judge_outputs(v, L, set, i, slot, outs, why, whylen);
-	v->compare_s += now_s() - t0;
+	v->compare_s += st_now_s() - t0;
 	return ok;
 }
 
@@ -1187,7 +1181,7 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 	 * and the baselines' round trips measure what the candidate's should cost (timing_verdict). */
 	if (!v->sols[v->cand].trusted)
 		json_object_set_new(req, "seed", json_integer((json_int_t)next_seed(v)));
-	double t0 = now_s();
+	double t0 = st_now_s();
 	/* A batch may take longer than one request's limit, but never unboundedly so: `est` comes
 	 * from figures the runner reported. */
 	double extra = n * est * 4e-3;
@@ -1207,7 +1201,7 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 			json_decref(rep);
 			return st_err_set(err, ST_E_NOMEM, "out of memory for timing samples");
 		}
-		double took_ms = (now_s() - t0) * 1e3, reported = 0;
+		double took_ms = (st_now_s() - t0) * 1e3, reported = 0;
 		for (int k = before; k < so->n_samples; k++)
 			reported += so->samples[k].wall_ms;
 		if (so->n_gaps < MAX_GAPS && so->n_samples > before)
@@ -1832,7 +1826,7 @@ static st_status acquire_runners(vctx *v, int compiled, st_err *err)
 	const st_verify_opts *o = v->o;
 	for (int i = 0; i < v->n_sols; i++) {
 		sol *so = &v->sols[i];
-		double t0 = now_s();
+		double t0 = st_now_s();
 		so->flags = (o->no_sandbox ? 0 : ST_RUNNER_SANDBOX) |
 		            (i == v->cand && profiling(v) ? ST_RUNNER_PROFILE : 0) |
 		            (i == v->cand && o->under_ncu ? ST_RUNNER_NCU : 0);
@@ -1853,17 +1847,17 @@ static st_status acquire_runners(vctx *v, int compiled, st_err *err)
 				return s;
 		}
 		so->started = 1;
-		so->got_ms = 1e3 * (now_s() - t0);
+		so->got_ms = 1e3 * (st_now_s() - t0);
 	}
 	reserve_shm(v);
 	for (int i = 0; i < v->n_sols; i++) {
 		if (v->sols[i].from_pool)
 			continue;
-		double t0 = now_s();
+		double t0 = st_now_s();
 		st_status s = st_runner_hello(&v->sols[i].runner, 120, err);
 		if (s)
 			return s;
-		v->sols[i].got_ms += 1e3 * (now_s() - t0);
+		v->sols[i].got_ms += 1e3 * (st_now_s() - t0);
 	}
 	return ST_OK;
 }
@@ -2250,7 +2244,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	v.o = o;
 	v.expert = -1;
 	v.seed_state = o->seed;
-	v.t_start = v.t_mark = now_s();
+	v.t_start = v.t_mark = st_now_s();
 	v.phases = json_object();
 	v.gpu_waits = json_object();
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -2300,7 +2294,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	} else {
 		json_decref(v.gpu_waits);
 	}
-	json_object_set_new(v.verdict, "wall_s", json_real(now_s() - v.t_start));
+	json_object_set_new(v.verdict, "wall_s", json_real(st_now_s() - v.t_start));
 	if (o->params_path)
 		json_object_set_new(v.verdict, "params_file", json_string(o->params_path));
 	st_safetensors_close(&params);

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/fs.h"
 #include "verify/compile.h"
 
@@ -27,13 +28,6 @@ typedef struct fixture {
 	char cache[300]; /* opts.cache_dir */
 	st_compile_opts opts;
 } fixture;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int setup(void **state)
 {
@@ -123,9 +117,9 @@ static void test_good_c_and_cache(void **state)
 
 	st_compile_result r;
 	st_err err = { "" };
-	double t0 = now_s();
+	double t0 = st_now_s();
 	assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
-	double t_fresh = now_s() - t0;
+	double t_fresh = st_now_s() - t0;
 	if (!r.ok)
 		fail_msg("compile failed: %s", r.log);
 	assert_int_equal(r.cached, 0);
@@ -162,9 +156,9 @@ static void test_good_c_and_cache(void **state)
 	st_compile_result_free(&r);
 
 	/* Same source: served from the cache, no compiler run. */
-	t0 = now_s();
+	t0 = st_now_s();
 	assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
-	double t_cached = now_s() - t0;
+	double t_cached = st_now_s() - t0;
 	assert_int_equal(r.ok, 1);
 	assert_int_equal(r.cached, 1);
 	assert_true(r.seconds == 0);
@@ -415,9 +409,9 @@ static void test_timeout(void **state)
 
 	st_compile_result r;
 	st_err err = { "" };
-	double t0 = now_s();
+	double t0 = st_now_s();
 	assert_int_equal(st_compile(src, &f->opts, &r, &err), ST_OK);
-	double dt = now_s() - t0;
+	double dt = st_now_s() - t0;
 	assert_true(dt < 4);
 	assert_int_equal(r.ok, 0);
 	assert_int_equal(r.timed_out, 1);

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "fake_llm.h"
 #include "llm/llm.h"
 
@@ -62,13 +63,6 @@ static int teardown(void **state)
 	g_srv = NULL;
 	remove_cache_dir();
 	return 0;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 #define assert_mentions(hay, needle)                                                            \
@@ -460,10 +454,10 @@ static void test_retry_after_honoured(void **state)
 	st_llm_request q = simple_request();
 	st_llm_response r;
 	st_err err = { { 0 } };
-	double t0 = now_s();
+	double t0 = st_now_s();
 	if (st_llm_complete(g_cli, &q, &r, &err) != ST_OK)
 		fail_msg("complete: %s", err.msg);
-	double dt = now_s() - t0;
+	double dt = st_now_s() - t0;
 	if (dt < 0.9 || dt > 4)
 		fail_msg("Retry-After: 1 with backoff 0.01 s took %.3f s", dt);
 	assert_int_equal(r.attempts, 2);
@@ -561,9 +555,9 @@ static void test_hang_timeout(void **state)
 	st_llm_request q = simple_request();
 	st_llm_response r;
 	st_err err = { { 0 } };
-	double t0 = now_s();
+	double t0 = st_now_s();
 	assert_int_not_equal(st_llm_complete(g_cli, &q, &r, &err), ST_OK);
-	double dt = now_s() - t0;
+	double dt = st_now_s() - t0;
 	if (dt < 0.8 || dt > 3)
 		fail_msg("a 1 s timeout took %.3f s", dt);
 	if (!strcasestr(err.msg, "timeout") && !strcasestr(err.msg, "timed out"))
