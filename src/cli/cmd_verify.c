@@ -24,6 +24,8 @@ static void usage(FILE *f)
 	        "options:\n"
 	        "  --json           print the verdict as one JSON object\n"
 	        "  --no-profile     leave the profile out (correctness and speed only)\n"
+	        "  --samples        put every timed sample in the JSON verdict, as timing.ROLE.raw:\n"
+	        "                   [event ms, wall ms, SM MHz, throttled] per sample, dropped ones too\n"
 	        "  --dump FILE      write the params, the inputs of the first seed on the timed set\n"
 	        "                   and the solution's outputs for them to FILE (safetensors; the\n"
 	        "                   sizes, task and set as metadata), e.g. to compare with PyTorch\n"
@@ -45,6 +47,10 @@ static int verify_flag(st_verify_opts *o, int argc, char **argv, int *i)
 {
 	if (!strcmp(argv[*i], "--no-profile")) {
 		o->profile = 0;
+		return 1;
+	}
+	if (!strcmp(argv[*i], "--samples")) {
+		o->keep_samples = 1;
 		return 1;
 	}
 	if (!strcmp(argv[*i], "--fresh-seeds")) {

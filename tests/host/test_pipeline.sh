@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole pipeline on the host backend: a correct solution passes over every size set with the
-# figures the verdict promises; the compile cache makes the second verify skip the compiler; the
-# bundled suite's host experts pass `stitch bench --backend host`.
+# figures the verdict promises; the compile cache makes the second verify skip the compiler;
+# --samples puts every timed sample in the verdict; the bundled suite's host experts pass
+# `stitch bench --backend host`.
 . "$(dirname "$0")/../lib.sh"
 
 verify "$WORK/v1.json" "$TASK" "$FIX/good.c" --sets small,eval,hidden --time-set eval
@@ -17,6 +18,15 @@ check "good: first compile not cached" grep -q '"cached": false' "$WORK/v1.json"
 
 verify "$WORK/v2.json" "$TASK" "$FIX/good.c" --no-timing
 check "second verify: compile cached" grep -q '"cached": true' "$WORK/v2.json"
+
+# --samples: every timed sample in the verdict, kept and dropped alike
+verify "$WORK/v3.json" "$TASK" "$FIX/good.c" --samples --min-time 5
+raw=$(python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))["timing"]["candidate"]
+ok = all(len(x) == 4 and x[0] > 0 for x in c["raw"])
+print("%d %d %d" % (len(c["raw"]), c["samples"] + c["discarded"], ok))' "$WORK/v3.json" 2>&1)
+read -r n_raw n_samples raw_ok <<<"$raw"
+check "--samples: one raw row per sample ($raw)" test "${n_raw:-0}" -gt 0 -a "${n_raw:-0}" = "${n_samples:-}" -a "${raw_ok:-}" = 1
 
 "$STITCH" verify "${FAST[@]}" "$TASK" "$FIX/good.c" >"$WORK/text.out" 2>&1
 check "text verdict: status line" grep -q '^status     ok' "$WORK/text.out"
