@@ -35,7 +35,7 @@ static void usage(FILE *f)
 	        "  --workers N      host backend: workers (default: online CPUs)\n"
 	        "  --per-gpu N      cuda: workers per GPU (default 1); with more they overlap their\n"
 	        "                   correctness runs and take the GPU alone to time and profile;\n"
-	        "                   a crash or hang seen while sharing is verified again alone\n"
+	        "                   a runtime error seen while sharing is verified again alone\n"
 	        "  --compilers N    compile pool threads (default: half the online CPUs)\n"
 	        "  --keep-runners N runners of references and experts kept loaded between\n"
 	        "                   requests, per GPU (each holds a device context), and two\n"

@@ -373,15 +373,17 @@ static st_status verify_on_queue(st_service *s, st_queue *q, int *open, job *j, 
 	                       s->o.deadline_s > 0 ? 2 * s->o.deadline_s : 1200, verdict, err);
 }
 
-/* A fault that a neighbour on the same GPU may have caused: a crash or hang of the candidate
- * (a neighbour that takes all the GPU's memory, or keeps it busy with a kernel that never ends,
- * makes an honest solution fail or time out) or a baseline that could not run. */
+/* A fault that a neighbour on the same GPU may have caused: a runtime error of the candidate (a
+ * neighbour that takes all the GPU's memory makes an honest solution's allocations fail) or a
+ * baseline that could not run. Not a timeout: a neighbour's never-ending kernel only shares the
+ * GPU's time with this one, and a second try of a real hang, with the GPU held alone, would stop
+ * the other worker for the whole timeout. */
 static int shared_fault(st_status st, json_t *verdict)
 {
 	if (st == ST_E_SYSTEM)
 		return 1;
 	const char *status = st ? NULL : json_string_value(json_object_get(verdict, "status"));
-	return status && (!strcmp(status, "runtime_error") || !strcmp(status, "timeout"));
+	return status && !strcmp(status, "runtime_error");
 }
 
 /* With --per-gpu above 1, verifies run their correctness checks side by side; a fault seen
