@@ -1,6 +1,7 @@
 /* Verifies that share a GPU (st_verify_opts.gpu_lock): a verify waits while another holds the GPU
  * alone, and it takes the GPU alone to time, so while someone holds it shared the verify gets
- * through its correctness runs but not into its timing. On the host backend with the test task,
+ * through its correctness runs but not into its timing, unless it must have the GPU alone
+ * throughout (gpu_alone). On the host backend with the test task,
  * the lock's behaviour is the same as on a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -63,7 +64,7 @@ static int get(run *r, int *field)
 	return x;
 }
 
-static void start(run *r, pthread_rwlock_t *lock, pthread_t *t)
+static void start(run *r, pthread_rwlock_t *lock, int alone, pthread_t *t)
 {
 	memset(r, 0, sizeof *r);
 	pthread_mutex_init(&r->mu, NULL);
@@ -75,6 +76,7 @@ static void start(run *r, pthread_rwlock_t *lock, pthread_t *t)
 	r->o.stop.max_rse = 0.5;
 	r->o.stop.max_samples = 200;
 	r->o.gpu_lock = lock;
+	r->o.gpu_alone = alone;
 	r->o.progress = on_progress;
 	r->o.progress_arg = r;
 	assert_int_equal(pthread_create(t, NULL, verify_thread, r), 0);
@@ -91,7 +93,7 @@ static void test_exclusive_blocks_all(void **state)
 	pthread_rwlock_wrlock(&lock);
 	run r;
 	pthread_t t;
-	start(&r, &lock, &t);
+	start(&r, &lock, 0, &t);
 	sleep(1);
 	assert_int_equal(get(&r, &r.correct_lines), 0); /* nothing ran while the GPU was taken */
 	assert_int_equal(get(&r, &r.done), 0);
@@ -116,7 +118,7 @@ static void test_timing_waits_for_sharers(void **state)
 	pthread_rwlock_rdlock(&lock); /* another verify's correctness runs */
 	run r;
 	pthread_t t;
-	start(&r, &lock, &t);
+	start(&r, &lock, 0, &t);
 	WAIT_FOR(get(&r, &r.correct_lines) > 0, 60);
 	assert_int_equal(get(&r, &r.correct_lines), 1); /* correctness runs share the GPU... */
 	sleep(1);
@@ -130,11 +132,38 @@ static void test_timing_waits_for_sharers(void **state)
 	pthread_rwlock_destroy(&lock);
 }
 
+/* gpu_alone (a service's second try of a fault seen while sharing): the verify takes the GPU
+ * alone from its first runner on, so while another holds it shared not even its correctness runs
+ * start; and it holds the GPU through to the end. */
+static void test_alone_waits_for_sharers(void **state)
+{
+	(void)state;
+	pthread_rwlock_t lock;
+	pthread_rwlock_init(&lock, NULL);
+	pthread_rwlock_rdlock(&lock); /* another verify's correctness runs */
+	run r;
+	pthread_t t;
+	start(&r, &lock, 1, &t);
+	sleep(1);
+	assert_int_equal(get(&r, &r.correct_lines), 0);
+	assert_int_equal(get(&r, &r.done), 0);
+	pthread_rwlock_unlock(&lock);
+	pthread_join(t, NULL);
+	assert_int_equal(r.status, ST_OK);
+	assert_string_equal(r.verdict_status, "ok");
+	assert_int_equal(r.correct_lines, 1);
+	assert_true(r.gpu_wait_s >= 0.9);
+	assert_int_equal(pthread_rwlock_trywrlock(&lock), 0); /* given back at the end */
+	pthread_rwlock_unlock(&lock);
+	pthread_rwlock_destroy(&lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exclusive_blocks_all),
 		cmocka_unit_test(test_timing_waits_for_sharers),
+		cmocka_unit_test(test_alone_waits_for_sharers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
