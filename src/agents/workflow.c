@@ -7,7 +7,6 @@
  * stagnated, and limits on attempts, replans, tokens, time and money. Every prompt, answer,
  * code version, verdict and transition is appended to trajectory.jsonl as it happens, so a run
  * can be audited and turned into training data; the fastest correct version is best-so-far. */
-#include "common/clock.h"
 #include "solve.h"
 
 #include <errno.h>
@@ -20,6 +19,7 @@
 #include <time.h>
 
 #include "agents.h"
+#include "common/clock.h"
 #include "common/fs.h"
 #include "common/paths.h"
 #include "task/task.h"

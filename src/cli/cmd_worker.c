@@ -5,7 +5,6 @@
  * stores the result, and only then acknowledges the job. A heartbeat thread keeps the consumers'
  * heartbeats and the leases of running jobs alive; pending jobs of consumers whose heartbeat
  * expired are claimed. SIGTERM finishes the running jobs and leaves. */
-#include "common/clock.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -18,10 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/fs.h"
 #include "queue/queue.h"
 #include "stitch/stitch.h"
 #include "task/task.h"
+#include "verify/gpu_share.h"
 #include "verify/runner.h"
 #include "verify/runner_pool.h"
 #include "verify_opts.h"
@@ -309,21 +310,19 @@ static int add_pipes(worker *w, const char *gpus, int per_gpu, int host_workers)
 		}
 		return 0;
 	}
-	for (const char *c = gpus; *c;) {
-		char *end;
-		long g = strtol(c, &end, 10);
-		if (end == c || g < 0 || g > 1023 || (*end && *end != ',')) {
-			st_cli_error("worker: --gpus %s: not a comma list of GPU indexes", gpus);
-			return -1;
-		}
+	const char *c = gpus;
+	long g;
+	int more;
+	while ((more = st_gpu_list_next(&c, &g)) > 0) {
 		pthread_rwlock_t *lock = NULL;
 		if (per_gpu > 1) {
-			pthread_rwlockattr_t a;
-			pthread_rwlockattr_init(&a);
-			pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-			lock = &w->locks[w->n_locks++];
-			pthread_rwlock_init(lock, &a);
-			pthread_rwlockattr_destroy(&a);
+			lock = &w->locks[w->n_locks];
+			int rc = st_gpu_lock_init(lock);
+			if (rc) {
+				st_cli_error("worker: the lock of GPU %ld: %s", g, strerror(rc));
+				return -1;
+			}
+			w->n_locks++;
 		}
 		for (int k = 0; k < per_gpu; k++) {
 			if (w->n_pipes == MAX_PIPES) {
@@ -335,7 +334,10 @@ static int add_pipes(worker *w, const char *gpus, int per_gpu, int host_workers)
 			snprintf(p->consumer, sizeof p->consumer, "%s/gpu%ld.%d", w->name, g, k);
 			p->gpu_lock = lock;
 		}
-		c = *end ? end + 1 : end;
+	}
+	if (more < 0) {
+		st_cli_error("worker: --gpus %s: not a comma list of GPU indexes", gpus);
+		return -1;
 	}
 	return 0;
 }

@@ -3,7 +3,6 @@
  * parsed by llm_wire.c, counted in tokens and dollars, and kept in the cache. A request that
  * times out is not retried: a server that hung once for the whole limit would likely do it
  * again, and the caller's budget is in wall time. */
-#include "common/clock.h"
 #include "llm.h"
 
 #include "common/buf.h"
@@ -18,6 +17,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/fs.h"
 #include "llm_cache.h"
 #include "llm_wire.h"

@@ -3,7 +3,6 @@
  * command is safe to repeat (SET NX, XACK, reads), and the one that is not (XADD after a lost
  * reply) can only add a duplicate entry, which workers recognise by its id. */
 #include "queue.h"
-#include "common/clock.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -15,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/fs.h"
 #include "tls.h"
 

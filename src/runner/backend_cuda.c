@@ -2,7 +2,6 @@
  * cudaMalloc, cold-L2 samples timed with events on the solution's stream beside host wall time
  * to a whole-device sync, and SM clocks / throttle reasons read through NVML (loaded at run
  * time, so the runner works where NVML is missing). */
-#include "common/clock.h"
 #include "backend.h"
 
 #include <cublasLt.h>
@@ -15,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/proto.h"
 #include "cuda_kernels.h"
 #include "profile_cupti.h"

@@ -1,7 +1,6 @@
 /* Host backend: solutions are C shared objects working on host memory; "device" buffers are
  * malloc'd, the stream is NULL, and a sample is CPU wall time. It lets CI drive the whole
  * parent/runner/compare/timing pipeline on a machine without a GPU. */
-#include "common/clock.h"
 #include "backend.h"
 #include "common/proto.h"
 
@@ -11,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "runner_gen.h"
 
 static unsigned char *flush_buf;

@@ -6,7 +6,6 @@
  * for the same job or gets the stored answer; with other content it is a conflict (409). One
  * mutex guards the queues and the in-flight list; the work itself runs outside it. */
 #include "service.h"
-#include "common/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +20,7 @@
 #include <unistd.h>
 
 #include "agents/agents.h"
+#include "common/clock.h"
 #include "common/fs.h"
 #include "llm/llm.h"
 #include "metrics.h"
@@ -28,6 +28,7 @@
 #include "task/task.h"
 #include "verify/peaks.h"
 #include "verify/runner.h"
+#include "verify/gpu_share.h"
 #include "verify/runner_pool.h"
 #include "queue/queue.h"
 
@@ -932,25 +933,19 @@ static st_status parse_gpus(st_service *s, st_err *err)
 	}
 	const char *p = s->o.gpus ? s->o.gpus : "0";
 	int per = s->o.per_gpu > 0 ? s->o.per_gpu : 1;
-	while (*p) {
-		char *end;
-		long g = strtol(p, &end, 10);
-		if (end == p || g < 0 || g > 1023 || (*end && *end != ','))
-			return st_err_set(err, ST_E_INVALID, "--gpus %s: not a comma list of GPU indexes",
-			                  s->o.gpus);
+	long g;
+	int more;
+	while ((more = st_gpu_list_next(&p, &g)) > 0) {
 		if (s->n_workers + per > MAX_WORKERS)
 			return st_err_set(err, ST_E_INVALID, "--gpus, --per-gpu: at most %d workers",
 			                  MAX_WORKERS);
 		int lock = -1;
 		if (per > 1) {
-			/* Writers first: a worker waiting to time must not starve behind a stream of
-			 * correctness runs. */
-			pthread_rwlockattr_t a;
-			pthread_rwlockattr_init(&a);
-			pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-			lock = s->n_gpu_locks++;
-			pthread_rwlock_init(&s->gpu_locks[lock], &a);
-			pthread_rwlockattr_destroy(&a);
+			lock = s->n_gpu_locks;
+			int rc = st_gpu_lock_init(&s->gpu_locks[lock]);
+			if (rc)
+				return st_err_set(err, ST_E_SYSTEM, "the lock of GPU %ld: %s", g, strerror(rc));
+			s->n_gpu_locks++;
 		}
 		for (int k = 0; k < per; k++) {
 			snprintf(s->devices[s->n_workers], sizeof s->devices[0], "%ld", g);
@@ -958,8 +953,10 @@ static st_status parse_gpus(st_service *s, st_err *err)
 			s->gpu_of[s->n_workers] = lock;
 			s->n_workers++;
 		}
-		p = *end ? end + 1 : end;
 	}
+	if (more < 0)
+		return st_err_set(err, ST_E_INVALID, "--gpus %s: not a comma list of GPU indexes",
+		                  s->o.gpus);
 	if (!s->n_workers)
 		return st_err_set(err, ST_E_INVALID, "--gpus: no GPU named");
 	return ST_OK;

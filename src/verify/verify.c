@@ -8,7 +8,6 @@
  * outputs, which this process loads from the task's files into the reference's slot, and the
  * inputs of each seed are handed to the runners instead of generated.
  * Nothing of a solution ever runs in this process. */
-#include "common/clock.h"
 #include "common/paths.h"
 #include "stitch/stitch.h"
 
@@ -28,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/fs.h"
 #include "profile/ncu.h"
 #include "profile/profile_report.h"

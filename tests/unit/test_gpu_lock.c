@@ -1,8 +1,9 @@
 /* Verifies that share a GPU (st_verify_opts.gpu_lock): a verify waits while another holds the GPU
  * alone, and it takes the GPU alone to time, so while someone holds it shared the verify gets
  * through its correctness runs but not into its timing, unless it must have the GPU alone
- * throughout (gpu_alone). On the host backend with the test task,
- * the lock's behaviour is the same as on a GPU. */
+ * throughout (gpu_alone). On the host backend with the test task, the lock's behaviour is the
+ * same as on a GPU. Also the helpers of stitch serve and stitch worker: the --gpus list, and the
+ * lock's writers-first rule. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "stitch/stitch.h"
+#include "verify/gpu_share.h"
 
 typedef struct run {
 	st_verify_opts o;
@@ -85,15 +87,19 @@ static void start(run *r, pthread_rwlock_t *lock, int alone, pthread_t *t)
 /* Up to `s` seconds for cond to hold. */
 #define WAIT_FOR(cond, s) do { for (int i_ = 0; i_ < (s) * 100 && !(cond); i_++) usleep(10000); } while (0)
 
-static void test_exclusive_blocks_all(void **state)
+/* Someone holds the GPU (alone, or shared with a verify that must have it alone): nothing of the
+ * verify runs until they let go; then it passes, says how long it waited, and lets go in turn. */
+static void blocked_from_the_start(int held_alone, int verify_alone)
 {
-	(void)state;
 	pthread_rwlock_t lock;
 	pthread_rwlock_init(&lock, NULL);
-	pthread_rwlock_wrlock(&lock);
+	if (held_alone)
+		pthread_rwlock_wrlock(&lock);
+	else
+		pthread_rwlock_rdlock(&lock); /* another verify's correctness runs */
 	run r;
 	pthread_t t;
-	start(&r, &lock, 0, &t);
+	start(&r, &lock, verify_alone, &t);
 	sleep(1);
 	assert_int_equal(get(&r, &r.correct_lines), 0); /* nothing ran while the GPU was taken */
 	assert_int_equal(get(&r, &r.done), 0);
@@ -108,6 +114,12 @@ static void test_exclusive_blocks_all(void **state)
 	assert_int_equal(pthread_rwlock_trywrlock(&lock), 0);
 	pthread_rwlock_unlock(&lock);
 	pthread_rwlock_destroy(&lock);
+}
+
+static void test_exclusive_blocks_all(void **state)
+{
+	(void)state;
+	blocked_from_the_start(1, 0);
 }
 
 static void test_timing_waits_for_sharers(void **state)
@@ -134,26 +146,60 @@ static void test_timing_waits_for_sharers(void **state)
 
 /* gpu_alone (a service's second try of a fault seen while sharing): the verify takes the GPU
  * alone from its first runner on, so while another holds it shared not even its correctness runs
- * start; and it holds the GPU through to the end. */
+ * start. */
 static void test_alone_waits_for_sharers(void **state)
 {
 	(void)state;
+	blocked_from_the_start(0, 1);
+}
+
+/* The --gpus list of stitch serve and stitch worker. */
+static void test_gpu_list(void **state)
+{
+	(void)state;
+	const char *p = "0,1,3";
+	long g = -1;
+	assert_int_equal(st_gpu_list_next(&p, &g), 1);
+	assert_int_equal(g, 0);
+	assert_int_equal(st_gpu_list_next(&p, &g), 1);
+	assert_int_equal(g, 1);
+	assert_int_equal(st_gpu_list_next(&p, &g), 1);
+	assert_int_equal(g, 3);
+	assert_int_equal(st_gpu_list_next(&p, &g), 0);
+	static const char *bad[] = {"1,x", "-1", "1024", "0;1", ",0", "a"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		p = bad[i];
+		int r;
+		while ((r = st_gpu_list_next(&p, &g)) > 0)
+			;
+		if (r != -1)
+			fail_msg("--gpus %s was taken", bad[i]);
+	}
+	p = "";
+	assert_int_equal(st_gpu_list_next(&p, &g), 0);
+}
+
+static void *take_alone(void *arg)
+{
+	pthread_rwlock_wrlock(arg);
+	pthread_rwlock_unlock(arg);
+	return NULL;
+}
+
+/* Writers first: once a verify waits to time, no new correctness run gets the GPU before it. */
+static void test_lock_writers_first(void **state)
+{
+	(void)state;
 	pthread_rwlock_t lock;
-	pthread_rwlock_init(&lock, NULL);
-	pthread_rwlock_rdlock(&lock); /* another verify's correctness runs */
-	run r;
+	assert_int_equal(st_gpu_lock_init(&lock), 0);
+	assert_int_equal(pthread_rwlock_rdlock(&lock), 0);
 	pthread_t t;
-	start(&r, &lock, 1, &t);
-	sleep(1);
-	assert_int_equal(get(&r, &r.correct_lines), 0);
-	assert_int_equal(get(&r, &r.done), 0);
+	assert_int_equal(pthread_create(&t, NULL, take_alone, &lock), 0);
+	usleep(200 * 1000); /* the writer is waiting now */
+	assert_int_not_equal(pthread_rwlock_tryrdlock(&lock), 0);
 	pthread_rwlock_unlock(&lock);
 	pthread_join(t, NULL);
-	assert_int_equal(r.status, ST_OK);
-	assert_string_equal(r.verdict_status, "ok");
-	assert_int_equal(r.correct_lines, 1);
-	assert_true(r.gpu_wait_s >= 0.9);
-	assert_int_equal(pthread_rwlock_trywrlock(&lock), 0); /* given back at the end */
+	assert_int_equal(pthread_rwlock_tryrdlock(&lock), 0);
 	pthread_rwlock_unlock(&lock);
 	pthread_rwlock_destroy(&lock);
 }
@@ -164,6 +210,8 @@ int main(void)
 		cmocka_unit_test(test_exclusive_blocks_all),
 		cmocka_unit_test(test_timing_waits_for_sharers),
 		cmocka_unit_test(test_alone_waits_for_sharers),
+		cmocka_unit_test(test_gpu_list),
+		cmocka_unit_test(test_lock_writers_first),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
