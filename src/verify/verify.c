@@ -2264,6 +2264,9 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	for (int i = 0; i < v.n_sols; i++)
 		if (v.sols[i].started && !keep_runner(&v, i, s))
 			st_runner_quit(&v.sols[i].runner);
+	phase(&v, "stop");
+	/* Apart from "stop" (runners told to quit), so that a slow end of a verify says which it is:
+	 * the runners' folders, the shared memory unmapped, the pool given its runners back. */
 	for (int i = 0; i < v.n_sols; i++) {
 		if (v.sols[i].started && keep_runner(&v, i, s))
 			st_runner_pool_give(o->runner_pool, &v.sols[i].runner, o->backend, v.sols[i].flags,
@@ -2280,7 +2283,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 		dlclose(v.hooks_dl);
 	json_object_set_new(v.verdict, "correctness", v.correctness);
 	json_object_set_new(v.verdict, "flags", v.flags);
-	phase(&v, "stop");
+	phase(&v, "release");
 	if (!s && o->ncu && profiling(&v) && json_object_get(v.verdict, "profile") &&
 	    !strcmp(json_string_value(json_object_get(v.verdict, "status")), "ok")) {
 		ncu_pass(&v, task_dir, solution);
