@@ -23,6 +23,7 @@
 #include "stitch/stitch.h"
 #include "task/task.h"
 #include "verify/gpu_share.h"
+#include "verify/peaks.h"
 #include "verify/runner.h"
 #include "verify/runner_pool.h"
 #include "verify_opts.h"
@@ -285,17 +286,11 @@ static int probe_arch(worker *w, const char *devices)
 		snprintf(w->arch, sizeof w->arch, "%s", w->vo.arch);
 		return 0;
 	}
-	st_runner r;
-	st_err err;
-	if (st_runner_start(&r, w->vo.backend, "probe", 0, devices, &err) ||
-	    st_runner_hello(&r, 120, &err)) {
+	st_err err, ignore;
+	if (st_device_probe(w->vo.backend, 0, devices, 0, w->arch, sizeof w->arch, &ignore, &err)) {
 		st_cli_error("worker: %s", err.msg);
-		st_runner_stop(&r);
 		return -1;
 	}
-	const char *arch = json_string_value(json_object_get(r.info, "arch"));
-	snprintf(w->arch, sizeof w->arch, "%s", arch ? arch : "");
-	st_runner_stop(&r);
 	return w->arch[0] ? 0 : -1;
 }
 

@@ -994,24 +994,20 @@ static st_status probe_devices(st_service *s, st_err *err)
 	for (int w = 0; w < s->n_workers; w++) {
 		if (w > 0 && !strcmp(s->devices[w], s->devices[0]))
 			continue;
-		st_runner r;
-		st_status st = st_runner_start(&r, s->o.verify.backend, "probe",
-		                               s->o.verify.no_sandbox ? 0 : ST_RUNNER_SANDBOX,
-		                               s->devices[w][0] ? s->devices[w] : NULL, err);
-		if (!st)
-			st = st_runner_hello(&r, 120, err);
-		const char *arch = st ? NULL : json_string_value(json_object_get(r.info, "arch"));
-		if (!st && !s->arch[0] && arch)
-			snprintf(s->arch, sizeof s->arch, "%s", arch);
-		json_t *peaks = NULL;
+		char arch[32];
 		st_err pe;
-		if (!st && (s->o.verify.timing || s->o.verify.profile) && st_peaks_get(&r, 600, &peaks, &pe))
-			st_serve_log(&s->o, "worker %d: device peaks unavailable: %s", w, pe.msg);
-		json_decref(peaks);
-		st_runner_stop(&r);
+		st_status st = st_device_probe(s->o.verify.backend,
+		                               s->o.verify.no_sandbox ? 0 : ST_RUNNER_SANDBOX,
+		                               s->devices[w][0] ? s->devices[w] : NULL,
+		                               s->o.verify.timing || s->o.verify.profile, arch,
+		                               sizeof arch, &pe, err);
 		if (st)
 			return st_err_wrap(err, st, "worker %d (GPU %s)", w,
 			                   s->devices[w][0] ? s->devices[w] : "host");
+		if (pe.msg[0])
+			st_serve_log(&s->o, "worker %d: device peaks unavailable: %s", w, pe.msg);
+		if (!s->arch[0] && arch[0])
+			snprintf(s->arch, sizeof s->arch, "%s", arch);
 	}
 	return ST_OK;
 }

@@ -81,3 +81,24 @@ double st_peaks_floor_ms(const json_t *peaks, double flops, double bytes, const 
 	double t_math = flops > 0 && rate > 0 ? flops / (rate * 1e12) : 0;
 	return 1e3 * (t_mem > t_math ? t_mem : t_math);
 }
+
+st_status st_device_probe(const char *backend, int flags, const char *devices, int want_peaks,
+                          char *arch, size_t len, st_err *peaks_err, st_err *err)
+{
+	arch[0] = 0;
+	peaks_err->msg[0] = 0;
+	st_runner r;
+	st_status st = st_runner_start(&r, backend, "probe", flags, devices, err);
+	if (!st)
+		st = st_runner_hello(&r, 120, err);
+	if (!st) {
+		const char *a = json_string_value(json_object_get(r.info, "arch"));
+		snprintf(arch, len, "%s", a ? a : "");
+		json_t *peaks = NULL;
+		if (want_peaks && st_peaks_get(&r, 600, &peaks, peaks_err) && !peaks_err->msg[0])
+			snprintf(peaks_err->msg, sizeof peaks_err->msg, "no reason given");
+		json_decref(peaks);
+	}
+	st_runner_stop(&r);
+	return st;
+}
