@@ -16,6 +16,7 @@
 
 #include "agents/agents.h"
 #include "agents/dataset.h"
+#include "common/clock.h"
 #include "common/fs.h"
 #include "common/paths.h"
 #include "llm/llm.h"
@@ -291,8 +292,7 @@ int cmd_eval(int argc, char **argv)
 	char started[32];
 	time_t now = time(NULL);
 	strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	double t0 = st_now_s();
 	if (c.mode == EVAL_ONESHOT)
 		fprintf(stderr, "eval: %d tasks x %d samples, oneshot, from %s\n", n_tasks, K, model);
 	else
@@ -304,7 +304,7 @@ int cmd_eval(int argc, char **argv)
 		st_cli_error("eval: stopped: %s", err.msg);
 		rc = ST_EXIT_ENV;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double t1 = st_now_s();
 
 	json_t *rows = json_array();
 	int64_t tin = 0, tout = 0;
@@ -322,8 +322,7 @@ int cmd_eval(int argc, char **argv)
 	json_t *facts = json_pack("{s:s,s:s,s:i,s:i,s:s,s:s,s:f,s:o,s:{s:I,s:I,s:f}}",
 	                                     "model", model, "mode", mode_name(c.mode), "samples", K,
 	                                     "rounds", c.rounds, "backend", o.backend, "started",
-	                                     started, "wall_s", (t1.tv_sec - t0.tv_sec) +
-	                                     (t1.tv_nsec - t0.tv_nsec) / 1e9, "commit",
+	                                     started, "wall_s", t1 - t0, "commit",
 	                                     st_cli_commit_id(), "usage", "input_tokens",
 	                                     (json_int_t)tin, "output_tokens", (json_int_t)tout,
 	                                     "cost_usd", cost);

@@ -7,8 +7,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "task/task.h"
+#include "common/clock.h"
 #include "common/fs.h"
+#include "task/task.h"
 
 int st_cli_output_folder_ok(const char *opt, const char *path)
 {
@@ -115,19 +116,12 @@ int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *q
 	return 1;
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static double progress_t0;
 static pthread_once_t progress_once = PTHREAD_ONCE_INIT;
 
 static void progress_start(void)
 {
-	progress_t0 = mono_s();
+	progress_t0 = st_now_s();
 }
 
 /* Each line says how long the command has run since its first line (bench's verifies may call
@@ -135,7 +129,7 @@ static void progress_start(void)
 void st_verify_progress_stderr(void *arg, const char *line)
 {
 	pthread_once(&progress_once, progress_start);
-	fprintf(stderr, "%s[%6.2f s] %s\n", arg ? (const char *)arg : "", mono_s() - progress_t0,
+	fprintf(stderr, "%s[%6.2f s] %s\n", arg ? (const char *)arg : "", st_now_s() - progress_t0,
 	        line);
 }
 

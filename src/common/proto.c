@@ -68,7 +68,7 @@ static st_status recv_all(int sock, char *buf, size_t len, int *fd_out, double d
 	size_t done = 0;
 	while (done < len) {
 		if (deadline >= 0) {
-			double left = deadline - (st_now_s() * 1e3);
+			double left = deadline - st_now_s() * 1e3;
 			if (left <= 0)
 				return st_err_set(err, ST_E_TIMEOUT, "no answer from runner in time");
 			struct pollfd p = {.fd = sock, .events = POLLIN};
@@ -112,7 +112,7 @@ st_status st_proto_recv(int sock, json_t **msg, int *fd_out, int timeout_ms, st_
 	*msg = NULL;
 	if (fd_out)
 		*fd_out = -1;
-	double deadline = timeout_ms < 0 ? -1 : (st_now_s() * 1e3) + timeout_ms;
+	double deadline = timeout_ms < 0 ? -1 : st_now_s() * 1e3 + timeout_ms;
 	unsigned char hdr[4];
 	st_status s = recv_all(sock, (char *)hdr, 4, fd_out, deadline, err);
 	if (s)

@@ -97,11 +97,11 @@ static void nvml_finish(int device)
 
 int rb_open(json_t *info, char *err, size_t len)
 {
-	double t0 = (st_now_s() * 1e3);
+	double t0 = st_now_s() * 1e3;
 	g_nvml_start.started = pthread_create(&g_nvml_start.thread, NULL, nvml_start, NULL) == 0;
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
-	double t1 = (st_now_s() * 1e3);
+	double t1 = st_now_s() * 1e3;
 	if (e != cudaSuccess || n == 0) {
 		snprintf(err, len, "no CUDA GPU found (cudaGetDeviceCount: %s)",
 		         e == cudaErrorInsufficientDriver ? "no NVIDIA driver, or one older than this CUDA runtime"
@@ -117,9 +117,9 @@ int rb_open(json_t *info, char *err, size_t len)
 	/* Twice the L2, so that every line a sample could reuse is evicted before it starts. */
 	g_flush_len = 2 * (size_t)(p.l2CacheSize > 0 ? p.l2CacheSize : (64 << 20));
 	CK(cudaMalloc(&g_flush, g_flush_len), "cudaMalloc (L2 flush buffer)");
-	double t2 = (st_now_s() * 1e3);
+	double t2 = st_now_s() * 1e3;
 	nvml_finish(0);
-	double t3 = (st_now_s() * 1e3);
+	double t3 = st_now_s() * 1e3;
 	/* runner_main moves these into the hello's start_ms */
 	json_object_set_new(info, "open_ms", json_pack("{s:f,s:f,s:f}", "driver", t1 - t0,
 	                                               "context", t2 - t1, "nvml_wait", t3 - t2));
@@ -224,12 +224,12 @@ int rb_time_sample(rb_run_fn fn, void *arg, size_t written, st_sample *s, char *
 		CK(cudaMemsetAsync(g_flush, (int)(++g_flush_val & 0xff), g_flush_len, g_stream),
 		   "L2 flush");
 	CK(cudaStreamSynchronize(g_stream), "L2 flush");
-	double t0 = (st_now_s() * 1e3);
+	double t0 = st_now_s() * 1e3;
 	CK(cudaEventRecord(g_ev0, g_stream), "cudaEventRecord");
 	int rc = fn(arg);
 	cudaError_t rec = cudaEventRecord(g_ev1, g_stream);
 	cudaError_t e = cudaDeviceSynchronize();
-	double t1 = (st_now_s() * 1e3);
+	double t1 = st_now_s() * 1e3;
 	if (e != cudaSuccess)
 		return cuda_fail(e, "CUDA error during a timed st_run", err, len);
 	if (rc)

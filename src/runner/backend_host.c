@@ -135,9 +135,9 @@ int rb_time_sample(rb_run_fn fn, void *arg, size_t written, st_sample *s, char *
 	static unsigned char v;
 	if (written < flush_len)
 		memset(flush_buf, ++v, flush_len);
-	double t0 = (st_now_s() * 1e3);
+	double t0 = st_now_s() * 1e3;
 	int rc = fn(arg);
-	double t1 = (st_now_s() * 1e3);
+	double t1 = st_now_s() * 1e3;
 	s->ms = s->wall_ms = t1 - t0;
 	s->sm_mhz = 0;
 	s->throttled = 0;
@@ -173,9 +173,9 @@ int rb_peaks(json_t *out, char *err, size_t len)
 	memset(b, 2, bytes);
 	double best = 1e30;
 	for (int i = 0; i < 5; i++) {
-		double t0 = (st_now_s() * 1e3);
+		double t0 = st_now_s() * 1e3;
 		memcpy(b, a, bytes);
-		double t = (st_now_s() * 1e3) - t0;
+		double t = st_now_s() * 1e3 - t0;
 		if (t < best)
 			best = t;
 	}
@@ -183,11 +183,11 @@ int rb_peaks(json_t *out, char *err, size_t len)
 	volatile float sink;
 	float x[8] = {1, 1.1f, 1.2f, 1.3f, 1.4f, 1.5f, 1.6f, 1.7f};
 	long iters = 20000000;
-	double t0 = (st_now_s() * 1e3);
+	double t0 = st_now_s() * 1e3;
 	for (long i = 0; i < iters; i++)
 		for (int k = 0; k < 8; k++)
 			x[k] = x[k] * 0.9999f + 0.0001f;
-	double tf = (st_now_s() * 1e3) - t0;
+	double tf = st_now_s() * 1e3 - t0;
 	sink = x[0] + x[7];
 	(void)sink;
 	double fp32 = 2.0 * 8 * iters / (tf * 1e-3) / 1e12;

@@ -242,7 +242,7 @@ int st_cupti_profile(int (*fn)(void *), void *arg, cudaStream_t stream, json_t *
 	cudaEventRecord(e0, stream);
 	cudaEventSynchronize(e0);
 	cudaEventRecord(e0, stream);
-	double w0 = (st_now_s() * 1e6);
+	double w0 = st_now_s() * 1e6;
 	CK_CUPTI(C.timestamp(&g_t0), "timestamp");
 	*fn_rc = fn(arg);
 	uint64_t t1 = 0;
@@ -252,7 +252,7 @@ int st_cupti_profile(int (*fn)(void *), void *arg, cudaStream_t stream, json_t *
 	pthread_mutex_unlock(&g_lock);
 	cudaEventRecord(e1, stream);
 	cudaError_t se = cudaDeviceSynchronize();
-	double w1 = (st_now_s() * 1e6);
+	double w1 = st_now_s() * 1e6;
 	for (size_t i = 0; i < sizeof call_kinds / sizeof call_kinds[0]; i++)
 		C.disable(call_kinds[i]);
 	for (size_t i = 0; i < sizeof device_kinds / sizeof device_kinds[0]; i++)

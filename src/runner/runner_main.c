@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "common/clock.h"
 #include "common/proto.h"
 #include "rng.h"
 #include "runner_gen.h"
@@ -498,8 +499,7 @@ static json_t *op_run(json_t *req)
 			return reply_fail("harness", g_err);
 	if (rb_check("preparing inputs", &fatal, g_err, sizeof g_err))
 		return fault_reply(fatal);
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	double t0 = st_now_s();
 	/* Only the first call is in the range: a profiler that filters by it (ncu) then sees the
 	 * kernels of exactly one st_run. */
 	static int ranged;
@@ -515,7 +515,7 @@ static json_t *op_run(json_t *req)
 	}
 	if (rb_check("st_run", &fatal, g_err, sizeof g_err))
 		return fault_reply(fatal);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double t1 = st_now_s();
 	R.in_ready[set] = 1;
 	for (int i = 0; i < R.n_out; i++)
 		if (rb_download(R.shm + R.out_off[slot][i], R.out[set][i].data,
@@ -527,8 +527,7 @@ static json_t *op_run(json_t *req)
 			                g_err, sizeof g_err))
 				return fault_reply(1);
 	json_t *r = reply_ok();
-	json_object_set_new(r, "wall_ms",
-	                    json_real((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6));
+	json_object_set_new(r, "wall_ms", json_real((t1 - t0) * 1e3));
 	return r;
 }
 
@@ -722,17 +721,16 @@ int main(int argc, char **argv)
 
 	/* What starting took, stage by stage, for the parent's record (a service that starts many
 	 * runners wants to know which stage grows when several GPUs start them at once). */
-	struct timespec t0, t1, t2, t3;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	double t0 = st_now_s();
 	json_t *info = json_object();
 	int ok = rb_open(info, g_err, sizeof g_err) == 0;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double t1 = st_now_s();
 	json_t *hello = ok ? reply_ok() : reply_fail("no_device", g_err);
 	/* The profiler's library is loaded before the door is locked, like the driver; a machine
 	 * without one still verifies, and the profile reply says why there is none. */
 	if (ok && profile && rb_profiler_load(g_err, sizeof g_err))
 		json_object_set_new(info, "profiler_error", json_string(g_err));
-	clock_gettime(CLOCK_MONOTONIC, &t2);
+	double t2 = st_now_s();
 	/* The device is open; no solution code has been loaded yet. Now lock the door. */
 	if (ok && sandbox) {
 		st_sandbox_state st;
@@ -748,11 +746,9 @@ int main(int argc, char **argv)
 	} else if (ok) {
 		json_object_set_new(info, "sandbox", json_pack("{s:b}", "enabled", 0));
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t3);
-#define MS(a, b) (((b).tv_sec - (a).tv_sec) * 1e3 + ((b).tv_nsec - (a).tv_nsec) / 1e6)
-	json_t *start_ms = json_pack("{s:f,s:f,s:f}", "open", MS(t0, t1), "profiler", MS(t1, t2),
-	                             "sandbox", MS(t2, t3));
-#undef MS
+	double t3 = st_now_s();
+	json_t *start_ms = json_pack("{s:f,s:f,s:f}", "open", (t1 - t0) * 1e3, "profiler",
+	                             (t2 - t1) * 1e3, "sandbox", (t3 - t2) * 1e3);
 	json_t *stages = json_object_get(info, "open_ms"); /* the backend's own, if it has them */
 	if (stages) {
 		json_object_set(start_ms, "open_stages", stages);
