@@ -1,6 +1,6 @@
 /* What one timed sample costs besides the solution's own work, piece by piece, on the local GPU:
- * NVML clock and throttle-reason reads, an idle stream sync, the 2 x L2 flush, poisoning and
- * regenerating a 128 MiB tensor. The timing loop in backend_cuda.c pays these per sample, so
+ * NVML clock and throttle-reason reads, an idle stream sync, the 2 x L2 flush (by memset and by
+ * the runner's fill kernel), poisoning and regenerating a 128 MiB tensor. The timing loop in backend_cuda.c pays these per sample, so
  * this is where a slow verify of a short kernel is explained. Prints medians in microseconds.
  * Usage: stitch-bench-overhead [MiB]   (tensor size, default 128) */
 #include <cuda_runtime.h>
@@ -88,6 +88,19 @@ int main(int argc, char **argv)
 		t[i] = now_us() - a;
 	}
 	printf("L2 flush (%zu MiB) + sync  %8.1f us\n", flush_len >> 20, median(t));
+	/* The runner's own flush: one fill kernel that holds every SM (backend_cuda.c). */
+	struct cudaDeviceProp p;
+	CK(cudaGetDeviceProperties(&p, 0));
+	int fill_blocks = p.multiProcessorCount * (p.maxThreadsPerMultiProcessor / 1024 > 0
+	                                               ? p.maxThreadsPerMultiProcessor / 1024 : 1);
+	for (int i = 0; i < REPS; i++) {
+		st_prep_span span = {flush, flush_len, (unsigned)i};
+		double a = now_us();
+		CK((cudaError_t)st_cuda_prep(&span, 1, fill_blocks, s));
+		CK(cudaStreamSynchronize(s));
+		t[i] = now_us() - a;
+	}
+	printf("same by the runner's fill  %8.1f us\n", median(t));
 	for (int i = 0; i < REPS; i++) {
 		double a = now_us();
 		CK(cudaMemsetAsync(buf, 0xff, bytes, s));

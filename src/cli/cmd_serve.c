@@ -37,6 +37,10 @@ static void usage(FILE *f)
 	        "                   correctness runs and take the GPU alone to time and profile;\n"
 	        "                   a runtime error seen while sharing is verified again alone\n"
 	        "  --compilers N    compile pool threads (default: half the online CPUs)\n"
+	        "  --warm TASKS     before listening, compile the reference, expert and hooks of\n"
+	        "                   these tasks (\"all\" or ids such as t1/softmax,t2/mlp_gelu)\n"
+	        "                   on every core, so their first requests compile only the\n"
+	        "                   candidate (default: none; baselines compile on first use)\n"
 	        "  --keep-runners N runners of references and experts kept loaded between\n"
 	        "                   requests, per GPU (each holds a device context), and two\n"
 	        "                   spare runners per worker started ahead for the candidates\n"
@@ -102,6 +106,7 @@ int cmd_serve(int argc, char **argv)
 		                 : !strcmp(a, "--prompts")       ? &o.prompts_dir
 		                 : !strcmp(a, "--queue")         ? &o.queue_url
 		                 : !strcmp(a, "--queue-arch")    ? &o.queue_arch
+		                 : !strcmp(a, "--warm")          ? &o.warm
 		                 : !strcmp(a, "--baseline")      ? &baseline : NULL;
 		double *num = !strcmp(a, "--deadline")   ? &o.deadline_s
 		            : !strcmp(a, "--admit-wait") ? &o.admit_wait_s

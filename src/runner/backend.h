@@ -36,11 +36,17 @@ int rb_poison(void *dst, size_t bytes, char *err, size_t len);
 int rb_check(const char *after, int *fatal, char *err, size_t len);
 
 typedef int (*rb_run_fn)(void *arg);
-/* One timed sample: flush the last-level cache, time fn on the stream, sync the whole device,
- * record wall time and clocks. `written`: bytes the caller has just written to fresh memory since
- * the inputs (the poisoned outputs); at twice the cache size or more they have flushed it already
- * and the flush is left out. Returns fn's non-zero result, or -1 with err on a device fault. */
-int rb_time_sample(rb_run_fn fn, void *arg, size_t written, st_sample *s, char *err, size_t len);
+/* Memory to poison before a timed call. */
+typedef struct rb_span {
+	void *p;
+	size_t bytes;
+} rb_span;
+/* One timed sample: wait for the work queued so far (the fresh inputs), poison the n_poison
+ * spans and flush the last-level cache (left out when the poison covers twice its size), time fn
+ * on the stream, sync the whole device, record wall time (from fn's start) and clocks. Returns
+ * fn's non-zero result, or -1 with err on a device fault. */
+int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison, st_sample *s,
+                   char *err, size_t len);
 
 /* Load the profiler's library (before the sandbox). 0, or -1 with why. */
 int rb_profiler_load(char *err, size_t len);

@@ -128,11 +128,17 @@ int rb_check(const char *after, int *fatal, char *err, size_t len)
 	return 0;
 }
 
-int rb_time_sample(rb_run_fn fn, void *arg, size_t written, st_sample *s, char *err, size_t len)
+int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison, st_sample *s,
+                   char *err, size_t len)
 {
 	(void)err;
 	(void)len;
 	static unsigned char v;
+	size_t written = 0;
+	for (int i = 0; i < n_poison; i++) {
+		memset(poison[i].p, 0xff, poison[i].bytes);
+		written += poison[i].bytes;
+	}
 	if (written < flush_len)
 		memset(flush_buf, ++v, flush_len);
 	double t0 = st_now_s() * 1e3;

@@ -1,5 +1,7 @@
-/* Elementwise input generation on the device, the recipe of rng.h that runner_gen.c follows on
- * the host: element i is a function of (seed, i) only, so a grid-stride loop fills any size. */
+/* The runner's own device kernels: elementwise input generation, the recipe of rng.h that
+ * runner_gen.c follows on the host (element i is a function of (seed, i) only, so a grid-stride
+ * loop fills any size), and the fill that poisons outputs and flushes the L2 before every timed
+ * call. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -137,4 +139,54 @@ extern "C" int st_cuda_fill(void *dst, int dt, int64_t n, int dist, double a, do
 	case ST_F8E5M2: return launch<__nv_fp8_e5m2>(dst, n, f, stream);
 	}
 	return (int)cudaErrorInvalidValue;
+}
+
+/* Byte fills of up to ST_PREP_SPANS spans, each with uint4 stores on its 16-byte aligned body. */
+struct prep_args {
+	unsigned char *p[ST_PREP_SPANS];
+	unsigned long long bytes[ST_PREP_SPANS];
+	unsigned val[ST_PREP_SPANS];
+	int n;
+};
+
+__global__ static void __launch_bounds__(1024) prep_kernel(prep_args a)
+{
+	unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+	unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
+	for (int k = 0; k < a.n; k++) {
+		unsigned char *p = a.p[k];
+		unsigned long long n = a.bytes[k];
+		unsigned v = a.val[k] * 0x01010101u;
+		unsigned long long head = (16 - ((uintptr_t)p & 15)) & 15;
+		if (head > n)
+			head = n;
+		if (tid < head)
+			p[tid] = (unsigned char)v;
+		uint4 *q = (uint4 *)(p + head);
+		unsigned long long nq = (n - head) / 16;
+		uint4 w = make_uint4(v, v, v, v);
+		for (unsigned long long i = tid; i < nq; i += nth)
+			q[i] = w;
+		unsigned long long done = head + nq * 16;
+		if (tid < n - done)
+			p[done + tid] = (unsigned char)v;
+	}
+}
+
+extern "C" int st_cuda_prep(const st_prep_span *spans, int n, int blocks, cudaStream_t stream)
+{
+	for (int i = 0; i < n; i += ST_PREP_SPANS) {
+		prep_args a;
+		a.n = n - i < ST_PREP_SPANS ? n - i : ST_PREP_SPANS;
+		for (int k = 0; k < a.n; k++) {
+			a.p[k] = (unsigned char *)spans[i + k].p;
+			a.bytes[k] = spans[i + k].bytes;
+			a.val[k] = spans[i + k].val & 0xffu;
+		}
+		prep_kernel<<<blocks, 1024, 0, stream>>>(a);
+		cudaError_t e = cudaGetLastError();
+		if (e != cudaSuccess)
+			return (int)e;
+	}
+	return 0;
 }

@@ -1,7 +1,9 @@
-/* Device kernels the CUDA runner needs of its own: elementwise input generation. */
+/* Device kernels the CUDA runner needs of its own: elementwise input generation, and the fill
+ * (poison and L2 flush) before each timed call. */
 #ifndef ST_CUDA_KERNELS_H
 #define ST_CUDA_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "stitch/solution.h"
 
@@ -13,6 +15,19 @@ extern "C" {
  * Returns a cudaError_t as int (0 = success). */
 int st_cuda_fill(void *dst, int dt, int64_t n, int dist, double a, double b, int64_t lo,
                  int64_t hi, uint64_t seed, cudaStream_t stream);
+
+/* A byte range to fill with one byte value. */
+#define ST_PREP_SPANS 16
+typedef struct st_prep_span {
+	void *p;
+	size_t bytes;
+	unsigned val;
+} st_prep_span;
+
+/* Fill the n spans with `blocks` blocks of 1024 threads. As many blocks as the SMs hold at once
+ * take every SM's thread slots until the fill is done, so no kernel of another stream starts
+ * meanwhile. Returns a cudaError_t as int. */
+int st_cuda_prep(const st_prep_span *spans, int n, int blocks, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

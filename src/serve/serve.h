@@ -21,6 +21,8 @@ typedef struct st_serve_opts {
 	                              GPU for correctness runs and take it alone to measure
 	                              (st_verify_opts.gpu_lock) */
 	int compilers;             /* compile pool threads (default: half the online CPUs) */
+	const char *warm;          /* "all" or a comma list of task ids whose baselines are compiled
+	                              before the first request (src/serve/warm.h); NULL: none */
 	const char *queue_url;     /* redis://...: verify on the queue's `stitch worker`s instead of
 	                              here (docs/queue.md); NULL: here */
 	const char *queue_arch;    /* with queue_url: the arch whose workers take the jobs

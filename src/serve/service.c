@@ -31,6 +31,7 @@
 #include "verify/gpu_share.h"
 #include "verify/runner_pool.h"
 #include "queue/queue.h"
+#include "warm.h"
 
 #define ID_MAX 128
 #define MAX_WORKERS 64
@@ -1062,6 +1063,24 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		st_service_stop(s);
 		return st;
 	}
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	/* Half the cores: the workers' verifies need the rest (runners, output comparisons), and
+	 * nvcc on every core slows them more than it speeds the pool. None with --queue. */
+	int compilers = o->compilers > 0 ? o->compilers : cpus > 1 ? (int)cpus / 2 : 1;
+	if (o->queue_url)
+		compilers = 0;
+	if (compilers > MAX_WORKERS)
+		compilers = MAX_WORKERS;
+	/* Before any thread and any stored request: nothing waits on the GPUs meanwhile, and the
+	 * service is not listening yet, so no client's clock runs. Every core is the compiler's. */
+	if (o->warm)
+		st = o->queue_url ? st_err_set(err, ST_E_INVALID, "--warm compiles for this machine's "
+		                                                  "workers; with --queue it has none")
+		                  : st_serve_warm(o, s->arch, cpus > 1 ? (int)cpus : 1, err);
+	if (st) {
+		st_service_stop(s);
+		return st;
+	}
 	requeue_arg ra = {s, 0, 0};
 	pthread_mutex_lock(&s->mu);
 	st = st_serve_store_pending(s->store, requeue, &ra, err);
@@ -1074,14 +1093,6 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		st_serve_log(&s->o, "%d unanswered request%s from before queued again%s", ra.n,
 		             ra.n == 1 ? "" : "s",
 		             ra.bad ? " (some could no longer be read and stay unanswered)" : "");
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	/* Half the cores: the workers' verifies need the rest (runners, output comparisons), and
-	 * nvcc on every core slows them more than it speeds the pool. None with --queue. */
-	int compilers = o->compilers > 0 ? o->compilers : cpus > 1 ? (int)cpus / 2 : 1;
-	if (o->queue_url)
-		compilers = 0;
-	if (compilers > MAX_WORKERS)
-		compilers = MAX_WORKERS;
 	int bad = 0;
 	for (int i = 0; i < compilers; i++)
 		bad |= spawn(s, compile_main, s);

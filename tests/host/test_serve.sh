@@ -275,4 +275,20 @@ check "drain: the log says it drained a request in flight" \
 	grep -q 'draining: 1 request in flight' "$WORK/small.log"
 check "drain: stopped" grep -q '^serve: stopped$' "$WORK/small.log"
 check "drain: no runner left behind" wait_for 5 eval '! runners_left'
+# ---- --warm ----------------------------------------------------------------------------------
+# The baselines of the named tasks are in the compile cache before the service listens: the
+# reference and expert of t1/scale and t2/fma, four shared objects in a cache of its own.
+STITCH_CACHE_DIR=$WORK/warm-cache serve_start warm "${SERVE[@]}" --warm t1/scale,t2/fma || exit 1
+WARM_PID=$SPID
+check "warm: logged before listening" \
+	bash -c "grep -n . '$WORK/warm.log' | grep -A9 'warm: the baselines of 2 tasks compiled' | grep -q 'listening on'"
+check "warm: 4 baselines in the cache (got $(ls "$WORK"/warm-cache/compile/*.so 2>/dev/null | wc -l))" \
+	[ "$(ls "$WORK"/warm-cache/compile/*.so 2>/dev/null | wc -l)" = 4 ]
+kill -TERM "$WARM_PID"
+wait "$WARM_PID"
+"$STITCH" serve "${SERVE[@]}" --listen 127.0.0.1:0 --db "$WORK/warm2.db" --warm t1/scale,t9/none \
+	>/dev/null 2>"$WORK/warm2.err"
+rc=$?
+check "warm: an unknown task is a usage error (exit $rc)" [ "$rc" = 2 ]
+check "warm: the message names it" grep -q "warm: task 't9/none'" "$WORK/warm2.err"
 finish

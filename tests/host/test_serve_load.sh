@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `stitch serve` under load on the host backend: serve-load (tests/load/serve_load.c) sends 2000
 # requests from 32 clients, alternately /v1/verify and /v1/reward, 11.5 % of them crashing,
-# hanging or trying something forbidden (tests/load/mix-host.txt), half of them code the
-# compile cache has seen. The queue takes 16 at a time (so clients wait in line, and those not
-# admitted within --admit-wait get 429s and retry after the Retry-After) and the deadline is 2 s (so a hang's client, whose verdict takes a little longer,
-# gets a 504 and repeats its id). Every request must get exactly one 200 answer with its own id
+# hanging or trying something forbidden, 2 % for another task (tests/load/mix-host.txt), half
+# of them code the compile cache has seen. The queue takes 16 at a time (so clients wait in
+# line, and those not admitted within --admit-wait get 429s and retry after the Retry-After)
+# and the deadline is 2 s (so a hang's client, whose verdict takes a little longer, gets a 504
+# and repeats its id). Every request must get exactly one 200 answer with its own id
 # and the status its candidate deserves, a sample sent again must get the stored answers byte
 # for byte, and the service must be the same process at the end (no restart). The figures are
 # printed; STITCH_LOAD_REQUESTS sets another number of requests.
@@ -42,7 +43,10 @@ check "serve-load: the resent answers came from the store (+$(num stored_answers
 bad=$(python3 -c "
 import json
 k = json.load(open('$WORK/load.json'))['kinds']
-print(sum(v['sent'] for n, v in k.items() if n != 'good' and n != 'wrong'))")
+print(sum(v['sent'] for n, v in k.items() if n not in ('good', 'wrong', 'fma')))")
+fma_sent=$(num kinds.fma.sent) fma_ok=$(num kinds.fma.expected)
+check "serve-load: the other task's requests answered as expected ($fma_ok of $fma_sent)" \
+	[ "${fma_sent:-0}" -gt 0 -a "$fma_ok" = "$fma_sent" ]
 check "serve-load: at least 10 % crash, hang or hack ($bad of $REQUESTS)" [ $((bad * 10)) -ge "$REQUESTS" ]
 check "serve-load: the queue limit was reached, and retried (429: $(num retries.429))" \
 	[ "$(num retries.429)" -gt 0 ] 2>/dev/null

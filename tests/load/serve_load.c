@@ -16,15 +16,16 @@
  *
  * The mix file: one candidate kind per line, '#' starts a comment, fields separated by blanks:
  *
- *   NAME  FILE  EXPECTED  WEIGHT
+ *   NAME  FILE  EXPECTED  WEIGHT  [TASK]
  *   good  tests/fixtures/host/good.c      ok                 0.85
  *   crash tests/fixtures/host/segv.c      runtime_error      0.05
  *   hang  tests/fixtures/host/hang.c      timeout            0.04
  *   hack  tests/redteam/host/exec_raw.c   forbidden|hacking  0.06
  *
  * FILE is relative to --root (default: the current folder); EXPECTED is the verdict status, or
- * several separated by '|'; WEIGHT is any non-negative number (normalised over the lines). The
- * kind of request n is drawn from the weights by a hash of (--seed, n), so a run is the same
+ * several separated by '|'; WEIGHT is any non-negative number (normalised over the lines); TASK,
+ * where given, is the task id of that kind's requests (default: --task), so one stream of
+ * requests can mix tasks the way an RL trainer's batch of rollouts does. The kind of request n is drawn from the weights by a hash of (--seed, n), so a run is the same
  * whatever the scheduling.
  *
  * Ids are "load-<run>-<n>" (the run tag defaults to the pid and the time). Every request's code
@@ -58,6 +59,7 @@ typedef struct kind {
 	char name[64];
 	char path[4096];
 	char expected[256]; /* "a|b" */
+	char task[256];     /* its requests' task id */
 	double weight, cum;
 	char *code;         /* the file's text */
 	long sent, ok, wrong;
@@ -299,13 +301,15 @@ static int load_mix(const char *path)
 		char *hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
-		char name[64], file[4096], expected[256], extra[8];
+		char name[64], file[4096], expected[256], task[256], extra[8];
 		double w;
-		int n = sscanf(line, "%63s %4095s %255s %lf %7s", name, file, expected, &w, extra);
+		int n = sscanf(line, "%63s %4095s %255s %lf %255s %7s", name, file, expected, &w, task,
+		               extra);
 		if (n <= 0)
 			continue;
-		if (n != 4 || !(w >= 0)) {
-			fprintf(stderr, "serve-load: %s:%d: want NAME FILE EXPECTED WEIGHT\n", path, ln);
+		if ((n != 4 && n != 5) || !(w >= 0)) {
+			fprintf(stderr, "serve-load: %s:%d: want NAME FILE EXPECTED WEIGHT [TASK]\n", path,
+			        ln);
 			fclose(f);
 			return -1;
 		}
@@ -317,6 +321,7 @@ static int load_mix(const char *path)
 		kind *k = &g.kinds[g.n_kinds++];
 		snprintf(k->name, sizeof k->name, "%s", name);
 		snprintf(k->expected, sizeof k->expected, "%s", expected);
+		snprintf(k->task, sizeof k->task, "%s", n == 5 ? task : g.task);
 		if (file[0] == '/' || !g.root)
 			snprintf(k->path, sizeof k->path, "%s", file);
 		else
@@ -394,7 +399,7 @@ static char *request_body(int n)
 	buf_str(&b, "{\"id\":");
 	buf_json_string(&b, id);
 	buf_str(&b, ",\"task\":");
-	buf_json_string(&b, g.task);
+	buf_json_string(&b, k->task);
 	buf_str(&b, ",\"code\":");
 	buf_json_string(&b, code.p);
 	free(code.p);

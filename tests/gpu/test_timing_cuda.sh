@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# What the timed window holds on the GPU. The poison and the L2 flush run in front of each timed
+# call's start event, so the host's work to launch a call's first kernel is done meanwhile and not
+# timed: a solution that spends 20 us on the host before its launch times as the same solution
+# without (within 5 us). Host work well beyond that leaves the GPU waiting inside the window: 300
+# us of it before the launch is paid (the median grows by 0.2 ms or more). Neither is hacking.
+BACKEND=cuda
+. "$(dirname "$0")/../lib.sh"
+
+# candidate_median FILE: the candidate's median in ms from a verdict
+candidate_median() {
+	python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["timing"]["candidate"]["median_ms"])' "$1" 2>/dev/null
+}
+for us in 20 300; do
+	sed "s/^#define HOST_DELAY_US 20$/#define HOST_DELAY_US $us/" "$FIX/host_delay.cu" >"$WORK/delay$us.cu"
+done
+TIMED=(--backend cuda --seed 7 --sets eval --seeds 1 --quiet)
+"$STITCH" verify --json "${TIMED[@]}" "$TASK" "$FIX/good.cu" >"$WORK/good.json" 2>"$WORK/good.err"
+check "good: ok" [ "$(field "$WORK/good.json" status)" = ok ]
+base=$(candidate_median "$WORK/good.json")
+for us in 20 300; do
+	"$STITCH" verify --json "${TIMED[@]}" "$TASK" "$WORK/delay$us.cu" >"$WORK/d$us.json" 2>"$WORK/d$us.err"
+	check "host delay $us us: ok (status $(field "$WORK/d$us.json" status): $(field "$WORK/d$us.json" reason))" \
+		[ "$(field "$WORK/d$us.json" status)" = ok ]
+done
+m20=$(candidate_median "$WORK/d20.json")
+m300=$(candidate_median "$WORK/d300.json")
+echo "candidate medians: no host delay $base ms, 20 us $m20 ms, 300 us $m300 ms"
+check "20 us of host work before the launch is not timed ($m20 vs $base ms)" \
+	awk -v a="${m20:-0}" -v b="${base:-0}" 'BEGIN { exit !(b > 0 && a > 0 && a - b < 0.005 && b - a < 0.005) }'
+check "300 us of host work before the launch is paid ($m300 vs $base ms)" \
+	awk -v a="${m300:-0}" -v b="${base:-0}" 'BEGIN { exit !(b > 0 && a - b >= 0.2) }'
+finish
