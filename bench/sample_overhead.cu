@@ -89,8 +89,6 @@ int main(int argc, char **argv)
 	}
 	printf("L2 flush (%zu MiB) + sync  %8.1f us\n", flush_len >> 20, median(t));
 	/* The runner's own flush: one fill kernel that holds every SM (backend_cuda.c). */
-	struct cudaDeviceProp p;
-	CK(cudaGetDeviceProperties(&p, 0));
 	int fill_blocks = p.multiProcessorCount * (p.maxThreadsPerMultiProcessor / 1024 > 0
 	                                               ? p.maxThreadsPerMultiProcessor / 1024 : 1);
 	for (int i = 0; i < REPS; i++) {
