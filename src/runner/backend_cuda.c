@@ -225,16 +225,16 @@ int rb_check(const char *after, int *fatal, char *err, size_t len)
 int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison, st_sample *s,
                    char *err, size_t len)
 {
-	/* The poison and the flush are queued after the clock starts, as the GPU work in front of
-	 * the start event: the host's work to launch the call's first kernels (a few us for a
-	 * kernel, 10-30 for a cuBLASLt matmul, varying with the core and the process) is done while
-	 * they run, neither timed nor a source of spread between runs. Host work beyond them leaves
-	 * the GPU waiting inside the timed window, so a solution whose launches cannot keep up
-	 * still pays. (triton's do_bench gets the same from its flush between its sync and its
-	 * start event.) The fill holds every SM, so no kernel of another stream runs untimed in
-	 * front of the window; its GPU time is taken off the wall time. */
-	CK(cudaStreamSynchronize(g_stream), "fresh inputs");
-	double t0 = st_now_s() * 1e3;
+	/* The poison and the flush are queued behind the fresh inputs as the GPU work in front of
+	 * the start event, and the clock starts once the inputs are written: the host's work to
+	 * launch the call's first kernels (a few us for a kernel, 10-30 for a cuBLASLt matmul,
+	 * varying with the core and the process) is done while the fill runs, neither timed nor a
+	 * source of spread between runs. Host work beyond it leaves the GPU waiting inside the timed
+	 * window, so a solution whose launches cannot keep up still pays. (triton's do_bench gets
+	 * the same from its flush between its sync and its start event.) The fill holds every SM,
+	 * so no kernel of another stream runs untimed in front of the window; its GPU time is taken
+	 * off the wall time. Waiting on the inputs' event rather than for the whole fill saves a
+	 * host round trip per sample, in which the GPU would idle. */
 	st_prep_span spans[ST_PREP_SPANS];
 	int n = 0;
 	size_t written = 0;
@@ -253,6 +253,8 @@ int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison,
 		}
 	}
 	CK(cudaEventRecord(g_ev0, g_stream), "cudaEventRecord");
+	CK(cudaEventSynchronize(g_ev_prep), "fresh inputs");
+	double t0 = st_now_s() * 1e3;
 	int rc = fn(arg);
 	cudaError_t rec = cudaEventRecord(g_ev1, g_stream);
 	cudaError_t e = cudaDeviceSynchronize();
@@ -267,7 +269,9 @@ int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison,
 	float prep_ms = 0;
 	CK(cudaEventElapsedTime(&prep_ms, g_ev_prep, g_ev0), "cudaEventElapsedTime");
 	s->ms = ms;
-	s->wall_ms = t1 - t0 - prep_ms;
+	/* The clock started while the fill ran, some us into it (or, on a host slow to wake, after
+	 * it); the call's wall time is never less than its GPU time. */
+	s->wall_ms = t1 - t0 - prep_ms > ms ? t1 - t0 - prep_ms : ms;
 	s->sm_mhz = 0;
 	s->throttled = 0;
 	unsigned mhz;
