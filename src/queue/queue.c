@@ -535,18 +535,19 @@ st_status st_queue_finish(st_queue *q, const char *arch, const st_queue_entry *e
 	char *text = json_dumps(result, JSON_COMPACT);
 	if (!text)
 		return st_err_set(err, ST_E_NOMEM, "out of memory");
+	/* The first result of a job is stored and counted in one script: a command whose reply a
+	 * Redis crash swallows is sent again after the restart (cmd), and as two commands that
+	 * counted a job twice (the INCR had reached the append-only file) or not at all (the SET
+	 * had, so the second SET NX found it and skipped the INCR). */
+	static const char finish_lua[] =
+		"if redis.call('SET', KEYS[1], ARGV[1], 'NX') then redis.call('INCR', KEYS[2]) end "
+		"return 1";
 	redisReply *r;
-	st_status s = CMD(q, &r, err, "SET", rkey, text, "NX");
+	st_status s = CMD(q, &r, err, "EVAL", finish_lua, "2", rkey, "stitch:stats:done", text);
 	free(text);
 	if (s)
 		return s;
-	int first = r->type == REDIS_REPLY_STATUS;
 	freeReplyObject(r);
-	if (first) {
-		if ((s = CMD(q, &r, err, "INCR", "stitch:stats:done")))
-			return s;
-		freeReplyObject(r);
-	}
 	/* Wake every producer waiting; the list expires, whoever comes later reads the result. */
 	if (!(s = CMD(q, &r, err, "RPUSH", dkey, "1"))) {
 		freeReplyObject(r);

@@ -1046,6 +1046,8 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 	if (!st && !(s->metrics = st_serve_metrics_new(s->n_workers)))
 		st = st_err_set(err, ST_E_NOMEM, "serve: out of memory");
 	if (!st)
+		st = st_serve_warm_check(o, err);
+	if (!st)
 		st = st_mkdirs(o->spool_dir, err);
 	if (!st)
 		st = st_serve_store_open(o->db_path, &s->store, err);
@@ -1074,9 +1076,7 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 	/* Before any thread and any stored request: nothing waits on the GPUs meanwhile, and the
 	 * service is not listening yet, so no client's clock runs. Every core is the compiler's. */
 	if (o->warm)
-		st = o->queue_url ? st_err_set(err, ST_E_INVALID, "--warm compiles for this machine's "
-		                                                  "workers; with --queue it has none")
-		                  : st_serve_warm(o, s->arch, cpus > 1 ? (int)cpus : 1, err);
+		st = st_serve_warm(o, s->arch, cpus > 1 ? (int)cpus : 1, err);
 	if (st) {
 		st_service_stop(s);
 		return st;

@@ -82,6 +82,21 @@ static st_status warm_dirs(const st_serve_opts *o, const char *list, char ***dir
 	return ST_OK;
 }
 
+st_status st_serve_warm_check(const st_serve_opts *o, st_err *err)
+{
+	if (!o->warm)
+		return ST_OK;
+	if (o->queue_url)
+		return st_err_set(err, ST_E_INVALID, "--warm compiles for this machine's workers; with "
+		                                     "--queue it has none");
+	char **dirs;
+	int n;
+	st_status st = warm_dirs(o, o->warm, &dirs, &n, err);
+	if (!st)
+		st_task_list_free(dirs, n);
+	return st;
+}
+
 st_status st_serve_warm(const st_serve_opts *o, const char *arch, int threads, st_err *err)
 {
 	if (!o->warm || o->verify.no_cache)

@@ -10,4 +10,9 @@
  * an error (its requests' verdicts say so). */
 st_status st_serve_warm(const st_serve_opts *o, const char *arch, int threads, st_err *err);
 
+/* o->warm names tasks that exist, and the service has workers of its own to warm for
+ * (ST_E_INVALID otherwise, naming the first unknown id): checked at start, before the devices
+ * are probed, so that a typo is a usage error on any machine. */
+st_status st_serve_warm_check(const st_serve_opts *o, st_err *err);
+
 #endif

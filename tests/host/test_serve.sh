@@ -286,9 +286,16 @@ check "warm: 4 baselines in the cache (got $(ls "$WORK"/warm-cache/compile/*.so 
 	[ "$(ls "$WORK"/warm-cache/compile/*.so 2>/dev/null | wc -l)" = 4 ]
 kill -TERM "$WARM_PID"
 wait "$WARM_PID"
-"$STITCH" serve "${SERVE[@]}" --listen 127.0.0.1:0 --db "$WORK/warm2.db" --warm t1/scale,t9/none \
+# Checked before the devices are probed: the CUDA backend's own default, on a machine with a GPU
+# or without, gives the usage error; so does --warm with --queue (no workers of its own).
+"$STITCH" serve --listen 127.0.0.1:0 --db "$WORK/warm2.db" --warm t1/scale,t9/none \
 	>/dev/null 2>"$WORK/warm2.err"
 rc=$?
 check "warm: an unknown task is a usage error (exit $rc)" [ "$rc" = 2 ]
 check "warm: the message names it" grep -q "warm: task 't9/none'" "$WORK/warm2.err"
+"$STITCH" serve --listen 127.0.0.1:0 --db "$WORK/warm3.db" --queue redis://127.0.0.1:1 \
+	--warm all >/dev/null 2>"$WORK/warm3.err"
+rc=$?
+check "warm: with --queue a usage error (exit $rc)" [ "$rc" = 2 ]
+check "warm: the message says why" grep -q "with --queue it has none" "$WORK/warm3.err"
 finish
