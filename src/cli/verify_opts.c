@@ -46,7 +46,7 @@ int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *q
 	const char *a = argv[*i];
 	static const char *const valued[] = {"--backend", "--arch", "--sets", "--time-set", "--seeds",
 	                                     "--seed", "--min-time", "--max-rse", "--max-samples",
-	                                     "--timeout", NULL};
+	                                     "--timeout", "--compare-threads", NULL};
 	if (!strcmp(a, "--no-timing")) {
 		o->timing = 0;
 		return 1;
@@ -112,6 +112,10 @@ int st_verify_opt_parse(st_verify_opts *o, int argc, char **argv, int *i, int *q
 	} else if (!strcmp(a, "--timeout")) {
 		if (st_cli_number(a, v, 0.1, 86400, &o->timeout_s))
 			return -1;
+	} else if (!strcmp(a, "--compare-threads")) {
+		if (st_cli_number(a, v, 1, 256, &x))
+			return -1;
+		o->threads = (int)x;
 	}
 	return 1;
 }

@@ -38,4 +38,8 @@ check "bench --backend host: exit 0 (got $rc; $(tail -n 3 "$WORK/bench.err"))" [
 for t in t1/softmax t1/gemm_bf16 t2/mlp_gelu t3/bfs; do
 	check "bench: $t ok" grep -q "^$t *ok " "$WORK/bench.out"
 done
+# One comparison thread (serve may share the cores among its workers): the same verdict.
+verify "$WORK/one-thread.json" "$TASK" "$FIX/good.c" --compare-threads 1
+check "--compare-threads 1: ok (status $(field "$WORK/one-thread.json" status))" \
+	[ "$(field "$WORK/one-thread.json" status)" = ok ]
 finish
