@@ -89,8 +89,7 @@ int main(int argc, char **argv)
 	}
 	printf("L2 flush (%zu MiB) + sync  %8.1f us\n", flush_len >> 20, median(t));
 	/* The runner's own flush: one fill kernel that holds every SM (backend_cuda.c). */
-	int fill_blocks = p.multiProcessorCount * (p.maxThreadsPerMultiProcessor / 1024 > 0
-	                                               ? p.maxThreadsPerMultiProcessor / 1024 : 1);
+	int fill_blocks = st_cuda_prep_blocks(p.multiProcessorCount, p.maxThreadsPerMultiProcessor);
 	for (int i = 0; i < REPS; i++) {
 		st_prep_span span = {flush, flush_len, (unsigned)i};
 		double a = now_us();

@@ -120,8 +120,7 @@ int rb_open(json_t *info, char *err, size_t len)
 	/* Twice the L2, so that every line a sample could reuse is evicted before it starts. */
 	g_flush_len = 2 * (size_t)(p.l2CacheSize > 0 ? p.l2CacheSize : (64 << 20));
 	CK(cudaMalloc(&g_flush, g_flush_len), "cudaMalloc (L2 flush buffer)");
-	g_fill_blocks = p.multiProcessorCount * (p.maxThreadsPerMultiProcessor / 1024 > 0
-	                                             ? p.maxThreadsPerMultiProcessor / 1024 : 1);
+	g_fill_blocks = st_cuda_prep_blocks(p.multiProcessorCount, p.maxThreadsPerMultiProcessor);
 	double t2 = st_now_s() * 1e3;
 	nvml_finish(0);
 	double t3 = st_now_s() * 1e3;
@@ -222,6 +221,18 @@ int rb_check(const char *after, int *fatal, char *err, size_t len)
 	return -1;
 }
 
+/* One more span for the fill in front of a timed call; a full set goes out as one launch first
+ * (a task with more outputs than one launch takes). */
+static int prep_add(st_prep_span *spans, int *n, st_prep_span span, char *err, size_t len)
+{
+	if (*n == ST_PREP_SPANS) {
+		CK((cudaError_t)st_cuda_prep(spans, *n, g_fill_blocks, g_stream), "poisoning outputs");
+		*n = 0;
+	}
+	spans[(*n)++] = span;
+	return 0;
+}
+
 int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison, st_sample *s,
                    char *err, size_t len)
 {
@@ -239,19 +250,17 @@ int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison,
 	int n = 0;
 	size_t written = 0;
 	CK(cudaEventRecord(g_ev_prep, g_stream), "cudaEventRecord");
-	for (int i = 0; i <= n_poison; i++) {
-		if (i < n_poison) {
-			spans[n++] = (st_prep_span){poison[i].p, poison[i].bytes, 0xffu};
-			written += poison[i].bytes;
-		} else if (written < g_flush_len) {
-			spans[n++] = (st_prep_span){g_flush, g_flush_len, ++g_flush_val};
-		}
-		if (n == ST_PREP_SPANS || (i == n_poison && n > 0)) {
-			CK((cudaError_t)st_cuda_prep(spans, n, g_fill_blocks, g_stream),
-			   "poisoning outputs and flushing the L2");
-			n = 0;
-		}
+	for (int i = 0; i < n_poison; i++) {
+		if (prep_add(spans, &n, (st_prep_span){poison[i].p, poison[i].bytes, 0xffu}, err, len))
+			return -1;
+		written += poison[i].bytes;
 	}
+	if (written < g_flush_len &&
+	    prep_add(spans, &n, (st_prep_span){g_flush, g_flush_len, ++g_flush_val}, err, len))
+		return -1;
+	if (n > 0)
+		CK((cudaError_t)st_cuda_prep(spans, n, g_fill_blocks, g_stream),
+		   "poisoning outputs and flushing the L2");
 	CK(cudaEventRecord(g_ev0, g_stream), "cudaEventRecord");
 	CK(cudaEventSynchronize(g_ev_prep), "fresh inputs");
 	double t0 = st_now_s() * 1e3;

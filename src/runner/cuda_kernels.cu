@@ -175,18 +175,20 @@ __global__ static void __launch_bounds__(1024) prep_kernel(prep_args a)
 
 extern "C" int st_cuda_prep(const st_prep_span *spans, int n, int blocks, cudaStream_t stream)
 {
-	for (int i = 0; i < n; i += ST_PREP_SPANS) {
-		prep_args a;
-		a.n = n - i < ST_PREP_SPANS ? n - i : ST_PREP_SPANS;
-		for (int k = 0; k < a.n; k++) {
-			a.p[k] = (unsigned char *)spans[i + k].p;
-			a.bytes[k] = spans[i + k].bytes;
-			a.val[k] = spans[i + k].val & 0xffu;
-		}
-		prep_kernel<<<blocks, 1024, 0, stream>>>(a);
-		cudaError_t e = cudaGetLastError();
-		if (e != cudaSuccess)
-			return (int)e;
+	if (n < 1 || n > ST_PREP_SPANS)
+		return (int)cudaErrorInvalidValue;
+	prep_args a;
+	a.n = n;
+	for (int k = 0; k < n; k++) {
+		a.p[k] = (unsigned char *)spans[k].p;
+		a.bytes[k] = spans[k].bytes;
+		a.val[k] = spans[k].val & 0xffu;
 	}
-	return 0;
+	prep_kernel<<<blocks, 1024, 0, stream>>>(a);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int st_cuda_prep_blocks(int sms, int max_threads_per_sm)
+{
+	return sms * (max_threads_per_sm / 1024 > 0 ? max_threads_per_sm / 1024 : 1);
 }

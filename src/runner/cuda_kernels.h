@@ -24,10 +24,14 @@ typedef struct st_prep_span {
 	unsigned val;
 } st_prep_span;
 
-/* Fill the n spans with `blocks` blocks of 1024 threads. As many blocks as the SMs hold at once
- * take every SM's thread slots until the fill is done, so no kernel of another stream starts
- * meanwhile. Returns a cudaError_t as int. */
+/* Fill the n spans (1 to ST_PREP_SPANS) with `blocks` blocks of 1024 threads, one launch. With
+ * st_cuda_prep_blocks of them, the blocks take every SM's thread slots until the fill is done,
+ * so no kernel of another stream starts meanwhile. Returns a cudaError_t as int. */
 int st_cuda_prep(const st_prep_span *spans, int n, int blocks, cudaStream_t stream);
+
+/* How many blocks of 1024 threads the SMs hold at once (cudaDeviceProp's multiProcessorCount and
+ * maxThreadsPerMultiProcessor). */
+int st_cuda_prep_blocks(int sms, int max_threads_per_sm);
 
 #ifdef __cplusplus
 }
