@@ -1,4 +1,8 @@
-/* Expert for t3/bfs: direction-optimising BFS (Beamer, Asanovic, Patterson, SC 2012) on the GPU.
+/* Expert for t3/bfs: direction-optimising BFS (Beamer, Asanovic, Patterson, SC 2012) on the GPU,
+ * the whole search in one persistent cooperative kernel: levels are separated by grid barriers,
+ * and every thread takes the same direction decision from the same level counters, so st_run
+ * makes one launch and no host round trip at all (a per-level copy back and sync used to cost
+ * ~10 us a level and made the time depend on the host's scheduling).
  * Small frontiers expand top-down from queues. Ordinary vertices are dealt out a few per warp (as
  * few as it takes to give each warp about two 32-wide batches of edges); a warp walks rows of 32
  * or more with all lanes and packs shorter rows into 32-wide batches through a warp scan. Hubs
@@ -8,13 +12,15 @@
  * bottom-up: every unvisited vertex scans its neighbours for one in the frontier bitmap and stops
  * at the first, so the big middle levels read a fraction of the edges, with no atomics on levels.
  * While most vertices are unvisited, 8 lanes scan each row together, one 32-byte sector per step.
- * Each level costs one kernel and one 12-byte copy back (the next frontier's size, hub items and
- * edges, which pick the direction and the launch size). All buffers are allocated in st_init. */
+ * All buffers are allocated in st_init. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include "stitch/solution.h"
+
+namespace cg = cooperative_groups;
 
 #define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fprintf(stderr, "bfs expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
@@ -30,15 +36,13 @@
 /* Rows this long go to the hub queue as items of CHUNK edges (at most 8 warp-wide steps each). */
 #define HUB_DEGREE 256
 #define CHUNK 256
-/* Hub items are taken grid-stride by at most this many blocks. */
-#define MAX_HUB_BLOCKS 1024
 /* Lanes per vertex in bottom-up levels while at least 1 / WIDE_FRACTION of the vertices are
  * unvisited: 8 consecutive int32 neighbours are one 32-byte sector. */
 #define WIDE 8
 #define WIDE_FRACTION 8
 
-/* A level's output, read back by the host: the next frontier's ordinary vertices, its hub items,
- * and the edges of the whole frontier. */
+/* A level's counters: the next frontier's ordinary vertices, its hub items, and the edges of the
+ * whole frontier. */
 typedef struct {
     unsigned int count, items, edges;
 } level_stats;
@@ -47,15 +51,26 @@ typedef struct {
     int v, chunk; /* edges row_ptr[v] + chunk * CHUNK onwards, at most CHUNK of them */
 } hub_item;
 
+/* Everything the kernel works on, passed by value. The queues, hub lists and bitmaps ping-pong
+ * between levels; they are written inside the kernel, so they are read with ordinary coherent
+ * loads, never through the read-only path (no __restrict__ const on them). */
+typedef struct {
+    const int *row_ptr, *col, *source;
+    int *level;
+    int *queue[2];           /* ordinary frontier vertices, n each */
+    hub_item *hubs[2];       /* frontier hub items, max_items each */
+    unsigned int *bitmap[2]; /* frontier bitmaps for bottom-up levels */
+    level_stats *stats;      /* [4]: three rotating level slots and the switch slot */
+    int n, n_words;
+    long long nnz;
+} bfs_args;
+
 typedef struct {
     int64_t n, nnz;
-    int n_words;             /* 32-bit words of a frontier bitmap */
-    int64_t max_items;       /* hub items a frontier can hold */
-    int *queue[2];           /* ordinary frontier vertices, n each; a level reads one, writes the other */
-    hub_item *hubs[2];       /* frontier hub items, max_items each, same ping-pong */
-    unsigned int *bitmap[2]; /* frontier bitmaps for bottom-up levels, same ping-pong */
-    level_stats *d_stats;    /* [4]: three rotating level slots (see st_run) and the switch slot */
-    level_stats *h_stats;    /* pinned, so the copy back is a real async copy */
+    int n_words;       /* 32-bit words of a frontier bitmap */
+    int64_t max_items; /* hub items a frontier can hold */
+    int blocks;        /* the cooperative grid: what fits on the device at once, or fewer */
+    bfs_args a;        /* buffers; st_run fills in the tensors */
 } bfs_ctx;
 
 static int cfg_get(const st_config *cfg, const char *name, int64_t *v) {
@@ -174,49 +189,28 @@ __device__ __forceinline__ void warp_walk(int b, int e, const int *col, int next
 
 __device__ __forceinline__ void clear_stats(level_stats *s) { s->count = s->items = s->edges = 0; }
 
+/* x[i] for i in {0, 1} without indexing the kernel's parameter struct, which would copy it to the
+ * stack */
+template <typename T> __device__ __forceinline__ T pick(int i, T x0, T x1) { return i ? x1 : x0; }
+
 // ----------------------------------------------------------------------------
-// kernels
+// one level of each kind; every thread of the grid calls, and the caller's barrier ends it
 
-/* Outputs arrive poisoned: every level starts unvisited, except the source, which is read from
- * device memory here rather than copied to the host. The source becomes level -1's output (a
- * queue entry, or a hub's items); an out-of-range source queues nothing and leaves all -1. */
-__global__ void init_kernel(int *level, const int *row_ptr, const int *source, int n, int *queue,
-                            hub_item *hubs, level_stats *src_stats, level_stats *stats_next) {
-    const int v = blockIdx.x * blockDim.x + threadIdx.x;
-    const int src = *source;
-    if (v < n) level[v] = v == src ? 0 : -1;
-    if (v == 0) {
-        clear_stats(src_stats);
-        clear_stats(stats_next);
-        if (src >= 0 && src < n) {
-            const int deg = row_ptr[src + 1] - row_ptr[src];
-            if (deg < HUB_DEGREE) {
-                queue[0] = src;
-                src_stats->count = 1;
-            } else {
-                for (int c = 0; c * CHUNK < deg; c++) hubs[c] = {src, c};
-                src_stats->items = (deg + CHUNK - 1) / CHUNK;
-            }
-        }
-    }
-}
-
-/* Blocks [0, queue_blocks) deal out the queue, per_warp entries to a warp; the blocks after them
- * take the hub items grid-stride, one warp per item. The input sizes come from `in` on the
- * device; the host sizes the grid from its copy of them (an upper bound), and warps beyond them
- * find nothing to do. */
-__global__ void __launch_bounds__(THREADS)
-top_down_kernel(const int *__restrict__ row_ptr, const int *__restrict__ col, int *level,
-                const int *q_in, const hub_item *hubs_in, const level_stats *in, int *q_out,
-                hub_item *hubs_out, level_stats *out, level_stats *out_next, int next_level, int n,
-                int queue_blocks, int per_warp) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (blockIdx.x == 0 && threadIdx.x == 0) clear_stats(out_next);
+/* Top-down: the queue is dealt out per_warp entries to a warp, grid-stride over the grid's warps,
+ * then the hub items, one warp each, starting at the warps that got one queue task fewer. */
+__device__ void top_down_level(const int *__restrict__ row_ptr, const int *__restrict__ col, int *level,
+                               const int *q_in, const hub_item *hubs_in, int q_count, int n_items,
+                               int *q_out, hub_item *hubs_out, level_stats *out, int next_level, int n,
+                               int per_warp) {
+    const int lane = threadIdx.x & 31;
+    const int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int n_warps = (int)((gridDim.x * blockDim.x) >> 5);
+    const int tasks = (q_count + per_warp - 1) / per_warp;
     unsigned int edges = 0;
 
-    if ((int)blockIdx.x < queue_blocks) {
-        const int i = (blockIdx.x * WARPS + warp) * per_warp + lane;
-        const int u = lane < per_warp && i < (int)in->count ? q_in[i] : -1;
+    for (int t = warp; t < tasks; t += n_warps) {
+        const int i = t * per_warp + lane;
+        const int u = lane < per_warp && i < q_count ? q_in[i] : -1;
         int beg = 0, end = 0;
         if (u >= 0 && u < n) { beg = row_ptr[u]; end = row_ptr[u + 1]; }
 
@@ -234,8 +228,8 @@ top_down_kernel(const int *__restrict__ row_ptr, const int *__restrict__ col, in
         const int deg = end - beg;
         int incl = deg;
         for (int off = 1; off < 32; off <<= 1) {
-            const int t = __shfl_up_sync(FULL_MASK, incl, off);
-            if (lane >= off) incl += t;
+            const int x = __shfl_up_sync(FULL_MASK, incl, off);
+            if (lane >= off) incl += x;
         }
         const int excl = incl - deg;
         const int total = __shfl_sync(FULL_MASK, incl, 31);
@@ -247,84 +241,176 @@ top_down_kernel(const int *__restrict__ row_ptr, const int *__restrict__ col, in
             const int ob = __shfl_sync(FULL_MASK, beg, owner), oe = __shfl_sync(FULL_MASK, excl, owner);
             visit(k < total ? col[ob + k - oe] : -1, next_level, level, row_ptr, q_out, hubs_out, out, &edges);
         }
-    } else {
-        const int first = (blockIdx.x - queue_blocks) * WARPS + warp;
-        const int stride = (gridDim.x - queue_blocks) * WARPS;
-        for (int it = first; it < (int)in->items; it += stride) {
-            const hub_item h = hubs_in[it];
-            const int b = row_ptr[h.v] + h.chunk * CHUNK, e = min(row_ptr[h.v + 1], b + CHUNK);
-            warp_walk(b, e, col, next_level, level, row_ptr, q_out, hubs_out, out, &edges);
-        }
+    }
+
+    for (int it = (warp + n_warps - tasks % n_warps) % n_warps; it < n_items; it += n_warps) {
+        const hub_item h = hubs_in[it];
+        const int b = row_ptr[h.v] + h.chunk * CHUNK, e = min(row_ptr[h.v + 1], b + CHUNK);
+        warp_walk(b, e, col, next_level, level, row_ptr, q_out, hubs_out, out, &edges);
     }
 
     edges = warp_sum(edges);
     if (lane == 0 && edges) atomicAdd(&out->edges, edges);
 }
 
-/* G lanes per vertex: each step the group tests G consecutive neighbours against the frontier
- * bitmap and stops at the first hit. Only the group's first lane writes level[v], and the
- * frontier is read from the bitmap, so there are no races. A block covers THREADS / G vertices,
- * whole words of the next bitmap, which it assembles in shared memory and writes without atomics
- * (and without clearing it first). No queue is written: the host asks for one only when it goes
- * back to top-down. */
+/* Bottom-up, G lanes per vertex: each step the group tests G consecutive neighbours against the
+ * frontier bitmap and stops at the first hit. Only the group's first lane writes level[v], and the
+ * frontier is read from the bitmap, so there are no races. Each pass of the block covers
+ * THREADS / G vertices, whole words of the next bitmap, which it assembles in shared memory and
+ * writes without atomics (and without clearing it first). No queue is written: one is built only
+ * on the way back to top-down. */
 template <int G>
-__global__ void __launch_bounds__(THREADS)
-bottom_up_kernel(const int *__restrict__ row_ptr, const int *__restrict__ col, int *level,
-                 const unsigned int *__restrict__ frontier, unsigned int *next_frontier,
-                 level_stats *out, level_stats *out_next, int cur_level, int n, int n_words) {
+__device__ void bottom_up_level(const int *__restrict__ row_ptr, const int *__restrict__ col, int *level,
+                                const unsigned int *frontier, unsigned int *next_frontier,
+                                level_stats *out, int cur_level, int n, int n_words) {
     constexpr int PER_BLOCK = THREADS / G, WORDS = PER_BLOCK / 32;
     static_assert(PER_BLOCK % 32 == 0, "a block must cover whole bitmap words");
     __shared__ unsigned int s_words[WORDS];
     const int lane = threadIdx.x & 31, sub = threadIdx.x % G, slot = threadIdx.x / G;
-    const int v = blockIdx.x * PER_BLOCK + slot;
     const unsigned int group = (G == 32 ? FULL_MASK : (1u << G) - 1) << (lane / G * G);
-    if (blockIdx.x == 0 && threadIdx.x == 0) clear_stats(out_next);
-    if (threadIdx.x < WORDS) s_words[threadIdx.x] = 0;
+    const int passes = (n + PER_BLOCK - 1) / PER_BLOCK;
+    unsigned int count = 0, items = 0, edges = 0;
 
-    bool searching = v < n && level[v] == -1, found = false;
-    int b = 0, e = 0;
-    if (searching) { b = row_ptr[v]; e = row_ptr[v + 1]; }
-    for (int j0 = b; __any_sync(FULL_MASK, searching); j0 += G) {
-        const int j = j0 + sub;
-        int w = 0;
-        if (searching && j < e) w = col[j];
-        const bool hit = searching && j < e && (frontier[w >> 5] >> (w & 31) & 1u);
-        const unsigned int hits = __ballot_sync(FULL_MASK, hit) & group;
-        if (searching && (hits || j0 + G >= e)) {
-            found = hits != 0;
-            searching = false;
+    for (int pass = blockIdx.x; pass < passes; pass += gridDim.x) {
+        const int v = pass * PER_BLOCK + slot;
+        __syncthreads(); /* the previous pass has written out its words */
+        if (threadIdx.x < WORDS) s_words[threadIdx.x] = 0;
+
+        bool searching = v < n && level[v] == -1, found = false;
+        int b = 0, e = 0;
+        if (searching) { b = row_ptr[v]; e = row_ptr[v + 1]; }
+        for (int j0 = b; __any_sync(FULL_MASK, searching); j0 += G) {
+            const int j = j0 + sub;
+            int w = 0;
+            if (searching && j < e) w = col[j];
+            const bool hit = searching && j < e && (frontier[w >> 5] >> (w & 31) & 1u);
+            const unsigned int hits = __ballot_sync(FULL_MASK, hit) & group;
+            if (searching && (hits || j0 + G >= e)) {
+                found = hits != 0;
+                searching = false;
+            }
         }
+        __syncthreads();
+        const bool first = sub == 0 && found;
+        if (first) {
+            level[v] = cur_level + 1;
+            atomicOr(&s_words[slot >> 5], 1u << (slot & 31));
+        }
+        __syncthreads();
+        const int word = pass * WORDS + threadIdx.x;
+        if (threadIdx.x < WORDS && word < n_words) next_frontier[word] = s_words[threadIdx.x];
+        const int deg = first ? e - b : 0;
+        count += first && deg < HUB_DEGREE;
+        items += deg >= HUB_DEGREE ? (deg + CHUNK - 1) / CHUNK : 0;
+        edges += deg;
     }
-    __syncthreads();
-    const bool first = sub == 0 && found;
-    if (first) {
-        level[v] = cur_level + 1;
-        atomicOr(&s_words[slot >> 5], 1u << (slot & 31));
-    }
-    __syncthreads();
-    const int word = blockIdx.x * WORDS + threadIdx.x;
-    if (threadIdx.x < WORDS && word < n_words) next_frontier[word] = s_words[threadIdx.x];
-    const int deg = first ? e - b : 0;
-    block_add_stats(first && deg < HUB_DEGREE, deg >= HUB_DEGREE ? (deg + CHUNK - 1) / CHUNK : 0, deg, out);
+    block_add_stats(count, items, edges, out);
 }
 
-/* The frontier as a bitmap, for the first bottom-up level after top-down ones. */
-__global__ void __launch_bounds__(THREADS)
-level_bitmap_kernel(const int *level, int cur_level, unsigned int *bitmap, int n, int n_words) {
-    const int v = blockIdx.x * blockDim.x + threadIdx.x;
-    const unsigned int mask = __ballot_sync(FULL_MASK, v < n && level[v] == cur_level);
-    if ((threadIdx.x & 31) == 0 && (v >> 5) < n_words) bitmap[v >> 5] = mask;
+/* The frontier as a bitmap, for the first bottom-up level after top-down ones: one warp a word. */
+__device__ void level_bitmap(const int *level, int cur_level, unsigned int *bitmap, int n, int n_words) {
+    const int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int n_warps = (int)((gridDim.x * blockDim.x) >> 5);
+    for (int word = warp; word < n_words; word += n_warps) {
+        const int v = word * 32 + (threadIdx.x & 31);
+        const unsigned int mask = __ballot_sync(FULL_MASK, v < n && level[v] == cur_level);
+        if ((threadIdx.x & 31) == 0) bitmap[word] = mask;
+    }
 }
 
 /* The frontier as queues, for the first top-down level after bottom-up ones. */
-__global__ void __launch_bounds__(THREADS)
-level_queue_kernel(const int *level, const int *row_ptr, int cur_level, int *queue, hub_item *hubs,
-                   level_stats *out, int n) {
-    const int v = blockIdx.x * blockDim.x + threadIdx.x;
-    const bool take = v < n && level[v] == cur_level;
-    const int deg = take ? row_ptr[v + 1] - row_ptr[v] : 0;
-    block_append(take && deg < HUB_DEGREE, v, queue, &out->count);
-    warp_append_hub(take && deg >= HUB_DEGREE, v, deg, hubs, &out->items);
+__device__ void level_queue(const int *level, const int *row_ptr, int cur_level, int *queue,
+                            hub_item *hubs, level_stats *out, int n) {
+    const int passes = (n + THREADS - 1) / THREADS;
+    for (int pass = blockIdx.x; pass < passes; pass += gridDim.x) {
+        const int v = pass * THREADS + threadIdx.x;
+        const bool take = v < n && level[v] == cur_level;
+        const int deg = take ? row_ptr[v + 1] - row_ptr[v] : 0;
+        block_append(take && deg < HUB_DEGREE, v, queue, &out->count);
+        warp_append_hub(take && deg >= HUB_DEGREE, v, deg, hubs, &out->items);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the search
+
+/* Level L counts into slot L % 3 and clears slot (L + 1) % 3 for level L + 1. After the barrier
+ * that ends level L every thread reads slot L % 3, and nobody clears it before the barrier that
+ * ends level L + 1: no slot is cleared while it is read. Slot 3 receives the queues rebuilt at a
+ * switch back to top-down; it is cleared at the switch to bottom-up that must come first. */
+__global__ void __launch_bounds__(THREADS) bfs_kernel(bfs_args a) {
+    cg::grid_group grid = cg::this_grid();
+    const int n = a.n;
+    level_stats *slot = a.stats, *switch_slot = a.stats + 3;
+
+    /* Outputs arrive poisoned: every level starts unvisited, except the source. The source
+     * becomes level -1's output (a queue entry, or a hub's items); an out-of-range source queues
+     * nothing and leaves all -1. */
+    const int src = *a.source;
+    for (int v = blockIdx.x * blockDim.x + threadIdx.x; v < n; v += gridDim.x * blockDim.x)
+        a.level[v] = v == src ? 0 : -1;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        for (int i = 0; i < 4; i++) clear_stats(&slot[i]);
+        if (src >= 0 && src < n) {
+            const int deg = a.row_ptr[src + 1] - a.row_ptr[src];
+            if (deg < HUB_DEGREE) {
+                a.queue[0][0] = src;
+                slot[2].count = 1;
+            } else {
+                for (int c = 0; c * CHUNK < deg; c++) a.hubs[0][c] = {src, c};
+                slot[2].items = (deg + CHUNK - 1) / CHUNK;
+            }
+        }
+    }
+    grid.sync();
+
+    /* Every thread's own copy of the search's state, updated from the same counters after each
+     * barrier, so all threads take the same decisions. The source's edges are not counted. */
+    int q_count = (int)slot[2].count, n_items = (int)slot[2].items;
+    long long frontier = q_count + n_items, frontier_edges = 0;
+    long long unvisited_edges = a.nnz, unvisited = n - 1;
+    bool bottom_up = false;
+    int cur = 0; /* the frontier of the current level is queue/hubs/bitmap[cur] */
+    for (int lvl = 0; frontier > 0 && lvl < n; lvl++, cur ^= 1) {
+        level_stats *out = slot + lvl % 3;
+        if (!bottom_up && frontier_edges > unvisited_edges / ALPHA) {
+            bottom_up = true;
+            if (blockIdx.x == 0 && threadIdx.x == 0) clear_stats(switch_slot);
+            level_bitmap(a.level, lvl, pick(cur, a.bitmap[0], a.bitmap[1]), n, a.n_words);
+            grid.sync();
+        } else if (bottom_up && frontier < n / BETA) {
+            bottom_up = false;
+            level_queue(a.level, a.row_ptr, lvl, pick(cur, a.queue[0], a.queue[1]), pick(cur, a.hubs[0], a.hubs[1]),
+                        switch_slot, n);
+            grid.sync();
+            q_count = (int)switch_slot->count;
+            n_items = (int)switch_slot->items;
+        }
+        if (blockIdx.x == 0 && threadIdx.x == 0) clear_stats(slot + (lvl + 1) % 3);
+        const unsigned int *bitmap_in = pick(cur, a.bitmap[0], a.bitmap[1]);
+        unsigned int *bitmap_out = pick(cur, a.bitmap[1], a.bitmap[0]);
+        if (bottom_up && unvisited >= n / WIDE_FRACTION) {
+            bottom_up_level<WIDE>(a.row_ptr, a.col, a.level, bitmap_in, bitmap_out, out, lvl, n,
+                                  a.n_words);
+        } else if (bottom_up) {
+            bottom_up_level<1>(a.row_ptr, a.col, a.level, bitmap_in, bitmap_out, out, lvl, n,
+                               a.n_words);
+        } else {
+            /* about two 32-wide batches of edges per warp: enough lanes busy, short serial chains */
+            const long long avg_degree = frontier_edges / frontier;
+            int per_warp = 32;
+            while (per_warp > 1 && per_warp * avg_degree > 64) per_warp /= 2;
+            top_down_level(a.row_ptr, a.col, a.level, pick(cur, a.queue[0], a.queue[1]), pick(cur, a.hubs[0], a.hubs[1]),
+                           q_count, n_items, pick(cur, a.queue[1], a.queue[0]), pick(cur, a.hubs[1], a.hubs[0]), out, lvl + 1, n, per_warp);
+        }
+        grid.sync();
+        q_count = (int)out->count;
+        n_items = (int)out->items;
+        frontier = q_count + n_items;
+        frontier_edges = out->edges;
+        unvisited_edges -= frontier_edges;
+        unvisited -= frontier;
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -334,19 +420,18 @@ extern "C" void st_free(void *p) {
     if (!ctx) return;
     /* st_free has no way to report; a failing free here would only hide the real error. */
     for (int i = 0; i < 2; i++) {
-        cudaFree(ctx->queue[i]);
-        cudaFree(ctx->hubs[i]);
-        cudaFree(ctx->bitmap[i]);
+        cudaFree(ctx->a.queue[i]);
+        cudaFree(ctx->a.hubs[i]);
+        cudaFree(ctx->a.bitmap[i]);
     }
-    cudaFree(ctx->d_stats);
-    cudaFreeHost(ctx->h_stats);
+    cudaFree(ctx->a.stats);
     free(ctx);
 }
 
 static int init_ctx(bfs_ctx *ctx, const st_config *cfg, int32_t n_params) {
     int64_t deg;
     if (cfg_get(cfg, "n", &ctx->n) || cfg_get(cfg, "deg", &deg)) return 1;
-    /* counts are 32-bit on the device; the grid must cover n threads */
+    /* counts are 32-bit on the device, and so is the largest index a pass computes */
     if (n_params != 0 || ctx->n < 1 || deg < 0 || ctx->n * deg > INT32_MAX ||
         ctx->n > INT32_MAX - THREADS) {
         fprintf(stderr, "bfs expert: bad sizes or params (n=%lld deg=%lld, %d params)\n",
@@ -357,13 +442,34 @@ static int init_ctx(bfs_ctx *ctx, const st_config *cfg, int32_t n_params) {
     ctx->n_words = (int)((ctx->n + 31) / 32);
     /* a hub of degree d >= HUB_DEGREE makes ceil(d / CHUNK) <= d / CHUNK + 1 items */
     ctx->max_items = ctx->nnz / CHUNK + ctx->nnz / HUB_DEGREE + 1;
-    for (int i = 0; i < 2; i++) {
-        CUDA_CHECK(cudaMalloc(&ctx->queue[i], (size_t)ctx->n * sizeof(int)));
-        CUDA_CHECK(cudaMalloc(&ctx->hubs[i], (size_t)ctx->max_items * sizeof(hub_item)));
-        CUDA_CHECK(cudaMalloc(&ctx->bitmap[i], (size_t)ctx->n_words * sizeof(unsigned int)));
+
+    int dev, sms, coop, per_sm;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+    if (!coop) {
+        fprintf(stderr, "bfs expert: the device cannot launch cooperative kernels\n");
+        return 1;
     }
-    CUDA_CHECK(cudaMalloc(&ctx->d_stats, 4 * sizeof(level_stats)));
-    CUDA_CHECK(cudaMallocHost(&ctx->h_stats, sizeof(level_stats)));
+    /* A cooperative grid must be resident all at once. More blocks than the widest level has
+     * work for (WIDE lanes per vertex) would only make every barrier slower. */
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bfs_kernel, THREADS, 0));
+    if (per_sm < 1) {
+        fprintf(stderr, "bfs expert: the kernel does not fit on an SM\n");
+        return 1;
+    }
+    const int64_t useful = (ctx->n * WIDE + THREADS - 1) / THREADS;
+    ctx->blocks = (int)(useful < (int64_t)per_sm * sms ? useful : (int64_t)per_sm * sms);
+
+    for (int i = 0; i < 2; i++) {
+        CUDA_CHECK(cudaMalloc(&ctx->a.queue[i], (size_t)ctx->n * sizeof(int)));
+        CUDA_CHECK(cudaMalloc(&ctx->a.hubs[i], (size_t)ctx->max_items * sizeof(hub_item)));
+        CUDA_CHECK(cudaMalloc(&ctx->a.bitmap[i], (size_t)ctx->n_words * sizeof(unsigned int)));
+    }
+    CUDA_CHECK(cudaMalloc(&ctx->a.stats, 4 * sizeof(level_stats)));
+    ctx->a.n = (int)ctx->n;
+    ctx->a.n_words = ctx->n_words;
+    ctx->a.nnz = ctx->nnz;
     return 0;
 }
 
@@ -388,69 +494,13 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     if (check_vec(&in[0], "row_ptr", ctx->n + 1) || check_vec(&in[1], "col_idx", ctx->nnz) ||
         check_vec(&in[2], "source", 1) || check_vec(&out[0], "level", ctx->n))
         return 1;
-    const int *row_ptr = (const int *)in[0].data, *col = (const int *)in[1].data;
-    int *level = (int *)out[0].data;
-    const int n = (int)ctx->n, all_blocks = (n + THREADS - 1) / THREADS;
-    /* Level L reads its input sizes from slot (L + 2) % 3 (level L - 1's output), counts into
-     * slot L % 3 and clears slot (L + 1) % 3 for level L + 1: no memset between levels, and no
-     * slot is cleared while it is read. Slot 3 receives the queues rebuilt at a switch back. */
-    level_stats *slot = ctx->d_stats, *switch_slot = ctx->d_stats + 3;
-
-    init_kernel<<<all_blocks, THREADS, 0, stream>>>(level, row_ptr, (const int *)in[2].data, n,
-                                                    ctx->queue[0], ctx->hubs[0], slot + 2, slot);
-    CUDA_CHECK(cudaGetLastError());
-
-    /* The host's view of the current frontier: its queue and hub-item counts, its size and edges
-     * for the direction. Level 0's counts are guesses: the source is one queue entry or a few hub
-     * items, and eight blocks of warps take those (grid-stride, if there are more). */
-    unsigned int q_count = 1, hub_items = 8 * WARPS, frontier = 1;
-    int64_t frontier_edges = 0; /* the source's edges are not worth a copy */
-    int64_t unvisited_edges = ctx->nnz, unvisited = ctx->n - 1;
-    bool bottom_up = false;
-    int cur = 0; /* the frontier of the current level is queue/hubs/bitmap[cur] */
-    for (int lvl = 0; frontier > 0 && lvl < n; lvl++, cur ^= 1) {
-        level_stats *in_sizes = slot + (lvl + 2) % 3, *out_stats = slot + lvl % 3;
-        level_stats *next_stats = slot + (lvl + 1) % 3;
-        if (!bottom_up && frontier_edges > unvisited_edges / ALPHA) {
-            bottom_up = true;
-            level_bitmap_kernel<<<all_blocks, THREADS, 0, stream>>>(level, lvl, ctx->bitmap[cur], n, ctx->n_words);
-            CUDA_CHECK(cudaGetLastError());
-        } else if (bottom_up && frontier < (unsigned int)(n / BETA)) {
-            bottom_up = false;
-            CUDA_CHECK(cudaMemsetAsync(switch_slot, 0, sizeof(level_stats), stream));
-            level_queue_kernel<<<all_blocks, THREADS, 0, stream>>>(level, row_ptr, lvl, ctx->queue[cur],
-                                                                   ctx->hubs[cur], switch_slot, n);
-            CUDA_CHECK(cudaGetLastError());
-            in_sizes = switch_slot;
-        }
-        if (bottom_up && unvisited >= ctx->n / WIDE_FRACTION) {
-            const int blocks = (int)((ctx->n + THREADS / WIDE - 1) / (THREADS / WIDE));
-            bottom_up_kernel<WIDE><<<blocks, THREADS, 0, stream>>>(row_ptr, col, level, ctx->bitmap[cur],
-                ctx->bitmap[cur ^ 1], out_stats, next_stats, lvl, n, ctx->n_words);
-        } else if (bottom_up) {
-            bottom_up_kernel<1><<<all_blocks, THREADS, 0, stream>>>(row_ptr, col, level, ctx->bitmap[cur],
-                ctx->bitmap[cur ^ 1], out_stats, next_stats, lvl, n, ctx->n_words);
-        } else {
-            /* about two 32-wide batches of edges per warp: enough lanes busy, short serial chains */
-            const int64_t avg_degree = frontier_edges / frontier;
-            int per_warp = 32;
-            while (per_warp > 1 && per_warp * avg_degree > 64) per_warp /= 2;
-            const int queue_blocks = (int)((q_count + per_warp * WARPS - 1) / (per_warp * WARPS));
-            int hub_blocks = (int)((hub_items + WARPS - 1) / WARPS);
-            if (hub_blocks > MAX_HUB_BLOCKS) hub_blocks = MAX_HUB_BLOCKS;
-            top_down_kernel<<<queue_blocks + hub_blocks, THREADS, 0, stream>>>(row_ptr, col, level,
-                ctx->queue[cur], ctx->hubs[cur], in_sizes, ctx->queue[cur ^ 1], ctx->hubs[cur ^ 1],
-                out_stats, next_stats, lvl + 1, n, queue_blocks, per_warp);
-        }
-        CUDA_CHECK(cudaGetLastError());
-        CUDA_CHECK(cudaMemcpyAsync(ctx->h_stats, out_stats, sizeof(level_stats), cudaMemcpyDeviceToHost, stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        q_count = ctx->h_stats->count;
-        hub_items = ctx->h_stats->items;
-        frontier = q_count + hub_items;
-        frontier_edges = ctx->h_stats->edges;
-        unvisited_edges -= frontier_edges;
-        unvisited -= frontier;
-    }
+    bfs_args a = ctx->a;
+    a.row_ptr = (const int *)in[0].data;
+    a.col = (const int *)in[1].data;
+    a.source = (const int *)in[2].data;
+    a.level = (int *)out[0].data;
+    void *args[] = {(void *)&a};
+    CUDA_CHECK(cudaLaunchCooperativeKernel((const void *)bfs_kernel, dim3(ctx->blocks), dim3(THREADS), args,
+                                           0, stream));
     return 0;
 }
