@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/cpus.h"
 #include "store/bench.h"
 #include "queue/sweep.h"
 #include "store/sweep.h"
@@ -409,8 +410,8 @@ int cmd_bench(int argc, char **argv)
 		st_bench_db_close(db);
 		return ST_EXIT_ENV;
 	}
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int threads = a.jobs ? a.jobs : cpus < 1 ? 1 : cpus > 16 ? 16 : (int)cpus;
+	int cpus = st_cpus_usable();
+	int threads = a.jobs ? a.jobs : cpus > 16 ? 16 : cpus;
 	progress_state ps = {.t0 = st_now_s(), .tty = isatty(2), .quiet = a.quiet};
 	st_err err;
 	const char *qarch = a.queue_arch ? a.queue_arch : o.arch ? o.arch : host ? "host" : "sm_90a";

@@ -32,11 +32,11 @@ static void usage(FILE *f)
 	        "                   requests wait on the queue at once (default 32) (docs/queue.md)\n"
 	        "  --queue-arch A   with --queue: the arch whose workers take the jobs (default:\n"
 	        "                   --arch, else sm_90a; host with --backend host)\n"
-	        "  --workers N      host backend: workers (default: online CPUs)\n"
+	        "  --workers N      host backend: workers (default: the CPUs it may use)\n"
 	        "  --per-gpu N      cuda: workers per GPU (default 1); with more they overlap their\n"
 	        "                   correctness runs and take the GPU alone to time and profile;\n"
 	        "                   a runtime error seen while sharing is verified again alone\n"
-	        "  --compilers N    compile pool threads (default: half the online CPUs)\n"
+	        "  --compilers N    compile pool threads (default: half the CPUs it may use)\n"
 	        "  --warm TASKS     before listening, compile the reference, expert and hooks of\n"
 	        "                   these tasks (\"all\" or ids such as t1/softmax,t2/mlp_gelu)\n"
 	        "                   on every core, so their first requests compile only the\n"
@@ -63,7 +63,8 @@ static void usage(FILE *f)
 	        "  --profile        add the CUPTI profile to every verdict (costs a run)\n"
 	        "$STITCH_SERVE_TOKEN, when set: every /v1 request needs Authorization: Bearer <it>.\n"
 	        "verify options for every request (serve's own defaults: --min-time 100\n"
-	        "--max-rse 0.01, and no profile unless --profile):\n" ST_VERIFY_OPTS_HELP
+	        "--max-rse 0.01, no profile unless --profile, and --compare-threads the CPUs it\n"
+	        "may use shared out among the workers, at most 16 each):\n" ST_VERIFY_OPTS_HELP
 	        "\nexit: 0 after a drain, 2 bad options, 3 cannot listen or start\n");
 }
 

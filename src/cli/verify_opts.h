@@ -18,8 +18,8 @@
 	"  --max-rse X      stop when the relative standard error is below X (default 0.005)\n"     \
 	"  --max-samples N  cap on timed samples per solution (default 20000)\n"                    \
 	"  --timeout S      limit for one runner request: st_init, a call, a batch (default 120)\n" \
-	"  --compare-threads N  threads comparing outputs with the reference's (default: online\n" \
-	"                   CPUs, at most 16)\n"                                                      \
+	"  --compare-threads N  threads comparing outputs with the reference's (default: the\n"  \
+	"                   CPUs this process may use, at most 16)\n"                              \
 	"  --no-cache       compile even when the cache has the result\n"                             \
 	"  --no-sandbox     run solutions without the runner sandbox (verdicts flagged unsandboxed)\n" \
 	"  --no-policy      skip the static source check (flagged unchecked_source); for testing\n"   \

@@ -21,6 +21,7 @@
 
 #include "agents/agents.h"
 #include "common/clock.h"
+#include "common/cpus.h"
 #include "common/fs.h"
 #include "llm/llm.h"
 #include "metrics.h"
@@ -922,8 +923,7 @@ static st_status parse_gpus(st_service *s, st_err *err)
 		return ST_OK;
 	}
 	if (!strcmp(s->o.verify.backend, "host")) {
-		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		s->n_workers = s->o.workers > 0 ? s->o.workers : cpus > 0 ? (int)cpus : 1;
+		s->n_workers = s->o.workers > 0 ? s->o.workers : st_cpus_usable();
 		if (s->n_workers > MAX_WORKERS)
 			s->n_workers = MAX_WORKERS;
 		for (int i = 0; i < s->n_workers; i++) {
@@ -1035,6 +1035,13 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 	pthread_cond_init(&s->cv_work, NULL);
 	pthread_cond_init(&s->cv_done, NULL);
 	st_status st = parse_gpus(s, err);
+	/* The workers' verifies compare outputs at the same time: each takes its share of the
+	 * cores, so that a second GPU's workers do not slow the first's by oversubscribing them
+	 * (16 threads a verify, 4 verifies on 32 cores: 3.16 s a verify against 2.80 s with 2). */
+	if (!st && !o->queue_url && s->o.verify.threads <= 0) {
+		int share = st_cpus_usable() / s->n_workers;
+		s->o.verify.threads = share < 1 ? 1 : share > 16 ? 16 : share;
+	}
 	if (!st && o->judge_model) {
 		st_llm_model m;
 		st = st_llm_model_parse(o->judge_model, &m, err);
@@ -1065,10 +1072,10 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		st_service_stop(s);
 		return st;
 	}
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int cpus = st_cpus_usable();
 	/* Half the cores: the workers' verifies need the rest (runners, output comparisons), and
 	 * nvcc on every core slows them more than it speeds the pool. None with --queue. */
-	int compilers = o->compilers > 0 ? o->compilers : cpus > 1 ? (int)cpus / 2 : 1;
+	int compilers = o->compilers > 0 ? o->compilers : cpus > 1 ? cpus / 2 : 1;
 	if (o->queue_url)
 		compilers = 0;
 	if (compilers > MAX_WORKERS)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/cpus.h"
 #include "common/fs.h"
 #include "profile/ncu.h"
 #include "profile/profile_report.h"
@@ -2255,9 +2256,9 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	v.t_start = v.t_mark = st_now_s();
 	v.phases = json_object();
 	v.gpu_waits = json_object();
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int cpus = st_cpus_usable();
 	/* Comparing is the correctness phase's main cost on large outputs, and the runners wait. */
-	v.threads = o->threads > 0 ? o->threads : cpus < 1 ? 1 : cpus > 16 ? 16 : (int)cpus;
+	v.threads = o->threads > 0 ? o->threads : cpus > 16 ? 16 : cpus;
 	v.verdict = json_pack("{s:s,s:s,s:s,s:s}", "status", "ok", "reason", "", "task", task.id,
 	                      "solution", solution);
 	json_object_set_new(v.verdict, "backend", json_string(o->backend));
@@ -2299,6 +2300,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	}
 	json_object_set_new(v.verdict, "phases_s", v.phases);
 	json_object_set_new(v.verdict, "compare_s", json_real(v.compare_s));
+	json_object_set_new(v.verdict, "compare_threads", json_integer(v.threads));
 	if (o->gpu_lock) { /* inside the phases: waiting for other verifies to finish measuring */
 		json_object_set_new(v.verdict, "gpu_wait_s", json_real(v.gpu_wait_s));
 		json_object_set_new(v.verdict, "gpu_wait_by_phase_s", v.gpu_waits);

@@ -42,4 +42,18 @@ done
 verify "$WORK/one-thread.json" "$TASK" "$FIX/good.c" --compare-threads 1
 check "--compare-threads 1: ok (status $(field "$WORK/one-thread.json" status))" \
 	[ "$(field "$WORK/one-thread.json" status)" = ok ]
+threads() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("compare_threads"))' "$1" 2>&1; }
+check "--compare-threads 1: the verdict says 1 (got $(threads "$WORK/one-thread.json"))" \
+	[ "$(threads "$WORK/one-thread.json")" = 1 ]
+# By default as many as the CPUs the process may use (nproc reads the same mask), at most 16.
+want=$(nproc)
+[ "$want" -le 16 ] || want=16
+check "default comparison threads: $want (got $(threads "$WORK/v2.json"))" [ "$(threads "$WORK/v2.json")" = "$want" ]
+if command -v taskset >/dev/null; then
+	taskset -c 0 "$STITCH" verify --json "${FAST[@]}" --no-timing "$TASK" "$FIX/good.c" >"$WORK/pinned.json" 2>"$WORK/pinned.err"
+	check "pinned to one CPU: one comparison thread (got $(threads "$WORK/pinned.json"))" \
+		[ "$(threads "$WORK/pinned.json")" = 1 ]
+else
+	echo "skip: no taskset here, the affinity check is left out"
+fi
 finish

@@ -42,6 +42,12 @@ check "good: the verdict inside" [ "$(jget "$WORK/good.body" verdict.status)" = 
 check "good: a made-up id, also in X-Request-Id" \
 	grep -qi "^X-Request-Id: $(jget "$WORK/good.body" id)\$" "$WORK/good.hdr"
 check "good: seconds queued and total" [ -n "$(jget "$WORK/good.body" seconds.total)" ]
+# Two workers share the CPUs the server may use for their comparisons.
+share=$(( $(nproc) / 2 ))
+[ "$share" -ge 1 ] || share=1
+[ "$share" -le 16 ] || share=16
+check "good: compared with the worker's share of the CPUs, $share (got $(jget "$WORK/good.body" verdict.compare_threads))" \
+	[ "$(jget "$WORK/good.body" verdict.compare_threads)" = "$share" ]
 verdict wrong "$FIX/wrong.c"
 check "wrong: 200 (got $CODE)" [ "$CODE" = 200 ]
 check "wrong: status incorrect" [ "$(jget "$WORK/wrong.body" status)" = incorrect ]
