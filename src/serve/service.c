@@ -1036,8 +1036,8 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 	pthread_cond_init(&s->cv_done, NULL);
 	st_status st = parse_gpus(s, err);
 	/* The workers' verifies compare outputs at the same time: each takes its share of the
-	 * cores, so that a second GPU's workers do not slow the first's by oversubscribing them
-	 * (16 threads a verify, 4 verifies on 32 cores: 3.16 s a verify against 2.80 s with 2). */
+	 * cores, so that more workers (a second GPU's) never mean more comparison threads than
+	 * cores, which slowed every verify of the first GPU's workers too. */
 	if (!st && !o->queue_url && s->o.verify.threads <= 0) {
 		int share = st_cpus_usable() / s->n_workers;
 		s->o.verify.threads = share < 1 ? 1 : share > 16 ? 16 : share;
