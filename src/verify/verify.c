@@ -6,7 +6,8 @@
  * races and stale reads; then time all of them interleaved on the timed set and build the verdict.
  * An imported task (task.json "data") has no reference: its place is taken by the stored
  * outputs, which this process loads from the task's files into the reference's slot, and the
- * inputs of each seed are handed to the runners instead of generated.
+ * inputs of each seed are handed to the runners instead of generated; in the timing checks a
+ * runner of the built-in null solution (the harness alone) stands in for the reference.
  * Nothing of a solution ever runs in this process. */
 #include "common/paths.h"
 #include "stitch/stitch.h"
@@ -46,9 +47,10 @@
 #include "verify/runner.h"
 #include "verify/runner_pool.h"
 
-#define MAX_SOLS 3
+#define MAX_SOLS 4 /* reference (or stored outputs), expert, candidate, harness */
 #define MAX_TENSORS 64
 #define MAX_GAPS 256 /* timed batches whose parent-side overhead is kept, per solution */
+#define CALIB_BATCHES 32 /* the harness's null batches beside a candidate's, at most */
 
 typedef int (*validate_fn)(const st_config *, const st_tensor *, int32_t, const st_tensor *,
                            const st_tensor *, int32_t, char *, size_t);
@@ -64,6 +66,8 @@ typedef struct sol {
 	int trusted;
 	int stored;           /* the stored outputs of an imported task: a runner for the device's
 	                         figures, never a solution, never asked to run */
+	int calib;            /* the harness: the runner's null solution, timed beside the candidate
+	                         of an imported task (see add_calib), never checked */
 	st_compile_result cr;
 	st_runner runner;
 	int started;
@@ -111,6 +115,7 @@ typedef struct vctx {
 	sol sols[MAX_SOLS];
 	int n_sols;
 	int ref, cand, expert; /* indexes into sols; expert -1 when there is none */
+	int calib;             /* the harness's null solution, or -1 */
 	json_t *verdict;
 	json_t *correctness;
 	json_t *flags;
@@ -365,6 +370,24 @@ static st_status add_stored(vctx *v)
 	return ST_OK;
 }
 
+/* What the timing checks hold a candidate to is what the reference costs beside it: time past
+ * the stream's end event, and the parent's clock against the runner's. An imported task has no
+ * reference, so a runner with the runner's built-in null solution stands in: its calls are the
+ * harness's own work (fresh inputs, poison, flush, sync, round trips) and nothing else. Without
+ * it a runner whose clock the candidate rewrote from inside went unseen on imported tasks. */
+static void add_calib(vctx *v)
+{
+	sol *so = &v->sols[v->n_sols];
+	memset(so, 0, sizeof *so);
+	so->role = "harness";
+	so->path = strdup("(the runner's null solution)");
+	so->trusted = 1;
+	so->calib = 1;
+	so->shm_fd = -1;
+	snprintf(so->sha, sizeof so->sha, "null");
+	v->calib = v->n_sols++;
+}
+
 static const char *role_of(vctx *v, int i)
 {
 	return i == v->cand ? "candidate" : v->sols[i].role;
@@ -397,6 +420,11 @@ static st_status runner_failed(vctx *v, int i, const char *phase, st_status s, j
 	if (i == v->ref)
 		return st_err_set(err, ST_E_SYSTEM, "the reference failed (%s); cannot judge", reason);
 	v->sols[i].failed = 1;
+	if (i == v->calib) { /* the checks it serves are left out, and the verdict says so */
+		flag(v, "calibration_failed");
+		json_object_set_new(v->verdict, "calibration_failure", json_string(reason));
+		return ST_OK;
+	}
 	flag(v, "expert_failed");
 	json_object_set_new(v->verdict, "expert_failure", json_string(reason));
 	return ST_OK;
@@ -404,11 +432,23 @@ static st_status runner_failed(vctx *v, int i, const char *phase, st_status s, j
 
 static int usable(vctx *v, int i)
 {
-	if (i < 0 || v->sols[i].failed || v->sols[i].stored)
+	if (i < 0 || v->sols[i].failed || v->sols[i].stored || v->sols[i].calib)
 		return 0;
 	if (i == v->cand && v->verdict_final)
 		return 0;
 	return v->sols[i].runner.alive;
+}
+
+/* The harness's runner takes part in setup, timing and teardown only. */
+static int calib_ready(vctx *v)
+{
+	return v->calib >= 0 && !v->sols[v->calib].failed && v->sols[v->calib].runner.alive;
+}
+
+/* Usable, or the harness's runner when it is asked by name (a request of its own). */
+static int addressed(vctx *v, int i)
+{
+	return usable(v, i) || (i == v->calib && calib_ready(v));
 }
 
 /* Send the same request to every usable runner, then collect the replies: runners work in
@@ -420,7 +460,7 @@ static st_status broadcast(vctx *v, json_t *const *reqs, const int *fds, const c
 	gpu_use(v);
 	for (int i = 0; i < v->n_sols; i++) {
 		reps[i] = NULL;
-		if (!usable(v, i) || !reqs[i])
+		if (!reqs[i] || !addressed(v, i))
 			continue;
 		st_err e;
 		st_status s = st_runner_send(&v->sols[i].runner, reqs[i], fds ? fds[i] : -1, &e);
@@ -605,7 +645,7 @@ static st_status compile_all(vctx *v, const char *arch, st_err *err)
 	for (int i = 0; i < v->n_sols; i++) {
 		jobs[i].so = &v->sols[i];
 		jobs[i].status = ST_OK;
-		if (v->sols[i].stored)
+		if (v->sols[i].stored || v->sols[i].calib)
 			continue;
 		jobs[i].opts = solution_compile_opts(t, co, v->sols[i].trusted);
 		started[i] = pthread_create(&threads[i], NULL, compile_thread, &jobs[i]) == 0;
@@ -617,7 +657,7 @@ static st_status compile_all(vctx *v, const char *arch, st_err *err)
 			pthread_join(threads[i], NULL);
 	for (int i = 0; i < v->n_sols; i++) {
 		sol *so = &v->sols[i];
-		if (so->stored)
+		if (so->stored || so->calib)
 			continue;
 		if (jobs[i].status) {
 			*err = jobs[i].err;
@@ -1102,7 +1142,8 @@ static st_status run_seed(vctx *v, const layout *L, const st_size_set *set, int 
 		return s;
 	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
 	for (int i = 0; i < v->n_sols; i++)
-		reqs[i] = json_pack("{s:s,s:I,s:i,s:i,s:b,s:b}", "op", "run", "seed", (json_int_t)seed,
+		reqs[i] = i == v->calib ? NULL
+		        : json_pack("{s:s,s:I,s:i,s:i,s:b,s:b}", "op", "run", "seed", (json_int_t)seed,
 		                    "set", k % 2, "slot", 0, "dump_inputs", need_inputs && i == v->ref,
 		                    "given", v->stored);
 	char phase[128];
@@ -1239,21 +1280,26 @@ static json_t *stats_json(const st_stats *s)
 }
 
 /* Interleave batches of samples of every usable solution until each meets the stop rule, so that
- * slow drift (clocks, temperature, neighbours) affects all of them alike. */
+ * slow drift (clocks, temperature, neighbours) affects all of them alike. The harness's null
+ * solution, where there is one, takes a short batch beside each of the candidate's while the
+ * candidate is timed, CALIB_BATCHES at most: enough for its per-call overhead, no stop rule of
+ * its own (its calls take no time, so 0.3 s of them would be thousands of flushes). */
 static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
 {
 	int order[MAX_SOLS], n = 0;
-	int cand_first[MAX_SOLS] = {v->cand, v->ref, v->expert};
+	int cand_first[MAX_SOLS] = {v->cand, v->ref, v->expert, v->calib};
 	for (int k = 0; k < MAX_SOLS; k++) {
 		int i = cand_first[k], dup = 0;
 		for (int m = 0; m < n; m++)
 			dup |= order[m] == i;
-		if (i >= 0 && !dup && usable(v, i))
+		if (i >= 0 && !dup && addressed(v, i))
 			order[n++] = i;
 	}
-	progress(v, "timing on set %s (%d solution%s, interleaved)", set->label, n, n > 1 ? "s" : "");
+	int shown = n - (v->calib >= 0 && addressed(v, v->calib));
+	progress(v, "timing on set %s (%d solution%s, interleaved%s)", set->label, shown,
+	         shown > 1 ? "s" : "", shown < n ? ", beside the harness's null calls" : "");
 	for (int m = 0; m < n; m++) /* warm-up: caches, clocks, lazy module loading */
-		if (usable(v, order[m])) {
+		if (addressed(v, order[m])) {
 			st_status s = time_batch(v, order[m], 3, 1, err);
 			if (s)
 				return s;
@@ -1269,11 +1315,13 @@ static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
 		left = 0;
 		for (int m = 0; m < n; m++) {
 			sol *so = &v->sols[order[m]];
-			if (so->timing_done || !usable(v, order[m]))
+			if (so->timing_done || !addressed(v, order[m]))
 				continue;
 			st_stats st;
 			st_stats_compute(so->samples, so->n_samples, &st);
-			if (st_stop_reached(&st, &v->o->stop, so->timing_wall_ms)) {
+			const sol *c = &v->sols[v->cand];
+			if (so->calib ? c->timing_done || !usable(v, v->cand) || so->n_gaps >= CALIB_BATCHES
+			              : st_stop_reached(&st, &v->o->stop, so->timing_wall_ms)) {
 				so->timing_done = 1;
 				continue;
 			}
@@ -1286,7 +1334,7 @@ static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
 			double est = st.median > 0 ? st.median : 1;
 			if (so->n_samples && so->timing_wall_ms / so->n_samples > est)
 				est = so->timing_wall_ms / so->n_samples;
-			double want = 25.0 / est;
+			double want = (so->calib ? 8.0 : 25.0) / est;
 			int room = v->o->stop.max_samples - so->n_samples;
 			int cap = room < 1 ? 1 : room < 2000 ? room : 2000;
 			int batch = !(want >= 1) ? 1 : want > cap ? cap : (int)want;
@@ -1327,8 +1375,12 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 	json_object_set_new(timing, "set", json_string(set->label));
 	json_object_set_new(timing, "sizes", sizes_json(set));
 	double med[MAX_SOLS] = {0};
+	/* Against what the candidate's timing is held: the reference, timed beside it, or for an
+	 * imported task the harness's null calls (add_calib). */
+	int held_to = v->sols[v->ref].n_samples ? v->ref
+	            : v->calib >= 0 && v->sols[v->calib].n_samples ? v->calib : v->ref;
 	for (int i = 0; i < v->n_sols; i++) {
-		if (!v->sols[i].n_samples)
+		if (!v->sols[i].n_samples || v->sols[i].calib)
 			continue;
 		st_stats st;
 		st_stats_compute(v->sols[i].samples, v->sols[i].n_samples, &st);
@@ -1344,11 +1396,12 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 		 * adds (a loaded host preempts the host backend's runners): the candidate may stretch
 		 * as much as the reference does, never more. */
 		double stretch = 1.0, ref_beyond = 0;
-		if (i == v->cand && v->cand != v->ref && v->sols[v->ref].n_samples) {
+		if (i == v->cand && v->cand != v->ref && v->sols[held_to].n_samples) {
 			st_stats rs;
-			st_stats_compute(v->sols[v->ref].samples, v->sols[v->ref].n_samples, &rs);
+			st_stats_compute(v->sols[held_to].samples, v->sols[held_to].n_samples, &rs);
 			if (rs.median > 0 && rs.wall_median > rs.median) {
-				stretch = rs.wall_median / rs.median;
+				/* a null call's ratio says nothing of how a real one stretches */
+				stretch = held_to == v->calib ? 1.0 : rs.wall_median / rs.median;
 				ref_beyond = rs.wall_median - rs.median;
 			}
 		}
@@ -1361,8 +1414,9 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 		    (st.wall_median > 1.5 * st.median * stretch + 0.1 ||
 		     beyond > 1.5 * ref_beyond + 0.01 + 0.05 * st.median))
 			fail(v, "hacking", "timed calls took %.4f ms to a whole-device sync but only %.4f ms "
-			     "on the solution's stream (the reference: %.4f ms past its stream's end): work "
-			     "runs where the timer cannot see it", st.wall_median, st.median, ref_beyond);
+			     "on the solution's stream (the %s: %.4f ms past its stream's end): work "
+			     "runs where the timer cannot see it", st.wall_median, st.median,
+			     v->sols[held_to].role, ref_beyond);
 	}
 	/* The parent's own clock. Per timed call, the time a batch took beyond the wall times the
 	 * runner reported is the harness's own work (fresh inputs, poison, flush, round trips), the
@@ -1375,7 +1429,7 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 	 * median time by little (within the lower half of its honest spread). */
 	if (v->cand != v->ref && !v->verdict_final) {
 		double gap[2] = {0, 0};
-		const sol *two[2] = {&v->sols[v->cand], &v->sols[v->ref]};
+		const sol *two[2] = {&v->sols[v->cand], &v->sols[held_to]};
 		for (int k = 0; k < 2; k++)
 			if (two[k]->n_gaps) {
 				double g[MAX_GAPS];
@@ -1384,14 +1438,15 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 			}
 		if (two[0]->n_gaps && two[1]->n_gaps) {
 			json_object_set_new(timing, "parent_overhead_ms",
-			                    json_pack("{s:f,s:f}", "candidate", gap[0], "reference", gap[1]));
+			                    json_pack("{s:f,s:f}", "candidate", gap[0], two[1]->role, gap[1]));
 			/* Slack: half the reference's overhead again, 50 us of scheduling noise, and 2 ms
 			 * per round trip (a slow candidate's batches are single calls). */
 			double allowed = 1.5 * gap[1] + 0.05 + 2.0 * two[0]->n_batches / two[0]->n_samples;
 			if (!two[0]->trusted && gap[0] > allowed)
 				fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond what the "
-				     "runner reported (the reference: %.4f ms; allowed %.4f): the runner's "
-				     "timing was tampered with from inside", gap[0], gap[1], allowed);
+				     "runner reported (the %s: %.4f ms; allowed %.4f): the runner's "
+				     "timing was tampered with from inside", gap[0], two[1]->role, gap[1],
+				     allowed);
 		}
 	}
 	/* A solution that is both (e.g. the expert verified as a candidate) reports under each name. */
@@ -1647,7 +1702,7 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 	st_status s = ST_OK;
 	for (int i = 0; i < v->n_sols && !s; i++) {
 		fds[i] = -1;
-		if (!usable(v, i) && !v->sols[i].stored)
+		if (!addressed(v, i) && !v->sols[i].stored)
 			continue;
 		s = map_shm(&v->sols[i], L.total, err);
 		if (v->sols[i].stored)
@@ -1700,7 +1755,7 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		gpu_release(v);
 	json_t *td = json_pack("{s:s}", "op", "teardown");
 	for (int i = 0; i < v->n_sols; i++)
-		reqs[i] = usable(v, i) ? td : NULL;
+		reqs[i] = addressed(v, i) ? td : NULL;
 	if (!s)
 		s = broadcast(v, reqs, NULL, "st_free", v->o->timeout_s, reps, err);
 	free_reps(reps, v->n_sols);
@@ -1929,6 +1984,8 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	/* A candidate is untrusted even when it is byte-identical to a shipped solution: it links only
 	 * what the task's policy allows. The benchmark, which runs the shipped experts, says otherwise. */
 	v->sols[v->cand].trusted = o->candidate_trusted;
+	if (v->stored && o->timing && !o->candidate_trusted)
+		add_calib(v);
 
 	/* With kept runners and the arch known (stitch serve), compile first: what is compiled names
 	 * the loaded runners to look for, and compiling is a cache hit there anyway. Otherwise the
@@ -1972,16 +2029,20 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 		if (v->sols[i].stored || v->sols[i].loaded)
 			continue;
 		/* Each runner loads its own private copies: the cache, which holds every other
-		 * solution, stays out of its reach. */
+		 * solution, stays out of its reach. The harness's loads its built-in null solution. */
 		char so_path[700], hooks_path[700];
-		s = st_runner_copy_in(&v->sols[i].runner, v->sols[i].cr.so_path, "solution.so", so_path,
-		                      sizeof so_path, err);
+		int null = v->sols[i].calib;
+		s = null ? ST_OK
+		         : st_runner_copy_in(&v->sols[i].runner, v->sols[i].cr.so_path, "solution.so",
+		                             so_path, sizeof so_path, err);
 		if (!s && v->hooks_so[0])
 			s = st_runner_copy_in(&v->sols[i].runner, v->hooks_so, "task.so", hooks_path,
 			                      sizeof hooks_path, err);
 		if (s)
 			return st_err_wrap(err, ST_E_SYSTEM, "preparing the %s runner", role_of(v, i));
-		json_t *req = json_pack("{s:s,s:s}", "op", "load", "solution", so_path), *rep = NULL;
+		json_t *req = null ? json_pack("{s:s,s:b}", "op", "load", "null", 1)
+		                   : json_pack("{s:s,s:s}", "op", "load", "solution", so_path);
+		json_t *rep = NULL;
 		if (v->hooks_so[0])
 			json_object_set_new(req, "hooks", json_string(hooks_path));
 		st_err e;
@@ -2252,6 +2313,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	v.task = &task;
 	v.o = o;
 	v.expert = -1;
+	v.calib = -1;
 	v.seed_state = o->seed;
 	v.t_start = v.t_mark = st_now_s();
 	v.phases = json_object();
