@@ -52,6 +52,9 @@ typedef struct st_verify_opts {
 	struct st_runner_pool *runner_pool; /* runners kept between verifies (src/verify/
 	                              runner_pool.h; stitch serve), or NULL: every verify starts its
 	                              own and stops them after */
+	struct st_shm_cache *shm_cache; /* shared-memory blocks kept between the verifies of one
+	                              thread (src/verify/shm_cache.h; stitch serve's workers), or
+	                              NULL: every verify makes and frees its own */
 	int keep_samples;          /* 1: every timed sample goes into the verdict as
 	                              timing.<role>.raw: [[ms, wall_ms, sm_mhz, throttled], ...] */
 	/* Progress lines for a person watching; NULL for none. */

@@ -31,6 +31,7 @@
 #include "verify/runner.h"
 #include "verify/gpu_share.h"
 #include "verify/runner_pool.h"
+#include "verify/shm_cache.h"
 #include "queue/queue.h"
 #include "warm.h"
 
@@ -418,12 +419,16 @@ static void *worker_main(void *arg)
 	job *j;
 	st_queue q;
 	int q_open = 0;
+	/* The worker's shared-memory blocks, kept from one verify to the next (NULL if out of
+	 * memory: every verify makes its own, as before). */
+	st_shm_cache *shm = s->o.queue_url ? NULL : st_shm_cache_new();
 	while ((j = take_run(s, s->gpu_of[w->index]))) {
 		j->t_start = st_now_s();
 		st_verify_opts o = s->o.verify;
 		o.devices = s->devices[w->index][0] ? s->devices[w->index] : NULL;
 		o.gpu_lock = s->gpu_of[w->index] >= 0 ? &s->gpu_locks[s->gpu_of[w->index]] : NULL;
 		o.runner_pool = s->pool;
+		o.shm_cache = shm;
 		/* The arch the compile pool built for: known, the verify compiles before it takes
 		 * runners, and finds the kept ones by what it compiled. */
 		char known_arch[32];
@@ -465,6 +470,7 @@ static void *worker_main(void *arg)
 	}
 	if (q_open)
 		st_queue_close(&q);
+	st_shm_cache_free(shm);
 	return NULL;
 }
 

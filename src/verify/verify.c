@@ -46,6 +46,7 @@
 #include "verify/reply.h"
 #include "verify/runner.h"
 #include "verify/runner_pool.h"
+#include "verify/shm_cache.h"
 
 #define MAX_SOLS 4 /* reference (or stored outputs), expert, candidate, harness */
 #define MAX_TENSORS 64
@@ -84,6 +85,7 @@ typedef struct sol {
 	int shm_fd;
 	unsigned char *shm, *shm_map; /* shm: the current set's view of shm_map */
 	size_t shm_len, shm_cap;
+	size_t shm_dirty, shm_ready;  /* bytes that may have been written / are allocated */
 	/* timing */
 	st_sample *samples;
 	int n_samples, cap_samples;
@@ -129,6 +131,7 @@ typedef struct vctx {
 	int verdict_final;     /* the candidate's status is decided (a failure) */
 	double t_start, t_mark;
 	double compare_s;      /* spent comparing outputs (in the correctness and timing phases) */
+	int shm_made, shm_reused; /* shared-memory blocks made, and taken from o->shm_cache */
 	json_t *phases;        /* seconds spent per phase, for people who wonder where time goes */
 	const st_safetensors *params; /* --params (or an imported task's): where the params come
 	                               * from, or NULL */
@@ -765,25 +768,55 @@ static void unmap_shm(sol *so)
 	so->shm = NULL;
 }
 
-static void close_shm(sol *so)
+/* The block goes back to the caller's cache (stitch serve's worker), else it is freed. */
+static void close_shm(sol *so, st_shm_cache *cache)
 {
 	unmap_shm(so);
-	if (so->shm_map)
-		munmap(so->shm_map, so->shm_cap);
-	if (so->shm_fd >= 0)
-		close(so->shm_fd);
+	st_shm_block b = {so->shm_fd, so->shm_map, so->shm_cap, so->shm_dirty, so->shm_ready};
+	if (cache) {
+		st_shm_cache_give(cache, &b);
+	} else {
+		if (b.map)
+			munmap(b.map, b.cap);
+		if (b.fd >= 0)
+			close(b.fd);
+	}
 	so->shm_map = NULL;
 	so->shm_fd = -1;
-	so->shm_cap = 0;
+	so->shm_cap = so->shm_dirty = so->shm_ready = 0;
 }
 
 /* Shared memory of len bytes for solution so, mapped here, its first `alloc` bytes allocated
  * and mapped in now: a runner that maps them populated (MADV_POPULATE_WRITE) copies its outputs
  * in, and this process reads them, without a page fault per 4 KiB or 64 KiB, which on the H200
  * machines cost more than the copies themselves. */
-static st_status new_shm(sol *so, size_t len, size_t alloc, st_err *err)
+static st_status new_shm(vctx *v, sol *so, size_t len, size_t alloc, st_err *err)
 {
-	close_shm(so);
+	st_shm_cache *cache = v->o->shm_cache;
+	close_shm(so, cache);
+	st_shm_block b;
+	if (st_shm_cache_take(cache, len, &b)) {
+		v->shm_reused++;
+		so->shm_fd = b.fd;
+		so->shm_map = b.map;
+		so->shm_cap = b.cap;
+		so->shm_dirty = b.dirty;
+		so->shm_ready = b.ready;
+		/* An earlier request's tensors are none of an untrusted runner's business. */
+		if (!so->trusted && so->shm_dirty)
+			memset(so->shm_map, 0, so->shm_dirty);
+		so->shm_dirty = so->trusted ? so->shm_dirty : 0;
+		alloc = alloc < so->shm_cap ? alloc : so->shm_cap;
+		if (alloc > so->shm_ready) {
+			if (fallocate(so->shm_fd, 0, 0, (off_t)alloc) && errno != EOPNOTSUPP && errno != ENOSYS)
+				return st_err_set(err, ST_E_SYSTEM, "allocating %zu bytes of shared memory: %s",
+				                  alloc, strerror(errno));
+			(void)madvise(so->shm_map, alloc, MADV_POPULATE_READ);
+			so->shm_ready = alloc;
+		}
+		return ST_OK;
+	}
+	v->shm_made++;
 	so->shm_fd = memfd_create("stitch-tensors", MFD_CLOEXEC);
 	if (so->shm_fd < 0)
 		return st_err_set(err, ST_E_SYSTEM, "memfd_create: %s", strerror(errno));
@@ -803,19 +836,21 @@ static st_status new_shm(sol *so, size_t len, size_t alloc, st_err *err)
 	so->shm_cap = len;
 	if (alloc)
 		(void)madvise(m, alloc, MADV_POPULATE_READ); /* before Linux 5.14: faulted in later */
+	so->shm_ready = alloc;
 	return ST_OK;
 }
 
-static st_status map_shm(sol *so, size_t len, st_err *err)
+static st_status map_shm(vctx *v, sol *so, size_t len, st_err *err)
 {
 	unmap_shm(so);
 	if (so->shm_fd < 0 || so->shm_cap < len) {
-		st_status s = new_shm(so, len, 0, err);
+		st_status s = new_shm(v, so, len, 0, err);
 		if (s)
 			return s;
 	}
 	so->shm = so->shm_map;
 	so->shm_len = len;
+	so->shm_dirty = len > so->shm_dirty ? len : so->shm_dirty;
 	return ST_OK;
 }
 
@@ -1704,7 +1739,7 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		fds[i] = -1;
 		if (!addressed(v, i) && !v->sols[i].stored)
 			continue;
-		s = map_shm(&v->sols[i], L.total, err);
+		s = map_shm(v, &v->sols[i], L.total, err);
 		if (v->sols[i].stored)
 			continue; /* the stored outputs' memory: this process's alone */
 		fds[i] = v->sols[i].shm_fd;
@@ -1878,8 +1913,8 @@ static void reserve_shm(vctx *v)
 	}
 	for (int i = 0; i < v->n_sols && len; i++) {
 		st_err e;
-		if (new_shm(&v->sols[i], len, alloc[i], &e))
-			close_shm(&v->sols[i]);
+		if (new_shm(v, &v->sols[i], len, alloc[i], &e))
+			close_shm(&v->sols[i], NULL);
 	}
 }
 
@@ -2344,7 +2379,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 			                    o->devices, v.sols[i].loaded ? v.sols[i].pool_key : NULL);
 		else if (v.sols[i].started)
 			st_runner_stop(&v.sols[i].runner);
-		close_shm(&v.sols[i]);
+		close_shm(&v.sols[i], o->shm_cache);
 		st_compile_result_free(&v.sols[i].cr);
 		free(v.sols[i].samples);
 		free(v.sols[i].path);
@@ -2363,6 +2398,8 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	json_object_set_new(v.verdict, "phases_s", v.phases);
 	json_object_set_new(v.verdict, "compare_s", json_real(v.compare_s));
 	json_object_set_new(v.verdict, "compare_threads", json_integer(v.threads));
+	json_object_set_new(v.verdict, "shm_blocks",
+	                    json_pack("{s:i,s:i}", "made", v.shm_made, "reused", v.shm_reused));
 	if (o->gpu_lock) { /* inside the phases: waiting for other verifies to finish measuring */
 		json_object_set_new(v.verdict, "gpu_wait_s", json_real(v.gpu_wait_s));
 		json_object_set_new(v.verdict, "gpu_wait_by_phase_s", v.gpu_waits);

@@ -45,6 +45,8 @@ check "--compare-threads 1: ok (status $(field "$WORK/one-thread.json" status))"
 threads() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("compare_threads"))' "$1" 2>&1; }
 check "--compare-threads 1: the verdict says 1 (got $(threads "$WORK/one-thread.json"))" \
 	[ "$(threads "$WORK/one-thread.json")" = 1 ]
+# A verify on its own makes its shared memory and frees it (only serve's workers keep it).
+check "a lone verify makes its blocks" python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["shm_blocks"]; sys.exit(0 if b["made"] >= 2 and b["reused"] == 0 else 1)' "$WORK/one-thread.json"
 # By default as many as the CPUs the process may use (nproc reads the same mask), at most 16.
 want=$(nproc)
 [ "$want" -le 16 ] || want=16

@@ -48,6 +48,13 @@ share=$(( $(nproc) / 2 ))
 [ "$share" -le 16 ] || share=16
 check "good: compared with the worker's share of the CPUs, $share (got $(jget "$WORK/good.body" verdict.compare_threads))" \
 	[ "$(jget "$WORK/good.body" verdict.compare_threads)" = "$share" ]
+# A worker keeps its shared-memory blocks: of three verifies one after another on two workers,
+# the third finds a worker that has verified before, and takes its blocks instead of making them.
+verdict good2 "$FIX/good.c"
+verdict good3 "$FIX/good.c"
+check "third verify: every block reused (got $(jget "$WORK/good3.body" verdict.shm_blocks))" \
+	test "$(jget "$WORK/good3.body" verdict.shm_blocks.made)" = 0 -a "$(jget "$WORK/good3.body" verdict.shm_blocks.reused)" -ge 2
+check "third verify: still ok" [ "$(jget "$WORK/good3.body" verdict.status)" = ok ]
 verdict wrong "$FIX/wrong.c"
 check "wrong: 200 (got $CODE)" [ "$CODE" = 200 ]
 check "wrong: status incorrect" [ "$(jget "$WORK/wrong.body" status)" = incorrect ]
