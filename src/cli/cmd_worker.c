@@ -26,6 +26,7 @@
 #include "verify/peaks.h"
 #include "verify/runner.h"
 #include "verify/runner_pool.h"
+#include "verify/shm_cache.h"
 #include "verify_opts.h"
 
 #define MAX_PIPES 64
@@ -68,6 +69,7 @@ typedef struct pipe_ctx {
 	pthread_mutex_t mu;
 	char current[65];     /* the job it works on ("" when idle): its lease is kept alive */
 	long done, duplicates;
+	st_shm_cache *shm;    /* its verifies' shared-memory blocks, kept between jobs (or NULL) */
 } pipe_ctx;
 
 typedef struct worker {
@@ -154,6 +156,7 @@ static json_t *run_job(pipe_ctx *p, const st_queue_entry *e)
 		o.devices = p->devices[0] ? p->devices : NULL;
 		o.gpu_lock = p->gpu_lock;
 		o.runner_pool = w->pool;
+		o.shm_cache = p->shm;
 		if (!o.arch && strcmp(o.backend, "host"))
 			o.arch = w->arch;
 		st_verify_opts_apply(&o, json_object_get(job, "options"));
@@ -195,6 +198,7 @@ static void *pipe_main(void *arg)
 	q.retry_s = 1e9; /* a worker waits for Redis to come back, however long */
 	if (st_queue_group(&q, w->arch, &err))
 		say(w, "%s", err.msg);
+	p->shm = st_shm_cache_new();
 	double last_reclaim = 0;
 	while (!g_stop) {
 		if (st_now_s() - last_reclaim > 2) {
@@ -244,6 +248,8 @@ static void *pipe_main(void *arg)
 	}
 	st_queue_forget(&q, w->arch, p->consumer, &err);
 	st_queue_close(&q);
+	st_shm_cache_free(p->shm);
+	p->shm = NULL;
 	return NULL;
 }
 
