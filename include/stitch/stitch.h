@@ -53,8 +53,9 @@ typedef struct st_verify_opts {
 	                              runner_pool.h; stitch serve), or NULL: every verify starts its
 	                              own and stops them after */
 	struct st_shm_cache *shm_cache; /* shared-memory blocks kept between the verifies of one
-	                              thread (src/verify/shm_cache.h; stitch serve's workers), or
-	                              NULL: every verify makes and frees its own */
+	                              thread (src/verify/shm_cache.h; stitch serve's workers and
+	                              stitch worker's pipelines), or NULL: every verify makes and
+	                              frees its own */
 	int keep_samples;          /* 1: every timed sample goes into the verdict as
 	                              timing.<role>.raw: [[ms, wall_ms, sm_mhz, throttled], ...] */
 	/* Progress lines for a person watching; NULL for none. */
