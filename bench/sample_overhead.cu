@@ -1,7 +1,8 @@
 /* What one timed sample costs besides the solution's own work, piece by piece, on the local GPU:
  * NVML clock and throttle-reason reads, an idle stream sync, the 2 x L2 flush (by memset and by
- * the runner's fill kernel), poisoning and regenerating a 128 MiB tensor. The timing loop in backend_cuda.c pays these per sample, so
- * this is where a slow verify of a short kernel is explained. Prints medians in microseconds.
+ * the runner's fill kernel), poisoning and regenerating a 128 MiB tensor. The timing loop in
+ * backend_cuda.c pays these per sample, so this is where a slow verify of a short kernel is
+ * explained. Prints medians in microseconds.
  * Usage: stitch-bench-overhead [MiB]   (tensor size, default 128) */
 #include <cuda_runtime.h>
 #include <dlfcn.h>

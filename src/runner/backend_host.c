@@ -131,12 +131,11 @@ int rb_check(const char *after, int *fatal, char *err, size_t len)
 int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison, st_sample *s,
                    char *err, size_t len)
 {
-	(void)err;
-	(void)len;
 	static unsigned char v;
 	size_t written = 0;
 	for (int i = 0; i < n_poison; i++) {
-		memset(poison[i].p, 0xff, poison[i].bytes);
+		if (rb_poison(poison[i].p, poison[i].bytes, err, len))
+			return -1;
 		written += poison[i].bytes;
 	}
 	if (written < flush_len)

@@ -1088,7 +1088,7 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		compilers = MAX_WORKERS;
 	/* Before any thread and any stored request: nothing waits on the GPUs meanwhile, and the
 	 * service is not listening yet, so no client's clock runs. Every core is the compiler's. */
-	st = st_serve_warm(o, s->arch, cpus > 1 ? (int)cpus : 1, err);
+	st = st_serve_warm(o, s->arch, cpus, err);
 	if (st) {
 		st_service_stop(s);
 		return st;

@@ -358,18 +358,24 @@ static st_status add_sol(vctx *v, const char *role, const char *path, int truste
 	return ST_OK;
 }
 
-/* An imported task's stand-in for the reference: the stored outputs. */
-static st_status add_stored(vctx *v)
+/* A trusted stand-in of the harness's own, with no file to compile; *index names it. */
+static sol *add_stand_in(vctx *v, const char *role, const char *path, const char *sha, int *index)
 {
 	sol *so = &v->sols[v->n_sols];
 	memset(so, 0, sizeof *so);
-	so->role = "stored outputs";
-	so->path = strdup(v->task->data_check);
+	so->role = role;
+	so->path = strdup(path);
 	so->trusted = 1;
-	so->stored = 1;
 	so->shm_fd = -1;
-	snprintf(so->sha, sizeof so->sha, "stored");
-	v->ref = v->n_sols++;
+	snprintf(so->sha, sizeof so->sha, "%s", sha);
+	*index = v->n_sols++;
+	return so;
+}
+
+/* An imported task's stand-in for the reference: the stored outputs. */
+static st_status add_stored(vctx *v)
+{
+	add_stand_in(v, "stored outputs", v->task->data_check, "stored", &v->ref)->stored = 1;
 	return ST_OK;
 }
 
@@ -380,15 +386,7 @@ static st_status add_stored(vctx *v)
  * it a runner whose clock the candidate rewrote from inside went unseen on imported tasks. */
 static void add_calib(vctx *v)
 {
-	sol *so = &v->sols[v->n_sols];
-	memset(so, 0, sizeof *so);
-	so->role = "harness";
-	so->path = strdup("(the runner's null solution)");
-	so->trusted = 1;
-	so->calib = 1;
-	so->shm_fd = -1;
-	snprintf(so->sha, sizeof so->sha, "null");
-	v->calib = v->n_sols++;
+	add_stand_in(v, "harness", "(the runner's null solution)", "null", &v->calib)->calib = 1;
 }
 
 static const char *role_of(vctx *v, int i)
@@ -768,19 +766,13 @@ static void unmap_shm(sol *so)
 	so->shm = NULL;
 }
 
-/* The block goes back to the caller's cache (stitch serve's worker), else it is freed. */
+/* The block goes back to the caller's cache (stitch serve's worker); without one, or when the
+ * cache does not keep it, it is freed. */
 static void close_shm(sol *so, st_shm_cache *cache)
 {
 	unmap_shm(so);
 	st_shm_block b = {so->shm_fd, so->shm_map, so->shm_cap, so->shm_dirty, so->shm_ready};
-	if (cache) {
-		st_shm_cache_give(cache, &b);
-	} else {
-		if (b.map)
-			munmap(b.map, b.cap);
-		if (b.fd >= 0)
-			close(b.fd);
-	}
+	st_shm_cache_give(cache, &b);
 	so->shm_map = NULL;
 	so->shm_fd = -1;
 	so->shm_cap = so->shm_dirty = so->shm_ready = 0;
@@ -803,39 +795,32 @@ static st_status new_shm(vctx *v, sol *so, size_t len, size_t alloc, st_err *err
 		so->shm_dirty = b.dirty;
 		so->shm_ready = b.ready;
 		/* An earlier request's tensors are none of an untrusted runner's business. */
-		if (!so->trusted && so->shm_dirty)
+		if (!so->trusted && so->shm_dirty) {
 			memset(so->shm_map, 0, so->shm_dirty);
-		so->shm_dirty = so->trusted ? so->shm_dirty : 0;
-		alloc = alloc < so->shm_cap ? alloc : so->shm_cap;
-		if (alloc > so->shm_ready) {
-			if (fallocate(so->shm_fd, 0, 0, (off_t)alloc) && errno != EOPNOTSUPP && errno != ENOSYS)
-				return st_err_set(err, ST_E_SYSTEM, "allocating %zu bytes of shared memory: %s",
-				                  alloc, strerror(errno));
-			(void)madvise(so->shm_map, alloc, MADV_POPULATE_READ);
-			so->shm_ready = alloc;
+			so->shm_dirty = 0;
 		}
-		return ST_OK;
+	} else {
+		v->shm_made++;
+		so->shm_fd = memfd_create("stitch-tensors", MFD_CLOEXEC);
+		if (so->shm_fd < 0)
+			return st_err_set(err, ST_E_SYSTEM, "memfd_create: %s", strerror(errno));
+		if (ftruncate(so->shm_fd, (off_t)len))
+			return st_err_set(err, ST_E_SYSTEM, "ftruncate shared memory to %zu bytes: %s", len,
+			                  strerror(errno));
+		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, so->shm_fd, 0);
+		if (m == MAP_FAILED)
+			return st_err_set(err, ST_E_SYSTEM, "mmap %zu shared bytes: %s", len, strerror(errno));
+		so->shm_map = m;
+		so->shm_cap = len;
 	}
-	v->shm_made++;
-	so->shm_fd = memfd_create("stitch-tensors", MFD_CLOEXEC);
-	if (so->shm_fd < 0)
-		return st_err_set(err, ST_E_SYSTEM, "memfd_create: %s", strerror(errno));
-	if (ftruncate(so->shm_fd, (off_t)len))
-		return st_err_set(err, ST_E_SYSTEM, "ftruncate shared memory to %zu bytes: %s", len,
-		                  strerror(errno));
-	alloc = alloc < len ? alloc : len;
+	alloc = alloc < so->shm_cap ? alloc : so->shm_cap;
+	if (alloc <= so->shm_ready)
+		return ST_OK;
 	/* Only a speed-up: a file system without fallocate still faults the pages in. */
-	if (alloc && fallocate(so->shm_fd, 0, 0, (off_t)alloc) && errno != EOPNOTSUPP &&
-	    errno != ENOSYS)
+	if (fallocate(so->shm_fd, 0, 0, (off_t)alloc) && errno != EOPNOTSUPP && errno != ENOSYS)
 		return st_err_set(err, ST_E_SYSTEM, "allocating %zu bytes of shared memory: %s", alloc,
 		                  strerror(errno));
-	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, so->shm_fd, 0);
-	if (m == MAP_FAILED)
-		return st_err_set(err, ST_E_SYSTEM, "mmap %zu shared bytes: %s", len, strerror(errno));
-	so->shm_map = m;
-	so->shm_cap = len;
-	if (alloc)
-		(void)madvise(m, alloc, MADV_POPULATE_READ); /* before Linux 5.14: faulted in later */
+	(void)madvise(so->shm_map, alloc, MADV_POPULATE_READ); /* before Linux 5.14: faulted in later */
 	so->shm_ready = alloc;
 	return ST_OK;
 }

@@ -25,8 +25,9 @@
  * FILE is relative to --root (default: the current folder); EXPECTED is the verdict status, or
  * several separated by '|'; WEIGHT is any non-negative number (normalised over the lines); TASK,
  * where given, is the task id of that kind's requests (default: --task), so one stream of
- * requests can mix tasks the way an RL trainer's batch of rollouts does. The kind of request n is drawn from the weights by a hash of (--seed, n), so a run is the same
- * whatever the scheduling.
+ * requests can mix tasks the way an RL trainer's batch of rollouts does. The kind of request n
+ * is drawn from the weights by a hash of (--seed, n), so a run is the same whatever the
+ * scheduling.
  *
  * Ids are "load-<run>-<n>" (the run tag defaults to the pid and the time). Every request's code
  * gets a comment appended: with probability --reuse (default 0.5) the kind's shared variant for
