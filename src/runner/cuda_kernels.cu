@@ -42,11 +42,27 @@ template <> __device__ __forceinline__ long long convert<long long>(double v) { 
 template <> __device__ __forceinline__ signed char convert<signed char>(double v) { return sat<signed char>(v, -128, 127); }
 template <> __device__ __forceinline__ unsigned char convert<unsigned char>(double v) { return sat<unsigned char>(v, 0, 255); }
 
+/* Pair j's st_pair_key_hi, computed again only when j's upper half changes. */
+struct key_cache {
+	uint64_t top;
+	uint32_t hi;
+};
+__device__ __forceinline__ uint32_t key_hi(const fill_args &f, uint64_t j, key_cache &c)
+{
+	if (c.top != j >> 32) {
+		c.top = j >> 32;
+		c.hi = st_pair_key_hi(f.seed, j);
+	}
+	return c.hi;
+}
+
 /* The pair's two values. Narrow float types take float arithmetic: double conversions run at a
  * fraction of the float rate, and the generator must keep up with memory bandwidth. */
 template <typename T> struct pair_math {
-	static __device__ __forceinline__ void gen(const fill_args &f, uint64_t j, T out[2])
+	static __device__ __forceinline__ void gen(const fill_args &f, uint64_t j, key_cache &kc,
+	                                           T out[2])
 	{
+		(void)kc;
 		double v[2];
 		st_gen_pair(f.dist, f.a, f.b, f.lo, f.hi, f.seed, j, v);
 		out[0] = convert<T>(v[0]);
@@ -54,16 +70,17 @@ template <typename T> struct pair_math {
 	}
 };
 template <typename T> struct float_pair_math {
-	static __device__ __forceinline__ void gen(const fill_args &f, uint64_t j, T out[2])
+	static __device__ __forceinline__ void gen(const fill_args &f, uint64_t j, key_cache &kc,
+	                                           T out[2])
 	{
 		float v[2];
 		if (f.dist == 0) {
-			st_pair_normal(f.seed, j, v);
+			st_pair_normal_hi(f.seed, j, key_hi(f, j, kc), v);
 			v[0] = (float)f.a + (float)f.b * v[0];
 			v[1] = (float)f.a + (float)f.b * v[1];
 		} else if (f.dist == 1) {
 			uint32_t bits[2];
-			st_pair_bits(f.seed, j, bits);
+			st_pair_bits_hi(f.seed, j, key_hi(f, j, kc), bits);
 			v[0] = (float)f.a + (float)(f.b - f.a) * st_bits_uniform01(bits[0]);
 			v[1] = (float)f.a + (float)(f.b - f.a) * st_bits_uniform01(bits[1]);
 		} else {
@@ -96,11 +113,12 @@ template <typename T> struct alignas(4 * sizeof(T)) quad_of {
 template <typename T> __global__ void fill_kernel(T *dst, long long n, fill_args f, int vector)
 {
 	long long quads = (n + 3) / 4;
+	key_cache kc = {~0ull, 0};
 	for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < quads;
 	     q += (long long)gridDim.x * blockDim.x) {
 		quad_of<T> p;
-		pair_math<T>::gen(f, (uint64_t)(2 * q), p.v);
-		pair_math<T>::gen(f, (uint64_t)(2 * q + 1), p.v + 2);
+		pair_math<T>::gen(f, (uint64_t)(2 * q), kc, p.v);
+		pair_math<T>::gen(f, (uint64_t)(2 * q + 1), kc, p.v + 2);
 		if (vector && 4 * q + 3 < n) {
 			reinterpret_cast<quad_of<T> *>(dst)[q] = p;
 		} else {

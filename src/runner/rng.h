@@ -40,33 +40,50 @@ ST_HD uint32_t st_mix32(uint32_t x)
 	return x;
 }
 
+/* The part of pair j's key that comes from its upper 32 bits: one value for the first 2^32
+ * pairs, which a device loop computes once rather than per pair (the generator is bound by its
+ * arithmetic, not by memory). */
+ST_HD uint32_t st_pair_key_hi(uint64_t seed, uint64_t j)
+{
+	return st_mix32((uint32_t)(j >> 32) ^ (uint32_t)(seed >> 32));
+}
+
 /* Elements are made in pairs: pair j (elements 2j and 2j+1) takes 64 random bits, so one
  * Box-Muller step gives both of its normal values. Inputs are regenerated before every timed
- * call of an untrusted candidate, which is why the recipe is this cheap. */
-ST_HD void st_pair_bits(uint64_t seed, uint64_t j, uint32_t bits[2])
+ * call of an untrusted candidate, which is why the recipe is this cheap. `hi` is
+ * st_pair_key_hi(seed, j). */
+ST_HD void st_pair_bits_hi(uint64_t seed, uint64_t j, uint32_t hi, uint32_t bits[2])
 {
-	uint32_t k = (uint32_t)j ^ st_mix32((uint32_t)(j >> 32) ^ (uint32_t)(seed >> 32));
+	uint32_t k = (uint32_t)j ^ hi;
 	bits[0] = st_mix32(k ^ (uint32_t)seed);
 	bits[1] = st_mix32(bits[0] ^ 0x9e3779b9u ^ (uint32_t)(seed >> 32));
 }
 
-/* Uniform in (0, 1) from 24 random bits, never exactly 0 so log() is safe. */
+ST_HD void st_pair_bits(uint64_t seed, uint64_t j, uint32_t bits[2])
+{
+	st_pair_bits_hi(seed, j, st_pair_key_hi(seed, j), bits);
+}
+
+/* Uniform in (0, 1] from 24 random bits (the largest rounds to 1), never 0 so log() is safe. */
 ST_HD float st_bits_uniform01(uint32_t b)
 {
 	return ((float)(b >> 8) + 0.5f) * (1.0f / 16777216.0f);
 }
 
-/* The two standard normal values of pair j. The device uses its fast log and sincos (absolute
- * error near 1e-6, plenty for test inputs); host and device runners never share inputs, each
- * backend's reference makes its own expected outputs. */
-ST_HD void st_pair_normal(uint64_t seed, uint64_t j, float z[2])
+/* The two standard normal values of pair j (`hi` as for st_pair_bits_hi). The device uses its
+ * fast log, square root and sincos (absolute error near 1e-6, plenty for test inputs); host and
+ * device runners never share inputs, each backend's reference makes its own expected outputs.
+ * u1 may round to exactly 1, making the root's argument 0 (or, by the fast log, a hair below):
+ * it is held at 1e-30 at least, as 0 times the reciprocal root's infinity would be NaN. */
+ST_HD void st_pair_normal_hi(uint64_t seed, uint64_t j, uint32_t hi, float z[2])
 {
 	uint32_t b[2];
-	st_pair_bits(seed, j, b);
+	st_pair_bits_hi(seed, j, hi, b);
 	float u1 = st_bits_uniform01(b[0]), u2 = st_bits_uniform01(b[1]);
 	float s, c;
 #ifdef __CUDA_ARCH__
-	float r = sqrtf(-2.0f * __logf(u1));
+	float x = fmaxf(-2.0f * __logf(u1), 1e-30f);
+	float r = x * rsqrtf(x);
 	__sincosf(6.28318530718f * u2 - 3.14159265359f, &s, &c);
 #else
 	float r = sqrtf(-2.0f * logf(u1));
@@ -75,6 +92,11 @@ ST_HD void st_pair_normal(uint64_t seed, uint64_t j, float z[2])
 #endif
 	z[0] = r * c;
 	z[1] = r * s;
+}
+
+ST_HD void st_pair_normal(uint64_t seed, uint64_t j, float z[2])
+{
+	st_pair_normal_hi(seed, j, st_pair_key_hi(seed, j), z);
 }
 
 /* 64 random bits for element i on its own (integers wider than 32 bits). */

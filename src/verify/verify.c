@@ -1925,6 +1925,7 @@ static st_status acquire_runners(vctx *v, int compiled, st_err *err)
 			                                          &so->runner);
 		so->got = so->loaded ? "loaded" : so->from_pool ? "spare" : "started";
 		if (!so->from_pool) {
+			gpu_use(v); /* a starting runner opens the device */
 			st_status s = st_runner_start(&so->runner, o->backend, role_of(v, i), so->flags,
 			                              o->devices, err);
 			if (s)
@@ -2019,7 +2020,9 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 		if (s || v->verdict_final)
 			return s;
 	}
-	gpu_use(v); /* the runners open the device */
+	/* Runners from the pool already hold the device: until one is started or a request goes
+	 * out, this verify's work (wiping a reused block for the candidate) is the CPU's alone, and
+	 * another verify may measure meanwhile. */
 	if ((s = acquire_runners(v, compile_first, err)))
 		return s;
 	phase(v, "start");
@@ -2041,9 +2044,9 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 		phase(v, "compile");
 		if (s || v->verdict_final)
 			return s;
-		gpu_use(v); /* loading a module allocates on the device */
 		swap_in_loaded(v);
 	}
+	gpu_use(v); /* loading a module allocates on the device */
 
 	for (int i = 0; i < v->n_sols; i++) {
 		if (v->sols[i].stored || v->sols[i].loaded)
