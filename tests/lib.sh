@@ -19,7 +19,8 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/stitch-test.XXXXXX")
 export STITCH_CACHE_DIR="$WORK/cache"
 # bench records runs; never into the home folder of whoever runs the tests
 export STITCH_BENCH_DB="$WORK/bench.db"
-trap 'rm -rf "$WORK"' EXIT
+# KEEP_WORK=1 keeps the folder (verdicts, logs) for a look after a failure.
+[ -n "${KEEP_WORK:-}" ] || trap 'rm -rf "$WORK"' EXIT
 FAILED=0
 PASSED=0
 # Short timing: the host backend measures CPU time; these tests check behaviour, not speed.

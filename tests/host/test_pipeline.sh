@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole pipeline on the host backend: a correct solution passes over every size set with the
 # figures the verdict promises; the compile cache makes the second verify skip the compiler;
-# --samples puts every timed sample in the verdict; the bundled suite's host experts pass
-# `stitch bench --backend host`.
+# --samples puts every timed sample in the verdict; a broken expert is flagged without touching
+# the candidate's verdict; the bundled suite's host experts pass `stitch bench --backend host`.
 . "$(dirname "$0")/../lib.sh"
 
 verify "$WORK/v1.json" "$TASK" "$FIX/good.c" --sets small,eval,hidden --time-set eval
@@ -38,6 +38,20 @@ check "bench --backend host: exit 0 (got $rc; $(tail -n 3 "$WORK/bench.err"))" [
 for t in t1/softmax t1/gemm_bf16 t2/mlp_gelu t3/bfs; do
 	check "bench: $t ok" grep -q "^$t *ok " "$WORK/bench.out"
 done
+# A broken expert (its outputs one element off) is flagged, and the candidate's verdict stands:
+# the expert is a baseline, checked on each set's first seed.
+mkdir -p "$WORK/bx/t1"
+cp -r "$TASK" "$WORK/bx/t1/scale"
+cp "$FIX/wrong.c" "$WORK/bx/t1/scale/expert.c"
+verify "$WORK/bx.json" "$WORK/bx/t1/scale" "$FIX/good.c" --sets small,eval,hidden --no-timing
+expert_failure() { python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+print("expert_incorrect" in v["flags"], v.get("expert_failure", "-"))' "$1" 2>&1; }
+check "broken expert: the candidate still ok (status $(field "$WORK/bx.json" status))" \
+	[ "$(field "$WORK/bx.json" status)" = ok ]
+check "broken expert: flagged on the first set's first seed ($(expert_failure "$WORK/bx.json"))" \
+	grep -q "^True set small, seed 1: " <<<"$(expert_failure "$WORK/bx.json")"
+
 # One comparison thread (serve may share the cores among its workers): the same verdict.
 verify "$WORK/one-thread.json" "$TASK" "$FIX/good.c" --compare-threads 1
 check "--compare-threads 1: ok (status $(field "$WORK/one-thread.json" status))" \
