@@ -1,9 +1,15 @@
-/* How many CPUs this process may run on: its affinity mask, so a server started under taskset or
- * in a cgroup-pinned container sizes its threads to what it has, not to the whole host. */
+/* The CPUs this process has: how many it may run on (its affinity mask, so a server started
+ * under taskset or in a cgroup-pinned container sizes its threads to what it has, not to the
+ * whole host), and how long a thread has waited for one. */
 #ifndef ST_CPUS_H
 #define ST_CPUS_H
 
 /* At least 1. */
 int st_cpus_usable(void);
+
+/* Milliseconds a thread has spent runnable but waiting for a CPU since it started (the kernel's
+ * schedstat run_delay): process `pid`'s main thread, or the calling thread for pid 0. -1 where
+ * /proc does not tell (a kernel without schedstats, hidepid). */
+double st_cpu_wait_ms(int pid);
 
 #endif

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cpus.h"
 #include "common/fs.h"
 #include "common/proto.h"
 #include "profile/ncu.h"
@@ -392,6 +393,11 @@ st_status st_runner_ncu_report(st_runner *r, double timeout_s, char **text, size
 		return st_err_wrap(err, s, "ncu wrote no report (exit status %d)",
 		                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	return ST_OK;
+}
+
+double st_runner_cpu_wait_ms(const st_runner *r)
+{
+	return r->pid > 0 && !r->ncu[0] ? st_cpu_wait_ms((int)r->pid) : -1;
 }
 
 /* A killed runner whose device context the driver is still tearing down is reaped by a detached

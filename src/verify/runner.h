@@ -49,6 +49,10 @@ st_status st_runner_send(st_runner *r, const json_t *req, int pass_fd, st_err *e
 st_status st_runner_recv(st_runner *r, json_t **reply, double timeout_s, st_err *err);
 st_status st_runner_call(st_runner *r, const json_t *req, int pass_fd, json_t **reply,
                          double timeout_s, st_err *err);
+/* Milliseconds the runner's main thread has waited, runnable, for a CPU since it started (the
+ * kernel's schedstat run_delay); -1 where /proc does not tell (no schedstats, hidepid, under
+ * ncu). */
+double st_runner_cpu_wait_ms(const st_runner *r);
 /* Ask it to quit and kill its group once it has answered, without waiting for it to be gone: a
  * caller with several runners quits them all first, so their device teardowns overlap. */
 void st_runner_quit(st_runner *r);

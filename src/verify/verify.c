@@ -52,6 +52,7 @@
 #define MAX_TENSORS 64
 #define MAX_GAPS 256 /* timed batches whose parent-side overhead is kept, per solution */
 #define CALIB_BATCHES 32 /* the harness's null batches beside a candidate's, at most */
+#define MIN_BATCHES 8    /* batches a solution's timing is split into, where its samples allow */
 
 typedef int (*validate_fn)(const st_config *, const st_tensor *, int32_t, const st_tensor *,
                            const st_tensor *, int32_t, char *, size_t);
@@ -91,10 +92,11 @@ typedef struct sol {
 	int n_samples, cap_samples;
 	double timing_wall_ms;
 	int n_batches;        /* timed batches behind timing_wall_ms (each one round trip) */
-	/* per kept batch, the parent's time per call beyond what the runner reported (the first
-	 * MAX_GAPS batches) */
+	/* per kept batch, the parent's time per call beyond what the runner reported, less the time
+	 * the runner waited for a CPU (the first MAX_GAPS batches) */
 	double gap_ms[MAX_GAPS];
 	int n_gaps;
+	double cpu_wait_ms;   /* the waits for a CPU taken off those, over all kept batches */
 	int timing_done;
 	uint64_t last_seed[2]; /* inputs each buffer set holds after the last timed batch */
 	int have_seeds;
@@ -1255,7 +1257,8 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 	 * and the baselines' round trips measure what the candidate's should cost (timing_verdict). */
 	if (!v->sols[v->cand].trusted)
 		json_object_set_new(req, "seed", json_integer((json_int_t)next_seed(v)));
-	double t0 = st_now_s();
+	double t0 = st_now_s(), wait0 = st_runner_cpu_wait_ms(&so->runner);
+	double self0 = st_cpu_wait_ms(0);
 	/* A batch may take longer than one request's limit, but never unboundedly so: `est` comes
 	 * from figures the runner reported. */
 	double extra = n * est * 4e-3;
@@ -1278,8 +1281,30 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 		double took_ms = (st_now_s() - t0) * 1e3, reported = 0;
 		for (int k = before; k < so->n_samples; k++)
 			reported += so->samples[k].wall_ms;
+		/* On a host with more runnable threads than CPUs the runner waits for one a scheduler
+		 * slice at a time (some ms), and so does this thread once the reply is in; a few such
+		 * waits in a candidate's batches and none in the reference's made an honest fast
+		 * candidate look like one that under-reports (two verifies in six under two busy loops
+		 * on two cores). The kernel counts those waits. This thread's is taken off whole (it
+		 * sleeps while the runner works), the runner's in the share that fell outside its
+		 * timed calls, in proportion to the time spent there (a wait inside a call is in what
+		 * it reported). Only from an untrusted runner's: a long CPU-bound call is preempted
+		 * mostly inside it, so the share over-corrects a slow baseline's, and the baseline's
+		 * gap, kept whole, errs toward the candidate. A solution cannot forge a wait to hide
+		 * work: while its thread waits, nothing of it runs. */
+		double wait1 = st_runner_cpu_wait_ms(&so->runner), self1 = st_cpu_wait_ms(0);
+		double waited = wait0 >= 0 && wait1 >= wait0 ? wait1 - wait0 : 0;
+		double outside = took_ms > reported ? took_ms - reported : 0;
+		double waited_outside = took_ms > 0 ? waited * outside / took_ms : 0;
+		if (self0 >= 0 && self1 >= self0)
+			waited_outside += self1 - self0;
+		if (so->trusted)
+			waited_outside = 0;
+		else if (waited_outside > outside)
+			waited_outside = outside;
+		so->cpu_wait_ms += waited_outside;
 		if (so->n_gaps < MAX_GAPS && so->n_samples > before)
-			so->gap_ms[so->n_gaps++] = (took_ms - reported) / (so->n_samples - before);
+			so->gap_ms[so->n_gaps++] = (outside - waited_outside) / (so->n_samples - before);
 		so->timing_wall_ms += took_ms;
 		so->n_batches++;
 	}
@@ -1339,6 +1364,7 @@ static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
 			v->sols[order[m]].timing_wall_ms = 0;
 			v->sols[order[m]].n_batches = 0;
 			v->sols[order[m]].n_gaps = 0;
+			v->sols[order[m]].cpu_wait_ms = 0;
 			s = time_batch(v, order[m], 2, 1, err);
 			if (s)
 				return s;
@@ -1369,6 +1395,17 @@ static st_status time_all(vctx *v, const st_size_set *set, st_err *err)
 			double want = (so->calib ? 8.0 : 25.0) / est;
 			int room = v->o->stop.max_samples - so->n_samples;
 			int cap = room < 1 ? 1 : room < 2000 ? room : 2000;
+			/* And at least MIN_BATCHES batches where the stop rule asks for that many samples:
+			 * the parent-clock check compares quantiles over batches, and over two a quantile
+			 * is their maximum, so one batch held up on a busy host decided it (a short stop
+			 * rule, 13 samples of a fast call in two batches, was called hacking twice in six
+			 * verifies under a load of two busy loops on two cores). */
+			double need = st.median > 0 ? v->o->stop.min_time_ms / st.median : 0;
+			if (need < v->o->stop.min_samples)
+				need = v->o->stop.min_samples;
+			int per = (int)(need / MIN_BATCHES);
+			if (per >= 1 && per < cap)
+				cap = per;
 			int batch = !(want >= 1) ? 1 : want > cap ? cap : (int)want;
 			st_status s = time_batch(v, order[m], batch, 1, err);
 			if (s)
@@ -1471,6 +1508,9 @@ static void timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 		if (two[0]->n_gaps && two[1]->n_gaps) {
 			json_object_set_new(timing, "parent_overhead_ms",
 			                    json_pack("{s:f,s:f}", "candidate", gap[0], two[1]->role, gap[1]));
+			json_object_set_new(timing, "cpu_wait_ms",
+			                    json_pack("{s:f,s:f}", "candidate", two[0]->cpu_wait_ms,
+			                              two[1]->role, two[1]->cpu_wait_ms));
 			/* Slack: half the reference's overhead again, 50 us of scheduling noise, and 2 ms
 			 * per round trip (a slow candidate's batches are single calls). */
 			double allowed = 1.5 * gap[1] + 0.05 + 2.0 * two[0]->n_batches / two[0]->n_samples;

@@ -2,7 +2,8 @@
 # The whole pipeline on the host backend: a correct solution passes over every size set with the
 # figures the verdict promises; the compile cache makes the second verify skip the compiler;
 # --samples puts every timed sample in the verdict; a broken expert is flagged without touching
-# the candidate's verdict; the bundled suite's host experts pass `stitch bench --backend host`.
+# the candidate's verdict; a busy host makes no honest answer look like hacking; the bundled
+# suite's host experts pass `stitch bench --backend host`.
 . "$(dirname "$0")/../lib.sh"
 
 verify "$WORK/v1.json" "$TASK" "$FIX/good.c" --sets small,eval,hidden --time-set eval
@@ -51,6 +52,31 @@ check "broken expert: the candidate still ok (status $(field "$WORK/bx.json" sta
 	[ "$(field "$WORK/bx.json" status)" = ok ]
 check "broken expert: flagged on the first set's first seed ($(expert_failure "$WORK/bx.json"))" \
 	grep -q "^True set small, seed 1: " <<<"$(expert_failure "$WORK/bx.json")"
+
+# A busy host is not hacking: with a spinning loop on every CPU the runners wait for a CPU a
+# scheduler slice at a time, and a fast honest answer (t2/fma's, 16x the expert) was called
+# hacking by the parent-clock check in 2 of 6 verifies before that wait was taken off.
+FMA="$STITCH_SRC/tests/data/tasks/t2/fma"
+LOADERS=()
+for _ in $(seq "$(nproc)"); do
+	timeout 60 sh -c 'while :; do :; done' &
+	LOADERS+=($!)
+done
+for s in 1 2 3 4; do
+	"$STITCH" verify --json --backend host --seed "$s" --min-time 5 --max-rse 0.5 --max-samples 200 \
+		--quiet --time-set eval "$FMA" "$STITCH_SRC/tests/data/eval/answers/fma_fast.c" \
+		>"$WORK/busy$s.json" 2>"$WORK/busy$s.err"
+done
+kill "${LOADERS[@]}" 2>/dev/null
+wait "${LOADERS[@]}" 2>/dev/null
+for s in 1 2 3 4; do
+	check "busy host, seed $s: ok ($(field "$WORK/busy$s.json" status): $(field "$WORK/busy$s.json" reason))" \
+		[ "$(field "$WORK/busy$s.json" status)" = ok ]
+done
+check "busy host: the verdicts say how long the runners waited for a CPU" python3 -c '
+import json, sys
+w = [json.load(open(f))["timing"]["cpu_wait_ms"]["candidate"] for f in sys.argv[1:]]
+sys.exit(0 if all(x >= 0 for x in w) and any(x > 0 for x in w) else 1)' "$WORK"/busy[1-4].json
 
 # One comparison thread (serve may share the cores among its workers): the same verdict.
 verify "$WORK/one-thread.json" "$TASK" "$FIX/good.c" --compare-threads 1

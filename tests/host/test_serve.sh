@@ -49,11 +49,15 @@ share=$(( $(nproc) / 2 ))
 check "good: compared with the worker's share of the CPUs, $share (got $(jget "$WORK/good.body" verdict.compare_threads))" \
 	[ "$(jget "$WORK/good.body" verdict.compare_threads)" = "$share" ]
 # A worker keeps its shared-memory blocks: of three verifies one after another on two workers,
-# the third finds a worker that has verified before, and takes its blocks instead of making them.
+# the second goes to the first one's worker (and reuses its blocks) or to the other, and then the
+# third finds a worker that has verified before either way: the second or the third takes every
+# block instead of making them. (Which worker takes a request is a race.)
 verdict good2 "$FIX/good.c"
 verdict good3 "$FIX/good.c"
-check "third verify: every block reused (got $(jget "$WORK/good3.body" verdict.shm_blocks))" \
-	test "$(jget "$WORK/good3.body" verdict.shm_blocks.made)" = 0 -a "$(jget "$WORK/good3.body" verdict.shm_blocks.reused)" -ge 2
+all_reused() { test "$(jget "$1" verdict.shm_blocks.made)" = 0 -a "$(jget "$1" verdict.shm_blocks.reused)" -ge 2; }
+either() { "$1" "$2" || "$1" "$3"; } # either TEST A B: TEST holds for A or for B
+check "second or third verify: every block reused (got $(jget "$WORK/good2.body" verdict.shm_blocks), $(jget "$WORK/good3.body" verdict.shm_blocks))" \
+	either all_reused "$WORK/good2.body" "$WORK/good3.body"
 check "third verify: still ok" [ "$(jget "$WORK/good3.body" verdict.status)" = ok ]
 verdict wrong "$FIX/wrong.c"
 check "wrong: 200 (got $CODE)" [ "$CODE" = 200 ]
