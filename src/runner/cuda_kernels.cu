@@ -79,9 +79,10 @@ template <typename T, int D, bool F = narrow_float<T>::value> struct pair_math {
 
 /* Narrow float types take float arithmetic for the normal (D 0) and uniform (D 1) distributions,
  * with the distribution a template argument and its scale and offset converted once, on the
- * host: double conversions and a branch per pair made 128 MiB of normal floats take 55 us on the
- * H200, against 39 for this and 35 to write the bytes alone. The generator runs before every
- * timed call of an untrusted candidate, so its time is a large part of a verify's. */
+ * host: with double conversions and a branch per pair, 128 MiB of normal floats took 58 us on
+ * the H200 (host wall, launch and sync included), 52 without; a scratch kernel of the normal
+ * path alone wrote them in 39 us by events, the stores alone in 35. The generator runs before
+ * every timed call of an untrusted candidate, so its time is a large part of a verify's. */
 template <typename T> struct pair_math<T, 0, true> {
 	static __device__ __forceinline__ void gen(const fill_args &f, uint64_t j, key_cache &kc,
 	                                           T out[2])

@@ -41,8 +41,8 @@ ST_HD uint32_t st_mix32(uint32_t x)
 }
 
 /* The part of pair j's key that comes from its upper 32 bits: one value for the first 2^32
- * pairs, which a device loop computes once rather than per pair (the generator is bound by its
- * arithmetic, not by memory). */
+ * pairs, which a device loop computes once rather than per pair (the generator's arithmetic, not
+ * memory, sets its speed). */
 ST_HD uint32_t st_pair_key_hi(uint64_t seed, uint64_t j)
 {
 	return st_mix32((uint32_t)(j >> 32) ^ (uint32_t)(seed >> 32));

@@ -92,8 +92,8 @@ typedef struct sol {
 	int n_samples, cap_samples;
 	double timing_wall_ms;
 	int n_batches;        /* timed batches behind timing_wall_ms (each one round trip) */
-	/* per kept batch, the parent's time per call beyond what the runner reported, less the time
-	 * the runner waited for a CPU (the first MAX_GAPS batches) */
+	/* per kept batch, the parent's time per call beyond what the runner reported, less the
+	 * waits for a CPU time_batch takes off (the first MAX_GAPS batches) */
 	double gap_ms[MAX_GAPS];
 	int n_gaps;
 	double cpu_wait_ms;   /* the waits for a CPU taken off those, over all kept batches */
