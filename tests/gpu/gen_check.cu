@@ -5,7 +5,7 @@
  * exactly 1, found on the host first: its Box-Muller radius is 0, a case fast reciprocal-root
  * arithmetic turns into NaN if it is not guarded. Prints one line per case; exit 0 when all
  * pass, 1 on a mismatch, 2 on a CUDA error.
- * Usage: stitch-test-gen [MiB]   (tensor size per case, default 64) */
+ * Usage: stitch-test-gen [MiB]   (tensor size per case, 32 to 4096, default 64) */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
