@@ -15,15 +15,21 @@ struct st_shm_cache {
 	int n;
 };
 
+/* *b empty again: no memory, no descriptor (its owner has moved them or let them go). */
+static void block_forget(st_shm_block *b)
+{
+	b->map = NULL;
+	b->fd = -1;
+	b->cap = b->dirty = b->ready = 0;
+}
+
 static void block_free(st_shm_block *b)
 {
 	if (b->map)
 		munmap(b->map, b->cap);
 	if (b->fd >= 0)
 		close(b->fd);
-	b->map = NULL;
-	b->fd = -1;
-	b->cap = b->dirty = b->ready = 0;
+	block_forget(b);
 }
 
 st_shm_cache *st_shm_cache_new(void)
@@ -55,11 +61,7 @@ int st_shm_cache_take(st_shm_cache *c, size_t len, st_shm_block *b)
 
 void st_shm_cache_give(st_shm_cache *c, st_shm_block *b)
 {
-	if (!b->map || b->fd < 0 || !c) {
-		block_free(b);
-		return;
-	}
-	if (b->cap > SHM_CACHE_BYTES) {
+	if (!b->map || b->fd < 0 || !c || b->cap > SHM_CACHE_BYTES) {
 		block_free(b);
 		return;
 	}
@@ -80,7 +82,5 @@ void st_shm_cache_give(st_shm_cache *c, st_shm_block *b)
 		c->blocks[small] = c->blocks[--c->n];
 	}
 	c->blocks[c->n++] = *b;
-	b->map = NULL;
-	b->fd = -1;
-	b->cap = b->dirty = b->ready = 0;
+	block_forget(b);
 }

@@ -26,7 +26,8 @@ void st_shm_cache_free(st_shm_cache *c);
 /* The smallest kept block of at least `len` bytes into *b: 1, or 0 when none fits. */
 int st_shm_cache_take(st_shm_cache *c, size_t len, st_shm_block *b);
 /* Keep *b for a later verify, or unmap and close it when c is NULL or full (smaller kept blocks
- * make way for a larger one; 4 blocks and 4 GiB at most). *b is taken over either way. */
+ * make way for a larger one; 4 blocks and 4 GiB at most). *b is taken over either way and left
+ * empty (fd -1, no map). */
 void st_shm_cache_give(st_shm_cache *c, st_shm_block *b);
 
 #endif

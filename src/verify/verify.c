@@ -81,12 +81,11 @@ typedef struct sol {
 	int loaded;           /* its solution is loaded (by this verify, or before, from the pool) */
 	char pool_key[8600];  /* a loaded trusted runner's key in the pool */
 	int failed;           /* a trusted solution that broke: no longer compared or timed */
-	/* the current size set's tensors, shared with the runner; the memory behind shm_fd (shm_cap
-	 * bytes, mapped here at shm_map) serves every size set that fits in it */
-	int shm_fd;
-	unsigned char *shm, *shm_map; /* shm: the current set's view of shm_map */
-	size_t shm_len, shm_cap;
-	size_t shm_dirty, shm_ready;  /* bytes that may have been written / are allocated */
+	/* the current size set's tensors, shared with the runner; the block behind them (blk.cap
+	 * bytes, mapped here at blk.map) serves every size set that fits in it */
+	st_shm_block blk;
+	unsigned char *shm;   /* the current set's view of blk.map */
+	size_t shm_len;
 	/* timing */
 	st_sample *samples;
 	int n_samples, cap_samples;
@@ -354,7 +353,7 @@ static st_status add_sol(vctx *v, const char *role, const char *path, int truste
 	so->role = role;
 	so->path = strdup(path);
 	so->trusted = trusted;
-	so->shm_fd = -1;
+	so->blk.fd = -1;
 	memcpy(so->sha, sha, sizeof sha);
 	*index = v->n_sols++;
 	return ST_OK;
@@ -368,7 +367,7 @@ static sol *add_stand_in(vctx *v, const char *role, const char *path, const char
 	so->role = role;
 	so->path = strdup(path);
 	so->trusted = 1;
-	so->shm_fd = -1;
+	so->blk.fd = -1;
 	snprintf(so->sha, sizeof so->sha, "%s", sha);
 	*index = v->n_sols++;
 	return so;
@@ -785,11 +784,7 @@ static void unmap_shm(sol *so)
 static void close_shm(sol *so, st_shm_cache *cache)
 {
 	unmap_shm(so);
-	st_shm_block b = {so->shm_fd, so->shm_map, so->shm_cap, so->shm_dirty, so->shm_ready};
-	st_shm_cache_give(cache, &b);
-	so->shm_map = NULL;
-	so->shm_fd = -1;
-	so->shm_cap = so->shm_dirty = so->shm_ready = 0;
+	st_shm_cache_give(cache, &so->blk); /* leaves so->blk empty */
 }
 
 /* Shared memory of len bytes for solution so, mapped here, its first `alloc` bytes allocated
@@ -800,56 +795,51 @@ static st_status new_shm(vctx *v, sol *so, size_t len, size_t alloc, st_err *err
 {
 	st_shm_cache *cache = v->o->shm_cache;
 	close_shm(so, cache);
-	st_shm_block b;
-	if (st_shm_cache_take(cache, len, &b)) {
+	st_shm_block *b = &so->blk;
+	if (st_shm_cache_take(cache, len, b)) {
 		v->shm_reused++;
-		so->shm_fd = b.fd;
-		so->shm_map = b.map;
-		so->shm_cap = b.cap;
-		so->shm_dirty = b.dirty;
-		so->shm_ready = b.ready;
 		/* An earlier request's tensors are none of an untrusted runner's business. */
-		if (!so->trusted && so->shm_dirty) {
-			memset(so->shm_map, 0, so->shm_dirty);
-			so->shm_dirty = 0;
+		if (!so->trusted && b->dirty) {
+			memset(b->map, 0, b->dirty);
+			b->dirty = 0;
 		}
 	} else {
 		v->shm_made++;
-		so->shm_fd = memfd_create("stitch-tensors", MFD_CLOEXEC);
-		if (so->shm_fd < 0)
+		b->fd = memfd_create("stitch-tensors", MFD_CLOEXEC);
+		if (b->fd < 0)
 			return st_err_set(err, ST_E_SYSTEM, "memfd_create: %s", strerror(errno));
-		if (ftruncate(so->shm_fd, (off_t)len))
+		if (ftruncate(b->fd, (off_t)len))
 			return st_err_set(err, ST_E_SYSTEM, "ftruncate shared memory to %zu bytes: %s", len,
 			                  strerror(errno));
-		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, so->shm_fd, 0);
+		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
 		if (m == MAP_FAILED)
 			return st_err_set(err, ST_E_SYSTEM, "mmap %zu shared bytes: %s", len, strerror(errno));
-		so->shm_map = m;
-		so->shm_cap = len;
+		b->map = m;
+		b->cap = len;
 	}
-	alloc = alloc < so->shm_cap ? alloc : so->shm_cap;
-	if (alloc <= so->shm_ready)
+	alloc = alloc < b->cap ? alloc : b->cap;
+	if (alloc <= b->ready)
 		return ST_OK;
 	/* Only a speed-up: a file system without fallocate still faults the pages in. */
-	if (fallocate(so->shm_fd, 0, 0, (off_t)alloc) && errno != EOPNOTSUPP && errno != ENOSYS)
+	if (fallocate(b->fd, 0, 0, (off_t)alloc) && errno != EOPNOTSUPP && errno != ENOSYS)
 		return st_err_set(err, ST_E_SYSTEM, "allocating %zu bytes of shared memory: %s", alloc,
 		                  strerror(errno));
-	(void)madvise(so->shm_map, alloc, MADV_POPULATE_READ); /* before Linux 5.14: faulted in later */
-	so->shm_ready = alloc;
+	(void)madvise(b->map, alloc, MADV_POPULATE_READ); /* before Linux 5.14: faulted in later */
+	b->ready = alloc;
 	return ST_OK;
 }
 
 static st_status map_shm(vctx *v, sol *so, size_t len, st_err *err)
 {
 	unmap_shm(so);
-	if (so->shm_fd < 0 || so->shm_cap < len) {
+	if (so->blk.fd < 0 || so->blk.cap < len) {
 		st_status s = new_shm(v, so, len, 0, err);
 		if (s)
 			return s;
 	}
-	so->shm = so->shm_map;
+	so->shm = so->blk.map;
 	so->shm_len = len;
-	so->shm_dirty = len > so->shm_dirty ? len : so->shm_dirty;
+	so->blk.dirty = len > so->blk.dirty ? len : so->blk.dirty;
 	return ST_OK;
 }
 
@@ -1779,7 +1769,7 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		s = map_shm(v, &v->sols[i], L.total, err);
 		if (v->sols[i].stored)
 			continue; /* the stored outputs' memory: this process's alone */
-		fds[i] = v->sols[i].shm_fd;
+		fds[i] = v->sols[i].blk.fd;
 		/* what the runner maps in at once: its own share (the rest of the setup is common) */
 		reqs[i] = json_copy(req);
 		if (!s && (!reqs[i] ||
