@@ -410,8 +410,7 @@ int cmd_bench(int argc, char **argv)
 		st_bench_db_close(db);
 		return ST_EXIT_ENV;
 	}
-	int cpus = st_cpus_usable();
-	int threads = a.jobs ? a.jobs : cpus > 16 ? 16 : cpus;
+	int threads = a.jobs ? a.jobs : st_cpus_share(1, 16);
 	progress_state ps = {.t0 = st_now_s(), .tty = isatty(2), .quiet = a.quiet};
 	st_err err;
 	const char *qarch = a.queue_arch ? a.queue_arch : o.arch ? o.arch : host ? "host" : "sm_90a";

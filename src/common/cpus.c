@@ -23,6 +23,12 @@ int st_cpus_usable(void)
 	return online > 0 ? (int)online : 1;
 }
 
+int st_cpus_share(int ways, int most)
+{
+	int share = st_cpus_usable() / (ways > 1 ? ways : 1);
+	return share < 1 ? 1 : share > most ? most : share;
+}
+
 double st_cpu_wait_ms(int pid)
 {
 	char path[64];

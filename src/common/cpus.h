@@ -7,6 +7,10 @@
 /* At least 1. */
 int st_cpus_usable(void);
 
+/* One share of those CPUs split `ways` ways (threads for one of that many concurrent users):
+ * 1 at least, `most` at most. */
+int st_cpus_share(int ways, int most);
+
 /* Milliseconds a thread has spent runnable but waiting for a CPU since it started (the kernel's
  * schedstat run_delay): process `pid`'s main thread, or the calling thread for pid 0. -1 where
  * /proc does not tell (a kernel without schedstats, hidepid). */

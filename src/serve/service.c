@@ -1044,10 +1044,8 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 	/* The workers' verifies compare outputs at the same time: each takes its share of the
 	 * cores, so that more workers (a second GPU's) never mean more comparison threads than
 	 * cores, which slowed every verify of the first GPU's workers too. */
-	if (!st && !o->queue_url && s->o.verify.threads <= 0) {
-		int share = st_cpus_usable() / s->n_workers;
-		s->o.verify.threads = share < 1 ? 1 : share > 16 ? 16 : share;
-	}
+	if (!st && !o->queue_url && s->o.verify.threads <= 0)
+		s->o.verify.threads = st_cpus_share(s->n_workers, 16);
 	if (!st && o->judge_model) {
 		st_llm_model m;
 		st = st_llm_model_parse(o->judge_model, &m, err);
