@@ -1247,8 +1247,10 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 	 * and the baselines' round trips measure what the candidate's should cost (timing_verdict). */
 	if (!v->sols[v->cand].trusted)
 		json_object_set_new(req, "seed", json_integer((json_int_t)next_seed(v)));
-	double t0 = st_now_s(), wait0 = st_runner_cpu_wait_ms(&so->runner);
-	double self0 = st_cpu_wait_ms(0);
+	/* the waits for a CPU, counted for an untrusted runner's batches only (see below) */
+	double wait0 = so->trusted ? -1 : st_runner_cpu_wait_ms(&so->runner);
+	double self0 = so->trusted ? -1 : st_cpu_wait_ms(0);
+	double t0 = st_now_s();
 	/* A batch may take longer than one request's limit, but never unboundedly so: `est` comes
 	 * from figures the runner reported. */
 	double extra = n * est * 4e-3;
@@ -1282,15 +1284,14 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 		 * mostly inside it, so the share over-corrects a slow baseline's, and the baseline's
 		 * gap, kept whole, errs toward the candidate. A solution cannot forge a wait to hide
 		 * work: while its thread waits, nothing of it runs. */
-		double wait1 = st_runner_cpu_wait_ms(&so->runner), self1 = st_cpu_wait_ms(0);
+		double wait1 = wait0 >= 0 ? st_runner_cpu_wait_ms(&so->runner) : -1;
+		double self1 = self0 >= 0 ? st_cpu_wait_ms(0) : -1;
 		double waited = wait0 >= 0 && wait1 >= wait0 ? wait1 - wait0 : 0;
 		double outside = took_ms > reported ? took_ms - reported : 0;
 		double waited_outside = took_ms > 0 ? waited * outside / took_ms : 0;
 		if (self0 >= 0 && self1 >= self0)
 			waited_outside += self1 - self0;
-		if (so->trusted)
-			waited_outside = 0;
-		else if (waited_outside > outside)
+		if (waited_outside > outside)
 			waited_outside = outside;
 		so->cpu_wait_ms += waited_outside;
 		if (so->n_gaps < MAX_GAPS && so->n_samples > before)
@@ -2383,9 +2384,8 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	v.t_start = v.t_mark = st_now_s();
 	v.phases = json_object();
 	v.gpu_waits = json_object();
-	int cpus = st_cpus_usable();
 	/* Comparing is the correctness phase's main cost on large outputs, and the runners wait. */
-	v.threads = o->threads > 0 ? o->threads : cpus > 16 ? 16 : cpus;
+	v.threads = o->threads > 0 ? o->threads : st_cpus_share(1, 16);
 	v.verdict = json_pack("{s:s,s:s,s:s,s:s}", "status", "ok", "reason", "", "task", task.id,
 	                      "solution", solution);
 	json_object_set_new(v.verdict, "backend", json_string(o->backend));
