@@ -378,7 +378,31 @@ void st_compare_describe(const st_compare_result *r, const char *name, const st_
 		append(buf, len, &used, "atol %g rtol %g", tol->atol, tol->rtol);
 }
 
-int st_compare_bitwise(const st_tensor *a, const st_tensor *b, int64_t *first_diff)
+typedef struct bit_range {
+	const unsigned char *a, *b;
+	size_t es;
+	int64_t from, to, first; /* first differing element in [from, to), or -1 */
+} bit_range;
+
+static void *bitwise_range(void *arg)
+{
+	bit_range *r = arg;
+	const int64_t step = 1 << 16;
+	r->first = -1;
+	for (int64_t i = r->from; i < r->to; i += step) {
+		int64_t count = r->to - i < step ? r->to - i : step;
+		if (!memcmp(r->a + i * r->es, r->b + i * r->es, (size_t)count * r->es))
+			continue;
+		for (int64_t k = i; k < i + count; k++)
+			if (memcmp(r->a + k * r->es, r->b + k * r->es, r->es)) {
+				r->first = k;
+				return NULL;
+			}
+	}
+	return NULL;
+}
+
+int st_compare_bitwise(const st_tensor *a, const st_tensor *b, int threads, int64_t *first_diff)
 {
 	if (first_diff)
 		*first_diff = -1;
@@ -387,20 +411,32 @@ int st_compare_bitwise(const st_tensor *a, const st_tensor *b, int64_t *first_di
 			*first_diff = 0;
 		return 0;
 	}
-	size_t es = st_dtype_size(a->dtype);
 	int64_t n = numel_of(a);
-	const unsigned char *pa = a->data, *pb = b->data;
-	const int64_t step = 1 << 16;
-	for (int64_t i = 0; i < n; i += step) {
-		int64_t count = n - i < step ? n - i : step;
-		if (!memcmp(pa + i * es, pb + i * es, (size_t)count * es))
-			continue;
-		for (int64_t k = i; k < i + count; k++)
-			if (memcmp(pa + k * es, pb + k * es, es)) {
-				if (first_diff)
-					*first_diff = k;
-				return 0;
-			}
+	enum { MAX_T = 64 };
+	if (threads > MAX_T)
+		threads = MAX_T;
+	if (threads < 1 || n < PARALLEL_MIN)
+		threads = 1;
+	bit_range r[MAX_T];
+	pthread_t tids[MAX_T];
+	int started[MAX_T] = {0};
+	for (int t = 0; t < threads; t++) {
+		r[t] = (bit_range){a->data, b->data, st_dtype_size(a->dtype), n * t / threads,
+		                   n * (t + 1) / threads, -1};
+		started[t] = t > 0 && pthread_create(&tids[t], NULL, bitwise_range, &r[t]) == 0;
 	}
+	for (int t = 0; t < threads; t++)
+		if (!started[t])
+			bitwise_range(&r[t]);
+	for (int t = 0; t < threads; t++)
+		if (started[t])
+			pthread_join(tids[t], NULL);
+	/* the ranges rise with t: the first that differs holds the first difference */
+	for (int t = 0; t < threads; t++)
+		if (r[t].first >= 0) {
+			if (first_diff)
+				*first_diff = r[t].first;
+			return 0;
+		}
 	return 1;
 }

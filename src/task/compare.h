@@ -30,8 +30,8 @@ void st_compare(const st_tensor *got, const st_tensor *want, const st_tol *tol, 
 void st_compare_describe(const st_compare_result *r, const char *name, const st_tol *tol,
                          char *buf, size_t len);
 
-/* Bitwise equality: 1 when equal. On difference, *first_diff gets the first differing element
- * index (0 when type or shape differ). */
-int st_compare_bitwise(const st_tensor *a, const st_tensor *b, int64_t *first_diff);
+/* Bitwise equality, on up to `threads` threads: 1 when equal. On difference, *first_diff gets
+ * the first differing element index (0 when type or shape differ). */
+int st_compare_bitwise(const st_tensor *a, const st_tensor *b, int threads, int64_t *first_diff);
 
 #endif

@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "common/cpus.h"
 #include "common/fs.h"
+#include "common/mem_fill.h"
 #include "profile/ncu.h"
 #include "profile/profile_report.h"
 #include "profile/timeline.h"
@@ -787,20 +788,29 @@ static void close_shm(sol *so, st_shm_cache *cache)
 	st_shm_cache_give(cache, &so->blk); /* leaves so->blk empty */
 }
 
-/* Shared memory of len bytes for solution so, mapped here, its first `alloc` bytes allocated
- * and mapped in now: a runner that maps them populated (MADV_POPULATE_WRITE) copies its outputs
- * in, and this process reads them, without a page fault per 4 KiB or 64 KiB, which on the H200
- * machines cost more than the copies themselves. */
-static st_status new_shm(vctx *v, sol *so, size_t len, size_t alloc, st_err *err)
+/* Shared memory of len bytes for solution so, mapped here, its first `alloc` bytes to be allocated
+ * and mapped in: a runner that maps them populated (MADV_POPULATE_WRITE) copies its outputs in,
+ * and this process reads them, without a page fault per 4 KiB or 64 KiB, which on the H200
+ * machines cost more than the copies themselves. What the block needs (those pages, and zeros
+ * over a reused block's old tensors) is added to `todo`, for reserve_shm to do on several
+ * threads, or done here when todo is NULL. */
+static st_status new_shm(vctx *v, sol *so, size_t len, size_t alloc, st_mem_range *todo,
+                         int *n_todo, st_err *err)
 {
 	st_shm_cache *cache = v->o->shm_cache;
 	close_shm(so, cache);
 	st_shm_block *b = &so->blk;
+	st_mem_range mine[2];
+	int n_mine = 0;
+	if (!todo) {
+		todo = mine;
+		n_todo = &n_mine;
+	}
 	if (st_shm_cache_take(cache, len, b)) {
 		v->shm_reused++;
 		/* An earlier request's tensors are none of an untrusted runner's business. */
 		if (!so->trusted && b->dirty) {
-			memset(b->map, 0, b->dirty);
+			todo[(*n_todo)++] = (st_mem_range){b->map, b->dirty, 1};
 			b->dirty = 0;
 		}
 	} else {
@@ -818,14 +828,13 @@ static st_status new_shm(vctx *v, sol *so, size_t len, size_t alloc, st_err *err
 		b->cap = len;
 	}
 	alloc = alloc < b->cap ? alloc : b->cap;
-	if (alloc <= b->ready)
-		return ST_OK;
-	/* Only a speed-up: a file system without fallocate still faults the pages in. */
-	if (fallocate(b->fd, 0, 0, (off_t)alloc) && errno != EOPNOTSUPP && errno != ENOSYS)
+	if (alloc > b->ready) {
+		todo[(*n_todo)++] = (st_mem_range){b->map, alloc, 0};
+		b->ready = alloc;
+	}
+	if (todo == mine && n_mine && st_mem_fill(mine, n_mine, v->threads))
 		return st_err_set(err, ST_E_SYSTEM, "allocating %zu bytes of shared memory: %s", alloc,
 		                  strerror(errno));
-	(void)madvise(b->map, alloc, MADV_POPULATE_READ); /* before Linux 5.14: faulted in later */
-	b->ready = alloc;
 	return ST_OK;
 }
 
@@ -833,7 +842,7 @@ static st_status map_shm(vctx *v, sol *so, size_t len, st_err *err)
 {
 	unmap_shm(so);
 	if (so->blk.fd < 0 || so->blk.cap < len) {
-		st_status s = new_shm(v, so, len, 0, err);
+		st_status s = new_shm(v, so, len, 0, NULL, NULL, err);
 		if (s)
 			return s;
 	}
@@ -1143,7 +1152,7 @@ static st_status determinism_check(vctx *v, const layout *L, const st_size_set *
 	int same = 1;
 	for (int j = 0; j < v->task->n_outputs && same; j++) {
 		int64_t first;
-		same = st_compare_bitwise(&a[j], &b[j], &first);
+		same = st_compare_bitwise(&a[j], &b[j], v->threads, &first);
 	}
 	if (same)
 		return ST_OK;
@@ -1939,11 +1948,20 @@ static void reserve_shm(vctx *v)
 			alloc[i] = w > alloc[i] ? w : alloc[i];
 		}
 	}
+	st_mem_range todo[2 * MAX_SOLS];
+	int n_todo = 0, owner[2 * MAX_SOLS];
 	for (int i = 0; i < v->n_sols && len; i++) {
 		st_err e;
-		if (new_shm(v, &v->sols[i], len, alloc[i], &e))
+		int before = n_todo;
+		if (new_shm(v, &v->sols[i], len, alloc[i], todo, &n_todo, &e))
 			close_shm(&v->sols[i], NULL);
+		for (int k = before; k < n_todo; k++)
+			owner[k] = i;
 	}
+	/* Blocks the kernel could not fill are dropped, not handed out half-allocated. */
+	if (n_todo && st_mem_fill(todo, n_todo, v->threads))
+		for (int k = 0; k < n_todo; k++)
+			close_shm(&v->sols[owner[k]], NULL);
 }
 
 /* A runner per solution: a kept one with it loaded (`compiled`: the modules are known), else a

@@ -200,7 +200,7 @@ static void test_mismatched_layout(void **state)
 	assert_false(r.ok);
 	assert_int_equal(r.worst_index, -1);
 	int64_t at = 7;
-	assert_int_equal(st_compare_bitwise(&g, &w, &at), 0);
+	assert_int_equal(st_compare_bitwise(&g, &w, 1, &at), 0);
 }
 
 static void same_result(const st_compare_result *a, const st_compare_result *b)
@@ -298,14 +298,41 @@ static void test_bitwise(void **state)
 	memcpy(b, a, sizeof a);
 	st_tensor ta = tensor2(ST_F32, 10, 10, a), tb = tensor2(ST_F32, 10, 10, b);
 	int64_t at = 99;
-	assert_int_equal(st_compare_bitwise(&ta, &tb, &at), 1);
+	assert_int_equal(st_compare_bitwise(&ta, &tb, 1, &at), 1);
 	assert_int_equal(at, -1);
 	b[37] = -0.0f;
 	a[37] = 0.0f; /* equal as numbers, different bits */
 	b[80] = 1.0f;
-	assert_int_equal(st_compare_bitwise(&ta, &tb, &at), 0);
+	assert_int_equal(st_compare_bitwise(&ta, &tb, 1, &at), 0);
 	assert_int_equal(at, 37);
-	assert_int_equal(st_compare_bitwise(&ta, &tb, NULL), 0);
+	assert_int_equal(st_compare_bitwise(&ta, &tb, 1, NULL), 0);
+}
+
+/* Large enough to be split across threads: the first difference is found whichever thread's
+ * range holds it, and an earlier range's difference wins over a later one's. */
+static void test_bitwise_threads(void **state)
+{
+	(void)state;
+	const int64_t rows = 1024, cols = 3000; /* 3 M elements, not a multiple of 7 threads */
+	float *a = malloc((size_t)(rows * cols) * sizeof *a), *b = malloc((size_t)(rows * cols) * sizeof *b);
+	assert_non_null(a);
+	assert_non_null(b);
+	fill(a, (int)(rows * cols));
+	memcpy(b, a, (size_t)(rows * cols) * sizeof *a);
+	st_tensor ta = tensor2(ST_F32, rows, cols, a), tb = tensor2(ST_F32, rows, cols, b);
+	int64_t at = 99;
+	assert_int_equal(st_compare_bitwise(&ta, &tb, 7, &at), 1);
+	assert_int_equal(at, -1);
+	b[rows * cols - 1] += 1.0f;
+	assert_int_equal(st_compare_bitwise(&ta, &tb, 7, &at), 0);
+	assert_int_equal(at, rows * cols - 1);
+	b[1234567] += 1.0f;
+	for (int t = 1; t <= 9; t += 4) {
+		assert_int_equal(st_compare_bitwise(&ta, &tb, t, &at), 0);
+		assert_int_equal(at, 1234567);
+	}
+	free(a);
+	free(b);
 }
 
 int main(void)
@@ -316,6 +343,7 @@ int main(void)
 		cmocka_unit_test(test_bf16),              cmocka_unit_test(test_mismatched_layout),
 		cmocka_unit_test(test_block_ties_and_zero_want),
 		cmocka_unit_test(test_threads_match_single), cmocka_unit_test(test_bitwise),
+		cmocka_unit_test(test_bitwise_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
