@@ -148,6 +148,10 @@ int rb_open(json_t *info, char *err, size_t len)
 	json_object_set_new(info, "driver", json_integer(driver));
 	json_object_set_new(info, "runtime", json_integer(runtime));
 	json_object_set_new(info, "nvml", json_boolean(g_nvml.clock != NULL));
+	/* where the GPU sits, so that a service can keep its work on the GPU's own CPUs */
+	char bus[64];
+	if (cudaDeviceGetPCIBusId(bus, sizeof bus, 0) == cudaSuccess)
+		json_object_set_new(info, "pci_bus", json_string(bus));
 	return 0;
 }
 

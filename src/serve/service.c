@@ -91,6 +91,7 @@ struct st_service {
 	long spooled;                    /* jobs written to the spool (its sweep counts them) */
 	int n_workers;
 	char devices[MAX_WORKERS][16];   /* per worker: its CUDA_VISIBLE_DEVICES, "" on host */
+	char near[MAX_WORKERS][256];     /* per worker: its GPU's own CPUs (a list), "" for any */
 	int gpu_of[MAX_WORKERS];         /* per worker: its GPU's index into gpu_locks, or -1 */
 	pthread_rwlock_t gpu_locks[MAX_WORKERS];
 	int n_gpu_locks;
@@ -422,6 +423,9 @@ static void *worker_main(void *arg)
 	/* The worker's shared-memory blocks, kept from one verify to the next (NULL if out of
 	 * memory: every verify makes its own, as before). */
 	st_shm_cache *shm = s->o.queue_url ? NULL : st_shm_cache_new();
+	if (s->near[w->index][0] && st_cpus_pin(s->near[w->index]))
+		st_serve_log(&s->o, "worker %d: cannot keep to CPUs %s: %s", w->index,
+		             s->near[w->index], strerror(errno));
 	while ((j = take_run(s, s->gpu_of[w->index]))) {
 		j->t_start = st_now_s();
 		st_verify_opts o = s->o.verify;
@@ -999,15 +1003,18 @@ static st_status probe_devices(st_service *s, st_err *err)
 	if (s->o.verify.arch)
 		snprintf(s->arch, sizeof s->arch, "%s", s->o.verify.arch);
 	for (int w = 0; w < s->n_workers; w++) {
-		if (w > 0 && !strcmp(s->devices[w], s->devices[0]))
+		int probed = 0; /* a GPU of several workers is looked at once */
+		for (int u = 0; u < w && !probed; u++)
+			probed = !strcmp(s->devices[u], s->devices[w]);
+		if (probed)
 			continue;
-		char arch[32];
+		char arch[32], bus[64];
 		st_err pe;
 		st_status st = st_device_probe(s->o.verify.backend,
 		                               s->o.verify.no_sandbox ? 0 : ST_RUNNER_SANDBOX,
 		                               s->devices[w][0] ? s->devices[w] : NULL,
 		                               s->o.verify.timing || s->o.verify.profile, arch,
-		                               sizeof arch, &pe, err);
+		                               sizeof arch, bus, sizeof bus, &pe, err);
 		if (st)
 			return st_err_wrap(err, st, "worker %d (GPU %s)", w,
 			                   s->devices[w][0] ? s->devices[w] : "host");
@@ -1015,6 +1022,19 @@ static st_status probe_devices(st_service *s, st_err *err)
 			st_serve_log(&s->o, "worker %d: device peaks unavailable: %s", w, pe.msg);
 		if (!s->arch[0] && arch[0])
 			snprintf(s->arch, sizeof s->arch, "%s", arch);
+		/* On a host of several NUMA nodes, a worker, the runners it starts and the shared
+		 * memory they fill stay on the GPU's own node: on the two-GPU H200 hosts the second
+		 * GPU's verifies were slower than the first's when their copies and comparisons ran
+		 * through the other socket's memory. */
+		char near[256];
+		if (s->devices[w][0] && st_cpus_near_pci(bus, near, sizeof near) > 0) {
+			for (int u = w; u < s->n_workers; u++)
+				if (!strcmp(s->devices[u], s->devices[w]))
+					snprintf(s->near[u], sizeof s->near[u], "%s", near);
+			st_runner_pin(s->devices[w], near);
+			st_serve_log(&s->o, "GPU %s (%s): its workers and runners on CPUs %s, its NUMA node",
+			             s->devices[w], bus, near);
+		}
 	}
 	return ST_OK;
 }

@@ -83,9 +83,12 @@ double st_peaks_floor_ms(const json_t *peaks, double flops, double bytes, const 
 }
 
 st_status st_device_probe(const char *backend, int flags, const char *devices, int want_peaks,
-                          char *arch, size_t len, st_err *peaks_err, st_err *err)
+                          char *arch, size_t len, char *pci_bus, size_t bus_len,
+                          st_err *peaks_err, st_err *err)
 {
 	arch[0] = 0;
+	if (pci_bus && bus_len)
+		pci_bus[0] = 0;
 	peaks_err->msg[0] = 0;
 	st_runner r;
 	st_status st = st_runner_start(&r, backend, "probe", flags, devices, err);
@@ -94,6 +97,9 @@ st_status st_device_probe(const char *backend, int flags, const char *devices, i
 	if (!st) {
 		const char *a = json_string_value(json_object_get(r.info, "arch"));
 		snprintf(arch, len, "%s", a ? a : "");
+		const char *b = json_string_value(json_object_get(r.info, "pci_bus"));
+		if (pci_bus && bus_len)
+			snprintf(pci_bus, bus_len, "%s", b ? b : "");
 		json_t *peaks = NULL;
 		if (want_peaks && st_peaks_get(&r, 600, &peaks, peaks_err) && !peaks_err->msg[0])
 			snprintf(peaks_err->msg, sizeof peaks_err->msg, "no reason given");

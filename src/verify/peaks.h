@@ -12,11 +12,13 @@ int st_peaks_cached(const st_runner *r, json_t **peaks);
 st_status st_peaks_get(st_runner *r, double timeout_s, json_t **peaks, st_err *err);
 
 /* A runner started on `devices` (NULL: ours) with ST_RUNNER_* `flags` only to look at its
- * device: the arch it reports (e.g. "sm_90a") into arch[len], "" when none; with want_peaks, the
- * device's peaks as well (measured once and cached). A failure of the peaks goes to *peaks_err,
- * not to the status: a verify can do without them. */
+ * device: the arch it reports (e.g. "sm_90a") into arch[len], "" when none; its PCI bus id (e.g.
+ * "0000:1B:00.0") into pci_bus[bus_len] when pci_bus is not NULL, "" when none; with want_peaks,
+ * the device's peaks as well (measured once and cached). A failure of the peaks goes to
+ * *peaks_err, not to the status: a verify can do without them. */
 st_status st_device_probe(const char *backend, int flags, const char *devices, int want_peaks,
-                          char *arch, size_t len, st_err *peaks_err, st_err *err);
+                          char *arch, size_t len, char *pci_bus, size_t bus_len,
+                          st_err *peaks_err, st_err *err);
 
 /* Floor time in ms of a job of `flops` in `unit` and `bytes`, against the peaks; -1 if unknown. */
 double st_peaks_floor_ms(const json_t *peaks, double flops, double bytes, const char *unit);

@@ -40,6 +40,44 @@ const char *st_runner_dir(void)
 	return dir;
 }
 
+/* st_runner_pin's table: devices string -> CPU list. */
+#define MAX_PINS 16
+static pthread_mutex_t g_pin_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char devices[32];
+	char cpus[256];
+} g_pins[MAX_PINS];
+static int g_n_pins;
+
+void st_runner_pin(const char *devices, const char *cpus)
+{
+	if (!devices)
+		return;
+	pthread_mutex_lock(&g_pin_mu);
+	int k = 0;
+	while (k < g_n_pins && strcmp(g_pins[k].devices, devices))
+		k++;
+	if (k == g_n_pins && k < MAX_PINS && strlen(devices) < sizeof g_pins[k].devices)
+		snprintf(g_pins[g_n_pins++].devices, sizeof g_pins[k].devices, "%s", devices);
+	if (k < g_n_pins)
+		snprintf(g_pins[k].cpus, sizeof g_pins[k].cpus, "%s", cpus ? cpus : "");
+	pthread_mutex_unlock(&g_pin_mu);
+}
+
+/* The CPUs runners on `devices` are pinned to: 1 with *set filled, 0 for anywhere. */
+static int pinned_cpus(const char *devices, cpu_set_t *set)
+{
+	int found = 0;
+	if (!devices)
+		return 0;
+	pthread_mutex_lock(&g_pin_mu);
+	for (int k = 0; k < g_n_pins && !found; k++)
+		if (!strcmp(g_pins[k].devices, devices))
+			found = g_pins[k].cpus[0] && !st_cpus_parse(g_pins[k].cpus, set) && CPU_COUNT(set) > 0;
+	pthread_mutex_unlock(&g_pin_mu);
+	return found;
+}
+
 /* Variables a runner may see: what the dynamic loader and the CUDA driver need, nothing else. */
 static const char *const env_keep[] = {
 	"PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
@@ -85,8 +123,11 @@ static void runner_env(char bufs[ENV_MAX][ENV_LEN], char *envp[ENV_MAX], const c
 }
 
 static void child_exec(int fd, const char *path, const char *workdir, int flags, const char *ncu,
-                       char *const envp[])
+                       char *const envp[], const cpu_set_t *cpus)
 {
+	/* before exec, so every thread the runner (and the driver in it) starts keeps to them */
+	if (cpus && sched_setaffinity(0, sizeof *cpus, cpus))
+		_exit(126);
 	int sandbox = flags & ST_RUNNER_SANDBOX;
 	char uid_arg[16] = "";
 	if (sandbox && geteuid() == 0) {
@@ -170,6 +211,8 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 	}
 	char envbuf[ENV_MAX][ENV_LEN], *envp[ENV_MAX];
 	runner_env(envbuf, envp, r->workdir, devices);
+	cpu_set_t cpus;
+	int pin = pinned_cpus(devices, &cpus);
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -180,7 +223,7 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 	}
 	if (pid == 0)
 		child_exec(sv[1], path, r->workdir, flags, (flags & ST_RUNNER_NCU) ? r->ncu : NULL,
-		           envp);
+		           envp, pin ? &cpus : NULL);
 	setpgid(pid, pid); /* also in the parent, so the group exists before any kill */
 	close(sv[1]);
 	r->sock = sv[0];

@@ -35,6 +35,11 @@ typedef struct st_runner {
  * st_runner_hello). */
 st_status st_runner_start(st_runner *r, const char *backend, const char *label, int flags,
                           const char *devices, st_err *err);
+
+/* From now on, runners started on `devices` (as st_runner_start takes it) run on the CPUs of
+ * `cpus` (a list such as "0-15"; NULL or "": anywhere again): a service keeps a GPU's runners on
+ * that GPU's own NUMA node (st_cpus_near_pci). */
+void st_runner_pin(const char *devices, const char *cpus);
 /* Copy a file into the runner's private folder as `name` (readable by the runner only), so it
  * loads solutions from there and never needs the cache; `out` gets the copy's path. */
 st_status st_runner_copy_in(st_runner *r, const char *src, const char *name, char *out,
