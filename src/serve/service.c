@@ -1023,9 +1023,9 @@ static st_status probe_devices(st_service *s, st_err *err)
 		if (!s->arch[0] && arch[0])
 			snprintf(s->arch, sizeof s->arch, "%s", arch);
 		/* On a host of several NUMA nodes, a worker, the runners it starts and the shared
-		 * memory they fill stay on the GPU's own node: on the two-GPU H200 hosts the second
-		 * GPU's verifies were slower than the first's when their copies and comparisons ran
-		 * through the other socket's memory. */
+		 * memory they fill stay on the GPU's own node, so that outputs are copied and compared
+		 * in memory next to the GPU rather than through the other socket. (The two-GPU hosts
+		 * lent to this project are one node: nothing changes there.) */
 		char near[256];
 		if (s->devices[w][0] && st_cpus_near_pci(bus, near, sizeof near) > 0) {
 			for (int u = w; u < s->n_workers; u++)
