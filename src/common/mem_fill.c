@@ -68,6 +68,8 @@ int st_mem_fill(const st_mem_range *ranges, int n, int threads)
 	first[n] = j.n_chunks;
 	atomic_init(&j.next, 0);
 	atomic_init(&j.err, 0);
+	if (threads < 1)
+		threads = 1;
 	if (threads > MAX_THREADS)
 		threads = MAX_THREADS;
 	if ((size_t)threads > j.n_chunks)

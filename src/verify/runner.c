@@ -125,9 +125,10 @@ static void runner_env(char bufs[ENV_MAX][ENV_LEN], char *envp[ENV_MAX], const c
 static void child_exec(int fd, const char *path, const char *workdir, int flags, const char *ncu,
                        char *const envp[], const cpu_set_t *cpus)
 {
-	/* before exec, so every thread the runner (and the driver in it) starts keeps to them */
-	if (cpus && sched_setaffinity(0, sizeof *cpus, cpus))
-		_exit(126);
+	/* before exec, so every thread the runner (and the driver in it) starts keeps to them;
+	 * where that fails (the CPUs went offline), the runner runs anywhere, as without a pin */
+	if (cpus)
+		(void)sched_setaffinity(0, sizeof *cpus, cpus);
 	int sandbox = flags & ST_RUNNER_SANDBOX;
 	char uid_arg[16] = "";
 	if (sandbox && geteuid() == 0) {
