@@ -1,10 +1,11 @@
 /* Output comparison: elementwise atol/rtol or NMSE, the worst element, error maxima and counts.
  * The work is cut into fixed chunks whose partial results are merged in chunk order, whatever
  * the thread count, so a verdict never depends on how many cores the parent had: floating-point
- * sums associate the same way, and ties for the worst element go to the lowest index. Elements
- * are decoded block by block into doubles (with tight loops for f32 and bf16, the common output
- * types); a block of finite values takes a branch-free form of the per-element rule, which is
- * where a verify of large outputs spends most of its correctness phase. */
+ * sums associate the same way, and ties for the worst element go to the lowest index. A block of
+ * finite values takes a branch-free form of the per-element rule, which is where a verify of large
+ * outputs spends most of its correctness phase; float32 outputs (the common case) are read there
+ * as they lie, other types decoded block by block into doubles first. Either way every figure is
+ * computed in double. */
 #include "compare.h"
 
 #include <math.h>
@@ -109,71 +110,84 @@ static void compare_element(const job *j, partial *p, int64_t index, double g, d
 	note_worst(p, diff - limit, index, g, w);
 }
 
-/* One lane of the finite-block rule below. */
-typedef struct lane {
-	double d2, w2, max_abs, max_rel, top;
-	int64_t mismatches;
-} lane;
-
-static inline void lane_add(const job *j, lane *l, double g, double w)
-{
-	double e = g - w, diff = fabs(e), aw = fabs(w);
-	double limit = j->atol + j->rtol * aw;
-	l->mismatches += diff > limit;
-	l->max_abs = diff > l->max_abs ? diff : l->max_abs;
-	/* a division only where the relative error may be a new largest one (rarely) */
-	if (diff > l->max_rel * aw && aw != 0)
-		l->max_rel = diff / aw > l->max_rel ? diff / aw : l->max_rel;
-	l->top = diff - limit > l->top ? diff - limit : l->top;
-	l->d2 += e * e;
-	l->w2 += w * w;
-}
+#define LANES 8 /* independent accumulators, element i in lane i mod LANES */
 
 /* A block of finite values (nearly always): the rule of compare_element without its branches,
- * in four lanes (element i in lane i mod 4, so the additions overlap), merged in a fixed order:
- * the same figures for any thread count. Returns 0, with *p unchanged, when a value is not
- * finite (its square then is not either): the caller takes that block element by element. The
- * block's largest excess is looked up only when it beats the worst so far, and its first index
- * taken, as compare_element would. */
-static int compare_finite_block(const job *j, partial *p, int64_t base, const double *g,
-                                const double *w, int count)
+ * in LANES lanes (so the additions overlap and the compiler can use vector instructions), merged
+ * in a fixed order: the same figures for any thread count. Returns 0, with *p unchanged, when a
+ * value is not finite (its square then is not either): the caller takes that block element by
+ * element. The largest relative error takes a division, so the lanes only note whether some
+ * element might beat the largest so far, and such a block (rare once the maximum has grown) is
+ * looked at again for it. Likewise the block's largest excess is looked up only when it beats
+ * the worst so far, and its first index taken, as compare_element would. */
+static inline __attribute__((always_inline)) int
+finite_block(const job *j, partial *p, int64_t base, const void *gv, const void *wv, int f32,
+             int count)
 {
-	lane l[4];
-	for (int k = 0; k < 4; k++)
-		l[k] = (lane){0, 0, 0, 0, -INFINITY, 0};
-	int i = 0;
-	for (; i + 4 <= count; i += 4) {
-		lane_add(j, &l[0], g[i], w[i]);
-		lane_add(j, &l[1], g[i + 1], w[i + 1]);
-		lane_add(j, &l[2], g[i + 2], w[i + 2]);
-		lane_add(j, &l[3], g[i + 3], w[i + 3]);
+	/* f32 is a constant at each call: two copies of the loop, one reading float32 outputs
+	 * where they lie (the common case: no copy into doubles first), one reading doubles. */
+#define AT(v, i) (f32 ? (double)((const float *)(v))[i] : ((const double *)(v))[i])
+	const double atol = j->atol, rtol = j->rtol, max_rel = p->max_rel;
+	double d2[LANES], w2[LANES], max_abs[LANES], top[LANES];
+	int64_t mismatches[LANES], rel_hit[LANES];
+	for (int k = 0; k < LANES; k++) {
+		d2[k] = w2[k] = max_abs[k] = 0;
+		top[k] = -INFINITY;
+		mismatches[k] = rel_hit[k] = 0;
 	}
-	for (int k = 0; i < count; i++, k++)
-		lane_add(j, &l[k], g[i], w[i]);
-	double sum_d2 = (l[0].d2 + l[1].d2) + (l[2].d2 + l[3].d2);
-	double sum_w2 = (l[0].w2 + l[1].w2) + (l[2].w2 + l[3].w2);
+	int i = 0;
+	for (; i + LANES <= count; i += LANES)
+		for (int k = 0; k < LANES; k++) {
+			double e = AT(gv, i + k) - AT(wv, i + k), diff = fabs(e), aw = fabs(AT(wv, i + k));
+			double limit = atol + rtol * aw, excess = diff - limit;
+			mismatches[k] += diff > limit;
+			max_abs[k] = diff > max_abs[k] ? diff : max_abs[k];
+			rel_hit[k] |= diff > max_rel * aw;
+			top[k] = excess > top[k] ? excess : top[k];
+			d2[k] += e * e;
+			w2[k] += AT(wv, i + k) * AT(wv, i + k);
+		}
+	for (int k = 0; i < count; i++, k++) {
+		double e = AT(gv, i) - AT(wv, i), diff = fabs(e), aw = fabs(AT(wv, i));
+		double limit = atol + rtol * aw, excess = diff - limit;
+		mismatches[k] += diff > limit;
+		max_abs[k] = diff > max_abs[k] ? diff : max_abs[k];
+		rel_hit[k] |= diff > max_rel * aw;
+		top[k] = excess > top[k] ? excess : top[k];
+		d2[k] += e * e;
+		w2[k] += AT(wv, i) * AT(wv, i);
+	}
+	double sum_d2 = ((d2[0] + d2[1]) + (d2[2] + d2[3])) + ((d2[4] + d2[5]) + (d2[6] + d2[7]));
+	double sum_w2 = ((w2[0] + w2[1]) + (w2[2] + w2[3])) + ((w2[4] + w2[5]) + (w2[6] + w2[7]));
 	if (!isfinite(sum_d2) || !isfinite(sum_w2))
 		return 0;
-	double top = -INFINITY;
-	for (int k = 0; k < 4; k++) {
-		p->mismatches += l[k].mismatches;
-		p->max_abs = l[k].max_abs > p->max_abs ? l[k].max_abs : p->max_abs;
-		p->max_rel = l[k].max_rel > p->max_rel ? l[k].max_rel : p->max_rel;
-		top = l[k].top > top ? l[k].top : top;
+	double best = -INFINITY;
+	int hit = 0;
+	for (int k = 0; k < LANES; k++) {
+		p->mismatches += mismatches[k];
+		p->max_abs = max_abs[k] > p->max_abs ? max_abs[k] : p->max_abs;
+		best = top[k] > best ? top[k] : best;
+		hit |= rel_hit[k] != 0;
 	}
 	p->sum_d2 += sum_d2;
 	p->sum_w2 += sum_w2;
-	if (!(top > p->worst_excess || p->worst_index < 0))
+	for (i = 0; hit && i < count; i++) {
+		double diff = fabs(AT(gv, i) - AT(wv, i)), aw = fabs(AT(wv, i));
+		if (aw != 0 && diff / aw > p->max_rel)
+			p->max_rel = diff / aw;
+	}
+	if (!(best > p->worst_excess || p->worst_index < 0))
 		return 1;
 	for (i = 0; i < count; i++) {
-		double diff = fabs(g[i] - w[i]), limit = j->atol + j->rtol * fabs(w[i]);
-		if (diff - limit == top) {
-			note_worst(p, top, base + i, g[i], w[i]);
+		double diff = fabs(AT(gv, i) - AT(wv, i)), limit = atol + rtol * fabs(AT(wv, i));
+		if (diff - limit == best) {
+			note_worst(p, best, base + i, AT(gv, i), AT(wv, i));
 			break;
 		}
 	}
 	return 1;
 }
+#undef AT
 
 static void compare_chunk(const job *j, int64_t chunk, partial *p)
 {
@@ -181,11 +195,15 @@ static void compare_chunk(const job *j, int64_t chunk, partial *p)
 	int64_t start = chunk * CHUNK;
 	int64_t end = start + CHUNK < j->n ? start + CHUNK : j->n;
 	partial_init(p);
+	int f32 = j->got->dtype == ST_F32 && j->want->dtype == ST_F32;
 	for (int64_t b = start; b < end; b += BLOCK) {
 		int count = (int)(end - b < BLOCK ? end - b : BLOCK);
+		if (f32 && finite_block(j, p, b, (const float *)j->got->data + b,
+		                        (const float *)j->want->data + b, 1, count))
+			continue;
 		load_block(j->got->dtype, j->got->data, b, count, g);
 		load_block(j->want->dtype, j->want->data, b, count, w);
-		if (compare_finite_block(j, p, b, g, w, count))
+		if (!f32 && finite_block(j, p, b, g, w, 0, count))
 			continue;
 		for (int i = 0; i < count; i++)
 			compare_element(j, p, b + i, g[i], w[i]);

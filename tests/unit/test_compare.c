@@ -308,6 +308,43 @@ static void test_bitwise(void **state)
 	assert_int_equal(st_compare_bitwise(&ta, &tb, 1, NULL), 0);
 }
 
+/* float32 outputs are read in place, other types through doubles: the same values as f32 and as
+ * f64 give the same figures, and the largest relative error is exact (here an element with a tiny
+ * want, past blocks where the maximum has already grown). */
+static void test_f32_in_place_matches_f64(void **state)
+{
+	(void)state;
+	const int n = 3 * 2048 + 77;
+	float *gf = malloc((size_t)n * sizeof *gf), *wf = malloc((size_t)n * sizeof *wf);
+	double *gd = malloc((size_t)n * sizeof *gd), *wd = malloc((size_t)n * sizeof *wd);
+	assert_non_null(gf);
+	assert_non_null(wf);
+	assert_non_null(gd);
+	assert_non_null(wd);
+	fill(wf, n);
+	for (int i = 0; i < n; i++)
+		gf[i] = wf[i] + (i % 5 == 0 ? 3e-6f : -1e-6f);
+	wf[5000] = 1e-3f;
+	gf[5000] = 1.5e-3f; /* relative error 0.5, from the third block on */
+	gf[6100] = wf[6100] + 0.25f; /* the worst excess */
+	for (int i = 0; i < n; i++) {
+		gd[i] = gf[i];
+		wd[i] = wf[i];
+	}
+	st_tensor g1 = tensor2(ST_F32, 1, n, gf), w1 = tensor2(ST_F32, 1, n, wf);
+	st_tensor g2 = tensor2(ST_F64, 1, n, gd), w2 = tensor2(ST_F64, 1, n, wd);
+	st_compare_result a, b;
+	st_compare(&g1, &w1, &tol_abs, 1, &a);
+	st_compare(&g2, &w2, &tol_abs, 1, &b);
+	same_result(&a, &b);
+	assert_true(a.max_rel == fabs((double)gf[5000] - (double)wf[5000]) / fabs((double)wf[5000]));
+	assert_int_equal(a.worst_index, 6100);
+	free(gf);
+	free(wf);
+	free(gd);
+	free(wd);
+}
+
 /* Large enough to be split across threads: the first difference is found whichever thread's
  * range holds it, and an earlier range's difference wins over a later one's. */
 static void test_bitwise_threads(void **state)
@@ -343,7 +380,7 @@ int main(void)
 		cmocka_unit_test(test_bf16),              cmocka_unit_test(test_mismatched_layout),
 		cmocka_unit_test(test_block_ties_and_zero_want),
 		cmocka_unit_test(test_threads_match_single), cmocka_unit_test(test_bitwise),
-		cmocka_unit_test(test_bitwise_threads),
+		cmocka_unit_test(test_bitwise_threads), cmocka_unit_test(test_f32_in_place_matches_f64),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
