@@ -1,9 +1,9 @@
 /* Preparing large memory ranges on several threads (see mem_fill.h). The ranges are cut into
  * chunks that the threads take in turn, so one large block and several small ones spread alike. */
 #include "mem_fill.h"
+#include "threads.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -14,7 +14,7 @@
 #endif
 
 #define CHUNK (16u << 20) /* a multiple of every page size; big enough that taking one is free */
-#define MAX_THREADS 64
+#define MAX_THREADS 64 /* past this, more threads only wait for memory */
 
 typedef struct job {
 	const st_mem_range *r;
@@ -74,14 +74,7 @@ int st_mem_fill(const st_mem_range *ranges, int n, int threads)
 		threads = MAX_THREADS;
 	if ((size_t)threads > j.n_chunks)
 		threads = (int)j.n_chunks;
-	pthread_t tids[MAX_THREADS];
-	int started[MAX_THREADS] = {0};
-	for (int t = 1; t < threads; t++)
-		started[t] = pthread_create(&tids[t], NULL, fill_thread, &j) == 0;
-	fill_thread(&j); /* this thread too, and it alone where none could start */
-	for (int t = 1; t < threads; t++)
-		if (started[t])
-			pthread_join(tids[t], NULL);
+	st_threads_run(fill_thread, &j, 0, threads);
 	int e = atomic_load(&j.err);
 	if (e) {
 		errno = e;

@@ -9,12 +9,12 @@
 #include "compare.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/threads.h"
 #include "dtype.h"
 
 #define CHUNK (1 << 16)          /* elements per partial result */
@@ -112,6 +112,25 @@ static void compare_element(const job *j, partial *p, int64_t index, double g, d
 
 #define LANES 8 /* independent accumulators, element i in lane i mod LANES */
 
+/* One lane of the finite-block rule below. */
+typedef struct lane {
+	double d2, w2, max_abs, top;
+	int64_t mismatches, rel_hit;
+} lane;
+
+static inline __attribute__((always_inline)) void lane_add(lane *l, double atol, double rtol,
+                                                           double max_rel, double g, double w)
+{
+	double e = g - w, diff = fabs(e), aw = fabs(w);
+	double limit = atol + rtol * aw, excess = diff - limit;
+	l->mismatches += diff > limit;
+	l->max_abs = diff > l->max_abs ? diff : l->max_abs;
+	l->rel_hit |= diff > max_rel * aw;
+	l->top = excess > l->top ? excess : l->top;
+	l->d2 += e * e;
+	l->w2 += w * w;
+}
+
 /* A block of finite values (nearly always): the rule of compare_element without its branches,
  * in LANES lanes (so the additions overlap and the compiler can use vector instructions), merged
  * in a fixed order: the same figures for any thread count. Returns 0, with *p unchanged, when a
@@ -128,46 +147,28 @@ finite_block(const job *j, partial *p, int64_t base, const void *gv, const void 
 	 * where they lie (the common case: no copy into doubles first), one reading doubles. */
 #define AT(v, i) (f32 ? (double)((const float *)(v))[i] : ((const double *)(v))[i])
 	const double atol = j->atol, rtol = j->rtol, max_rel = p->max_rel;
-	double d2[LANES], w2[LANES], max_abs[LANES], top[LANES];
-	int64_t mismatches[LANES], rel_hit[LANES];
-	for (int k = 0; k < LANES; k++) {
-		d2[k] = w2[k] = max_abs[k] = 0;
-		top[k] = -INFINITY;
-		mismatches[k] = rel_hit[k] = 0;
-	}
+	lane l[LANES];
+	for (int k = 0; k < LANES; k++)
+		l[k] = (lane){0, 0, 0, -INFINITY, 0, 0};
 	int i = 0;
 	for (; i + LANES <= count; i += LANES)
-		for (int k = 0; k < LANES; k++) {
-			double e = AT(gv, i + k) - AT(wv, i + k), diff = fabs(e), aw = fabs(AT(wv, i + k));
-			double limit = atol + rtol * aw, excess = diff - limit;
-			mismatches[k] += diff > limit;
-			max_abs[k] = diff > max_abs[k] ? diff : max_abs[k];
-			rel_hit[k] |= diff > max_rel * aw;
-			top[k] = excess > top[k] ? excess : top[k];
-			d2[k] += e * e;
-			w2[k] += AT(wv, i + k) * AT(wv, i + k);
-		}
-	for (int k = 0; i < count; i++, k++) {
-		double e = AT(gv, i) - AT(wv, i), diff = fabs(e), aw = fabs(AT(wv, i));
-		double limit = atol + rtol * aw, excess = diff - limit;
-		mismatches[k] += diff > limit;
-		max_abs[k] = diff > max_abs[k] ? diff : max_abs[k];
-		rel_hit[k] |= diff > max_rel * aw;
-		top[k] = excess > top[k] ? excess : top[k];
-		d2[k] += e * e;
-		w2[k] += AT(wv, i) * AT(wv, i);
-	}
-	double sum_d2 = ((d2[0] + d2[1]) + (d2[2] + d2[3])) + ((d2[4] + d2[5]) + (d2[6] + d2[7]));
-	double sum_w2 = ((w2[0] + w2[1]) + (w2[2] + w2[3])) + ((w2[4] + w2[5]) + (w2[6] + w2[7]));
+		for (int k = 0; k < LANES; k++)
+			lane_add(&l[k], atol, rtol, max_rel, AT(gv, i + k), AT(wv, i + k));
+	for (int k = 0; i < count; i++, k++)
+		lane_add(&l[k], atol, rtol, max_rel, AT(gv, i), AT(wv, i));
+	double sum_d2 = ((l[0].d2 + l[1].d2) + (l[2].d2 + l[3].d2)) +
+	                ((l[4].d2 + l[5].d2) + (l[6].d2 + l[7].d2));
+	double sum_w2 = ((l[0].w2 + l[1].w2) + (l[2].w2 + l[3].w2)) +
+	                ((l[4].w2 + l[5].w2) + (l[6].w2 + l[7].w2));
 	if (!isfinite(sum_d2) || !isfinite(sum_w2))
 		return 0;
 	double best = -INFINITY;
 	int hit = 0;
 	for (int k = 0; k < LANES; k++) {
-		p->mismatches += mismatches[k];
-		p->max_abs = max_abs[k] > p->max_abs ? max_abs[k] : p->max_abs;
-		best = top[k] > best ? top[k] : best;
-		hit |= rel_hit[k] != 0;
+		p->mismatches += l[k].mismatches;
+		p->max_abs = l[k].max_abs > p->max_abs ? l[k].max_abs : p->max_abs;
+		best = l[k].top > best ? l[k].top : best;
+		hit |= l[k].rel_hit != 0;
 	}
 	p->sum_d2 += sum_d2;
 	p->sum_w2 += sum_w2;
@@ -241,28 +242,17 @@ static void *worker_run(void *arg)
 static int compare_parallel(const job *j, int threads, int64_t n_chunks, partial *acc)
 {
 	partial *chunks = malloc((size_t)n_chunks * sizeof *chunks);
-	pthread_t *tids = malloc((size_t)threads * sizeof *tids);
 	worker *ws = malloc((size_t)threads * sizeof *ws);
-	int *started = calloc((size_t)threads, sizeof *started);
-	int ok = chunks && tids && ws && started;
-	for (int t = 0; ok && t < threads; t++) {
-		ws[t] = (worker){j, chunks, n_chunks, t, threads};
-		started[t] = t > 0 && pthread_create(&tids[t], NULL, worker_run, &ws[t]) == 0;
-	}
+	int ok = chunks && ws;
 	if (ok) {
 		for (int t = 0; t < threads; t++)
-			if (!started[t])
-				worker_run(&ws[t]); /* thread 0, and any that could not start */
-		for (int t = 0; t < threads; t++)
-			if (started[t])
-				pthread_join(tids[t], NULL);
+			ws[t] = (worker){j, chunks, n_chunks, t, threads};
+		st_threads_run(worker_run, ws, sizeof *ws, threads);
 		for (int64_t c = 0; c < n_chunks; c++)
 			partial_merge(acc, &chunks[c]);
 	}
 	free(chunks);
-	free(tids);
 	free(ws);
-	free(started);
 	return ok;
 }
 
@@ -436,19 +426,10 @@ int st_compare_bitwise(const st_tensor *a, const st_tensor *b, int threads, int6
 	if (threads < 1 || n < PARALLEL_MIN)
 		threads = 1;
 	bit_range r[MAX_T];
-	pthread_t tids[MAX_T];
-	int started[MAX_T] = {0};
-	for (int t = 0; t < threads; t++) {
+	for (int t = 0; t < threads; t++)
 		r[t] = (bit_range){a->data, b->data, st_dtype_size(a->dtype), n * t / threads,
 		                   n * (t + 1) / threads, -1};
-		started[t] = t > 0 && pthread_create(&tids[t], NULL, bitwise_range, &r[t]) == 0;
-	}
-	for (int t = 0; t < threads; t++)
-		if (!started[t])
-			bitwise_range(&r[t]);
-	for (int t = 0; t < threads; t++)
-		if (started[t])
-			pthread_join(tids[t], NULL);
+	st_threads_run(bitwise_range, r, sizeof *r, threads);
 	/* the ranges rise with t: the first that differs holds the first difference */
 	for (int t = 0; t < threads; t++)
 		if (r[t].first >= 0) {
