@@ -82,6 +82,8 @@ struct st_service {
 	char *tasks_text;                /* GET /v1/tasks, made once */
 	pthread_mutex_t mu;
 	pthread_cond_t cv_work, cv_done;
+	pthread_cond_t cv_warm;          /* warm_left went down */
+	int warm_left;                   /* GPUs whose baselines --warm is still loading */
 	jqueue qc, qr, qj;               /* compile, run, judge */
 	job *inflight;
 	int n_inflight, waiting;
@@ -413,6 +415,34 @@ static st_status rerun_alone(job *j, st_verify_opts *o, json_t **verdict, st_sta
 	return st;
 }
 
+/* Is worker w the first of its GPU (what is done once per GPU is done for it)? */
+static int first_of_gpu(const st_service *s, int w)
+{
+	for (int u = 0; u < w; u++)
+		if (!strcmp(s->devices[u], s->devices[w]))
+			return 0;
+	return 1;
+}
+
+/* Worker w's verify options: its GPU, that GPU's lock, the pool, its shared-memory blocks, and
+ * the arch the compile pool built for (into known_arch): known, the verify compiles before it
+ * takes runners, and finds the kept ones by what it compiled. */
+static void worker_opts(st_service *s, int w, st_shm_cache *shm, char known_arch[32],
+                        st_verify_opts *o)
+{
+	*o = s->o.verify;
+	o->devices = s->devices[w][0] ? s->devices[w] : NULL;
+	o->gpu_lock = s->gpu_of[w] >= 0 ? &s->gpu_locks[s->gpu_of[w]] : NULL;
+	o->runner_pool = s->pool;
+	o->shm_cache = shm;
+	pthread_mutex_lock(&s->mu);
+	snprintf(known_arch, 32, "%s", s->arch);
+	pthread_mutex_unlock(&s->mu);
+	if (!o->arch && known_arch[0] && !strcmp(o->backend, "cuda"))
+		o->arch = known_arch;
+	o->progress = NULL;
+}
+
 static void *worker_main(void *arg)
 {
 	worker_arg *w = arg;
@@ -426,22 +456,19 @@ static void *worker_main(void *arg)
 	if (s->near[w->index][0] && st_cpus_pin(s->near[w->index]))
 		st_serve_log(&s->o, "worker %d: cannot keep to CPUs %s: %s", w->index,
 		             s->near[w->index], strerror(errno));
+	char known_arch[32];
+	st_verify_opts o;
+	if (s->o.warm && s->pool && first_of_gpu(s, w->index)) {
+		worker_opts(s, w->index, NULL, known_arch, &o);
+		st_serve_warm_runners(&s->o, &o);
+		pthread_mutex_lock(&s->mu);
+		s->warm_left--;
+		pthread_cond_broadcast(&s->cv_warm);
+		pthread_mutex_unlock(&s->mu);
+	}
 	while ((j = take_run(s, s->gpu_of[w->index]))) {
 		j->t_start = st_now_s();
-		st_verify_opts o = s->o.verify;
-		o.devices = s->devices[w->index][0] ? s->devices[w->index] : NULL;
-		o.gpu_lock = s->gpu_of[w->index] >= 0 ? &s->gpu_locks[s->gpu_of[w->index]] : NULL;
-		o.runner_pool = s->pool;
-		o.shm_cache = shm;
-		/* The arch the compile pool built for: known, the verify compiles before it takes
-		 * runners, and finds the kept ones by what it compiled. */
-		char known_arch[32];
-		pthread_mutex_lock(&s->mu);
-		snprintf(known_arch, sizeof known_arch, "%s", s->arch);
-		pthread_mutex_unlock(&s->mu);
-		if (!o.arch && known_arch[0] && !strcmp(o.backend, "cuda"))
-			o.arch = known_arch;
-		o.progress = NULL;
+		worker_opts(s, w->index, shm, known_arch, &o);
 		st_verify_opts_apply(&o, json_object_get(j->req, "options"));
 		json_t *verdict = NULL;
 		st_err e;
@@ -977,12 +1004,8 @@ static st_status parse_gpus(st_service *s, st_err *err)
 static int distinct_devices(const st_service *s)
 {
 	int n = 0;
-	for (int w = 0; w < s->n_workers; w++) {
-		int seen = 0;
-		for (int u = 0; u < w && !seen; u++)
-			seen = !strcmp(s->devices[u], s->devices[w]);
-		n += !seen;
-	}
+	for (int w = 0; w < s->n_workers; w++)
+		n += first_of_gpu(s, w);
 	return n > 0 ? n : 1;
 }
 
@@ -1003,10 +1026,7 @@ static st_status probe_devices(st_service *s, st_err *err)
 	if (s->o.verify.arch)
 		snprintf(s->arch, sizeof s->arch, "%s", s->o.verify.arch);
 	for (int w = 0; w < s->n_workers; w++) {
-		int probed = 0; /* a GPU of several workers is looked at once */
-		for (int u = 0; u < w && !probed; u++)
-			probed = !strcmp(s->devices[u], s->devices[w]);
-		if (probed)
+		if (!first_of_gpu(s, w)) /* a GPU of several workers is looked at once */
 			continue;
 		char arch[32], bus[64];
 		st_err pe;
@@ -1060,6 +1080,7 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv_work, NULL);
 	pthread_cond_init(&s->cv_done, NULL);
+	pthread_cond_init(&s->cv_warm, NULL);
 	st_status st = parse_gpus(s, err);
 	/* The workers' verifies compare outputs at the same time: each takes its share of the
 	 * cores, so that more workers (a second GPU's) never mean more comparison threads than
@@ -1124,12 +1145,18 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		             ra.n == 1 ? "" : "s",
 		             ra.bad ? " (some could no longer be read and stay unanswered)" : "");
 	int bad = 0;
+	s->warm_left = o->warm && s->pool ? distinct_devices(s) : 0;
 	for (int i = 0; i < compilers; i++)
 		bad |= spawn(s, compile_main, s);
 	for (int i = 0; i < s->n_workers; i++) {
 		s->args[i] = (worker_arg){s, i};
 		bad |= spawn(s, worker_main, &s->args[i]);
 	}
+	/* --warm: the GPUs' first workers load the baselines before the service listens. */
+	pthread_mutex_lock(&s->mu);
+	while (!bad && s->warm_left > 0)
+		pthread_cond_wait(&s->cv_warm, &s->mu);
+	pthread_mutex_unlock(&s->mu);
 	for (int i = 0; o->judge_model && i < (o->judges > 0 ? o->judges : 4); i++)
 		bad |= spawn(s, judge_main, s);
 	if (bad) {
@@ -1184,6 +1211,7 @@ void st_service_stop(st_service *s)
 	free(s->tasks_text);
 	pthread_cond_destroy(&s->cv_work);
 	pthread_cond_destroy(&s->cv_done);
+	pthread_cond_destroy(&s->cv_warm);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

@@ -1,8 +1,11 @@
 /* stitch serve --warm: the references, experts and hooks of some tasks compiled into the compile
- * cache before the service takes its first request. Each task's baselines are compiled once and
- * for all, but a cold service compiles them inside its first requests, one after the other and
- * behind the candidate's own compile (identical code waits for one compile of its key), so the
- * first answers of every task wait for three nvcc runs instead of one. */
+ * cache before the service takes its first request, then loaded into kept runners on every GPU.
+ * Each task's baselines are compiled once and for all, but a cold service compiles them inside
+ * its first requests, one after the other and behind the candidate's own compile (identical code
+ * waits for one compile of its key), so the first answers of every task wait for three nvcc runs
+ * instead of one. Loading is per GPU: a cold service starts and loads each task's reference and
+ * expert runners inside that task's first request on each GPU, so a service of N GPUs pays N
+ * times what one GPU pays before it runs at speed. */
 #include "warm.h"
 
 #include <pthread.h>
@@ -127,4 +130,59 @@ st_status st_serve_warm(const st_serve_opts *o, const char *arch, int threads, s
 	             w.failed ? " (some did not compile: see above)" : "");
 	st_task_list_free(w.dirs, w.n);
 	return ST_OK;
+}
+
+/* A small verify of each task's expert (its reference where it has none), trusted like a shipped
+ * solution, so that the pool keeps its reference and its expert loaded for the requests to come.
+ * Run by one of the GPU's workers: a runner dies with the thread that started it. */
+void st_serve_warm_runners(const st_serve_opts *o, const st_verify_opts *worker)
+{
+	if (!o->warm || !worker->runner_pool)
+		return;
+	char **dirs;
+	int n, loaded = 0;
+	st_err e;
+	const char *gpu = worker->devices ? worker->devices : "host";
+	if (warm_dirs(o, o->warm, &dirs, &n, &e)) { /* checked at start: out of memory */
+		st_serve_log(o, "warm: GPU %s: %s", gpu, e.msg);
+		return;
+	}
+	st_verify_opts vo = *worker;
+	/* Enough to load every runner: one size set, one seed, nothing measured. */
+	vo.sets = "small";
+	vo.time_set = "small";
+	vo.seeds = 1;
+	vo.timing = 0;
+	vo.profile = 0;
+	vo.ncu = 0;
+	vo.trace_path = NULL;
+	vo.dump_path = NULL;
+	vo.candidate_trusted = 1;
+	vo.progress = NULL;
+	double t0 = st_now_s();
+	int host = !strcmp(vo.backend, "host");
+	for (int i = 0; i < n; i++) {
+		st_task t;
+		if (st_task_load(dirs[i], &t, &e)) {
+			st_serve_log(o, "warm: %s: %s", dirs[i], e.msg);
+			continue;
+		}
+		const char *path = host ? (t.host_expert ? t.host_expert : t.host_reference)
+		                        : (t.n_experts ? t.experts[0] : t.reference);
+		json_t *verdict = NULL;
+		st_status st = path ? st_verify(dirs[i], path, &vo, &verdict, &e) : ST_OK;
+		const char *status = json_string_value(json_object_get(verdict, "status"));
+		if (st)
+			st_serve_log(o, "warm: %s on GPU %s: %s", t.id, gpu, e.msg);
+		else if (path && status && strcmp(status, "ok"))
+			st_serve_log(o, "warm: %s on GPU %s: %s: %s", t.id, gpu, status,
+			             json_string_value(json_object_get(verdict, "reason")));
+		else if (path)
+			loaded++;
+		json_decref(verdict);
+		st_task_free(&t);
+	}
+	st_serve_log(o, "warm: the baselines of %d task%s loaded on GPU %s in %.1f s", loaded,
+	             loaded == 1 ? "" : "s", gpu, st_now_s() - t0);
+	st_task_list_free(dirs, n);
 }

@@ -1,4 +1,5 @@
-/* stitch serve --warm: the baselines of some tasks compiled before the first request. */
+/* stitch serve --warm: the baselines of some tasks compiled, and loaded on every GPU, before the
+ * first request. */
 #ifndef ST_SERVE_WARM_H
 #define ST_SERVE_WARM_H
 
@@ -9,6 +10,13 @@
  * o->warm. ST_E_INVALID for an unknown task id; a baseline that does not compile is logged, not
  * an error (its requests' verdicts say so). */
 st_status st_serve_warm(const st_serve_opts *o, const char *arch, int threads, st_err *err);
+
+/* Then, before listening: the baselines of the same tasks loaded into the runner pool of one GPU
+ * by one small verify of each task's expert there, with `worker`'s options (its devices, GPU lock
+ * and runner pool; nothing without a pool). Called on a thread that outlives the runners (a
+ * worker's): a runner dies with the thread that started it. A verify that fails is logged
+ * (requests load what the warm-up could not). */
+void st_serve_warm_runners(const st_serve_opts *o, const st_verify_opts *worker);
 
 /* o->warm names tasks that exist, and the service has workers of its own to warm for
  * (ST_E_INVALID otherwise, naming the first unknown id): checked at start, before the devices

@@ -301,6 +301,18 @@ check "warm: logged before listening" \
 	bash -c "grep -n . '$WORK/warm.log' | grep -A9 'warm: the baselines of 2 tasks compiled' | grep -q 'listening on'"
 check "warm: 4 baselines in the cache (got $(ls "$WORK"/warm-cache/compile/*.so 2>/dev/null | wc -l))" \
 	[ "$(ls "$WORK"/warm-cache/compile/*.so 2>/dev/null | wc -l)" = 4 ]
+# ... and loaded in kept runners: each task's reference and expert (the warm-up verifies the
+# expert as its candidate), so that the first request of a warmed task starts neither.
+check "warm: loaded on the host in the log" grep -q 'warm: the baselines of 2 tasks loaded on GPU host' "$WORK/warm.log"
+loaded=$(metric 'stitch_serve_runners_kept{kind="loaded"}')
+check "warm: 4 loaded runners kept before any request (got $loaded)" [ "$loaded" = 4 ]
+verdict warm1 "$FIX/good.c"
+check "warm: first request ok (got $(jget "$WORK/warm1.body" verdict.status))" \
+	[ "$(jget "$WORK/warm1.body" verdict.status)" = ok ]
+check "warm: its reference loaded already (got $(jget "$WORK/warm1.body" verdict.runners.reference.from))" \
+	[ "$(jget "$WORK/warm1.body" verdict.runners.reference.from)" = loaded ]
+check "warm: its expert loaded already (got $(jget "$WORK/warm1.body" verdict.runners.expert.from))" \
+	[ "$(jget "$WORK/warm1.body" verdict.runners.expert.from)" = loaded ]
 kill -TERM "$WARM_PID"
 wait "$WARM_PID"
 # Checked before the devices are probed: the CUDA backend's own default, on a machine with a GPU
