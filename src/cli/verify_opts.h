@@ -15,7 +15,8 @@
 	"  --seed N         reproducible seeds instead of fresh secret ones\n"                        \
 	"  --no-timing      check correctness only\n"                                                 \
 	"  --min-time MS    GPU time to gather per solution before stopping (default 300)\n"         \
-	"  --max-rse X      stop when the relative standard error is below X (default 0.005)\n"     \
+	"  --max-rse X      stop when the median's relative standard error (from the quartiles:\n" \
+	"                   a disturbed sample does not prolong timing) is below X (default 0.005)\n" \
 	"  --max-samples N  cap on timed samples per solution (default 20000)\n"                    \
 	"  --timeout S      limit for one runner request: st_init, a call, a batch (default 120)\n" \
 	"  --compare-threads N  threads comparing outputs with the reference's (default: the\n"  \

@@ -15,6 +15,8 @@ typedef struct st_stats {
 	int discarded;         /* throttled or clock-dropped samples */
 	double median, q1, q3, min, max, mean, stddev;
 	double rse;            /* relative standard error of the mean: stddev / sqrt(n) / mean */
+	double rse_median;     /* relative standard error of the median, from the interquartile
+	                        * range: 1.2533 * (IQR / 1.349) / sqrt(n) / median; the stop rule's */
 	double total_ms;       /* sum of kept sample times */
 	double wall_median;    /* median wall time of the kept samples */
 	int sm_mhz_median;
@@ -28,13 +30,14 @@ typedef struct st_stop_rule {
 	int min_samples;      /* default 10 */
 	int max_samples;      /* cap, default 20000 */
 	double min_time_ms;   /* GPU time that must be gathered, default 300 */
-	double max_rse;       /* default 0.005 */
+	double max_rse;       /* on the median's relative standard error, default 0.005 */
 	double max_wall_ms;   /* cap on wall time spent timing one solution, default 4000 */
 } st_stop_rule;
 
 void st_stop_rule_default(st_stop_rule *r);
 
-/* 1 when enough: n >= min_samples && total >= min_time && rse < max_rse, or a cap was reached. */
+/* 1 when enough: n >= min_samples && total >= min_time && rse_median < max_rse, or a cap was
+ * reached. */
 int st_stop_reached(const st_stats *s, const st_stop_rule *r, double wall_spent_ms);
 
 /* Quantile q in [0,1] of v[0..n) (type 7), sorting v in place; NAN when n is 0. */

@@ -14,9 +14,9 @@ static void print_stats(FILE *f, const char *name, const json_t *s)
 {
 	if (!s)
 		return;
-	fprintf(f, "  %-10s %10.4f ms  [q1 %.4f  q3 %.4f  min %.4f]  n=%d  rse %.2f%%", name,
+	fprintf(f, "  %-10s %10.4f ms  [q1 %.4f  q3 %.4f  min %.4f]  n=%d  median rse %.2f%%", name,
 	        num(s, "median_ms"), num(s, "q1_ms"), num(s, "q3_ms"), num(s, "min_ms"),
-	        (int)json_integer_value(json_object_get(s, "samples")), 100 * num(s, "rse"));
+	        (int)json_integer_value(json_object_get(s, "samples")), 100 * num(s, "rse_median"));
 	int disc = (int)json_integer_value(json_object_get(s, "discarded"));
 	int mhz = (int)json_integer_value(json_object_get(s, "sm_mhz_median"));
 	if (mhz)
