@@ -142,9 +142,11 @@ void st_serve_warm_runners(const st_serve_opts *o, const st_verify_opts *worker)
 	char **dirs;
 	int n, loaded = 0;
 	st_err e;
-	const char *gpu = worker->devices ? worker->devices : "host";
+	char where[64];
+	snprintf(where, sizeof where, "%s%s", worker->devices ? "GPU " : "the host",
+	         worker->devices ? worker->devices : "");
 	if (warm_dirs(o, o->warm, &dirs, &n, &e)) { /* checked at start: out of memory */
-		st_serve_log(o, "warm: GPU %s: %s", gpu, e.msg);
+		st_serve_log(o, "warm: %s: %s", where, e.msg);
 		return;
 	}
 	st_verify_opts vo = *worker;
@@ -173,16 +175,16 @@ void st_serve_warm_runners(const st_serve_opts *o, const st_verify_opts *worker)
 		st_status st = path ? st_verify(dirs[i], path, &vo, &verdict, &e) : ST_OK;
 		const char *status = json_string_value(json_object_get(verdict, "status"));
 		if (st)
-			st_serve_log(o, "warm: %s on GPU %s: %s", t.id, gpu, e.msg);
+			st_serve_log(o, "warm: %s on %s: %s", t.id, where, e.msg);
 		else if (path && status && strcmp(status, "ok"))
-			st_serve_log(o, "warm: %s on GPU %s: %s: %s", t.id, gpu, status,
+			st_serve_log(o, "warm: %s on %s: %s: %s", t.id, where, status,
 			             json_string_value(json_object_get(verdict, "reason")));
 		else if (path)
 			loaded++;
 		json_decref(verdict);
 		st_task_free(&t);
 	}
-	st_serve_log(o, "warm: the baselines of %d task%s loaded on GPU %s in %.1f s", loaded,
-	             loaded == 1 ? "" : "s", gpu, st_now_s() - t0);
+	st_serve_log(o, "warm: the baselines of %d task%s loaded on %s in %.1f s", loaded,
+	             loaded == 1 ? "" : "s", where, st_now_s() - t0);
 	st_task_list_free(dirs, n);
 }

@@ -303,7 +303,7 @@ check "warm: 4 baselines in the cache (got $(ls "$WORK"/warm-cache/compile/*.so 
 	[ "$(ls "$WORK"/warm-cache/compile/*.so 2>/dev/null | wc -l)" = 4 ]
 # ... and loaded in kept runners: each task's reference and expert (the warm-up verifies the
 # expert as its candidate), so that the first request of a warmed task starts neither.
-check "warm: loaded on the host in the log" grep -q 'warm: the baselines of 2 tasks loaded on GPU host' "$WORK/warm.log"
+check "warm: loaded on the host in the log" grep -q 'warm: the baselines of 2 tasks loaded on the host' "$WORK/warm.log"
 loaded=$(metric 'stitch_serve_runners_kept{kind="loaded"}')
 check "warm: 4 loaded runners kept before any request (got $loaded)" [ "$loaded" = 4 ]
 verdict warm1 "$FIX/good.c"
