@@ -142,6 +142,9 @@ typedef struct vctx {
 	int gpu_held;          /* GPU_FREE, GPU_SHARED or GPU_EXCLUSIVE: this verify's hold on
 	                        * o->gpu_lock */
 	double gpu_wait_s;     /* time spent waiting for it */
+	double gpu_since;      /* when the present hold began (st_now_s) */
+	json_t *gpu_holds;     /* the holds so far: [mode "s" or "x", from, to] in st_now_s time,
+	                        * which is one clock for every verify of a service */
 	double wait_mark;      /* gpu_wait_s at the last phase mark */
 	json_t *gpu_waits;     /* per phase, the part of it spent waiting for the GPU */
 } vctx;
@@ -160,8 +163,21 @@ static void gpu_take(vctx *v, int exclusive)
 		pthread_rwlock_wrlock(v->o->gpu_lock);
 	else
 		pthread_rwlock_rdlock(v->o->gpu_lock);
-	v->gpu_wait_s += st_now_s() - t0;
+	v->gpu_since = st_now_s();
+	v->gpu_wait_s += v->gpu_since - t0;
 	v->gpu_held = exclusive ? GPU_EXCLUSIVE : GPU_SHARED;
+}
+
+/* Give the hold up, and note it: a service's verifies together tell how long each GPU was
+ * measured on, shared, or left alone. */
+static void gpu_unlock(vctx *v)
+{
+	pthread_rwlock_unlock(v->o->gpu_lock);
+	if (v->gpu_holds)
+		json_array_append_new(v->gpu_holds,
+		                      json_pack("[s,f,f]", v->gpu_held == GPU_EXCLUSIVE ? "x" : "s",
+		                                v->gpu_since, st_now_s()));
+	v->gpu_held = GPU_FREE;
 }
 
 /* Runners are about to use the GPU: share it, unless this verify already has it to itself or
@@ -176,18 +192,14 @@ static void gpu_use(vctx *v)
  * measurement it protects is still going on). */
 static void gpu_idle(vctx *v)
 {
-	if (v->o->gpu_lock && v->gpu_held == GPU_SHARED) {
-		pthread_rwlock_unlock(v->o->gpu_lock);
-		v->gpu_held = GPU_FREE;
-	}
+	if (v->o->gpu_lock && v->gpu_held == GPU_SHARED)
+		gpu_unlock(v);
 }
 
 static void gpu_release(vctx *v)
 {
-	if (v->o->gpu_lock && v->gpu_held != GPU_FREE) {
-		pthread_rwlock_unlock(v->o->gpu_lock);
-		v->gpu_held = GPU_FREE;
-	}
+	if (v->o->gpu_lock && v->gpu_held != GPU_FREE)
+		gpu_unlock(v);
 }
 
 /* A read lock cannot be upgraded in place: give it up, then wait for the GPU alone. */
@@ -2411,6 +2423,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	v.t_start = v.t_mark = st_now_s();
 	v.phases = json_object();
 	v.gpu_waits = json_object();
+	v.gpu_holds = o->gpu_lock ? json_array() : NULL;
 	/* Comparing is the correctness phase's main cost on large outputs, and the runners wait. */
 	v.threads = o->threads > 0 ? o->threads : st_cpus_share(1, 16);
 	v.verdict = json_pack("{s:s,s:s,s:s,s:s}", "status", "ok", "reason", "", "task", task.id,
@@ -2460,6 +2473,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	if (o->gpu_lock) { /* inside the phases: waiting for other verifies to finish measuring */
 		json_object_set_new(v.verdict, "gpu_wait_s", json_real(v.gpu_wait_s));
 		json_object_set_new(v.verdict, "gpu_wait_by_phase_s", v.gpu_waits);
+		json_object_set_new(v.verdict, "gpu_holds", v.gpu_holds);
 	} else {
 		json_decref(v.gpu_waits);
 	}

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "stitch/stitch.h"
@@ -26,7 +27,42 @@ typedef struct run {
 	st_status status;
 	char verdict_status[1100];
 	double gpu_wait_s; /* the verdict's */
+	/* the verdict's gpu_holds: how many of each mode, the first one's start and the first
+	 * exclusive one's, and whether they are well formed (each from <= to, one after another) */
+	int shared_holds, exclusive_holds, holds_ordered;
+	double first_hold, first_exclusive;
 } run;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void read_holds(run *r, const json_t *holds)
+{
+	double last = 0;
+	size_t i;
+	json_t *h;
+	r->holds_ordered = json_is_array(holds) && json_array_size(holds) > 0;
+	r->first_hold = r->first_exclusive = -1;
+	json_array_foreach(holds, i, h) {
+		const char *mode = json_string_value(json_array_get(h, 0));
+		double from = json_number_value(json_array_get(h, 1));
+		double to = json_number_value(json_array_get(h, 2));
+		int x = mode && !strcmp(mode, "x");
+		r->shared_holds += mode && !strcmp(mode, "s");
+		r->exclusive_holds += x;
+		if (!mode || from > to || from < last)
+			r->holds_ordered = 0;
+		last = to;
+		if (r->first_hold < 0)
+			r->first_hold = from;
+		if (x && r->first_exclusive < 0)
+			r->first_exclusive = from;
+	}
+}
 
 static void on_progress(void *arg, const char *line)
 {
@@ -51,6 +87,7 @@ static void *verify_thread(void *arg)
 	const char *s = json_string_value(json_object_get(v, "status"));
 	snprintf(r->verdict_status, sizeof r->verdict_status, "%s", s ? s : e.msg);
 	r->gpu_wait_s = json_number_value(json_object_get(v, "gpu_wait_s"));
+	read_holds(r, json_object_get(v, "gpu_holds"));
 	json_decref(v);
 	pthread_mutex_lock(&r->mu);
 	r->done = 1;
@@ -103,13 +140,20 @@ static void blocked_from_the_start(int held_alone, int verify_alone)
 	sleep(1);
 	assert_int_equal(get(&r, &r.correct_lines), 0); /* nothing ran while the GPU was taken */
 	assert_int_equal(get(&r, &r.done), 0);
+	double freed = now_s();
 	pthread_rwlock_unlock(&lock);
 	pthread_join(t, NULL);
 	assert_int_equal(r.status, ST_OK);
 	assert_string_equal(r.verdict_status, "ok");
 	assert_int_equal(r.correct_lines, 1);
-	/* the verdict says how long it waited for the GPU */
+	/* the verdict says how long it waited for the GPU, and when it held it: not before it was
+	 * free, one hold after another, alone to time (and throughout when it must be alone) */
 	assert_true(r.gpu_wait_s >= 0.9);
+	assert_true(r.holds_ordered);
+	assert_true(r.first_hold >= freed);
+	assert_true(r.exclusive_holds >= 1);
+	if (verify_alone)
+		assert_int_equal(r.shared_holds, 0);
 	/* and the verify let go of the lock: it can be taken alone again */
 	assert_int_equal(pthread_rwlock_trywrlock(&lock), 0);
 	pthread_rwlock_unlock(&lock);
@@ -136,11 +180,17 @@ static void test_timing_waits_for_sharers(void **state)
 	sleep(1);
 	assert_int_equal(get(&r, &r.timing_lines), 0); /* ...timing does not */
 	assert_int_equal(get(&r, &r.done), 0);
+	double freed = now_s();
 	pthread_rwlock_unlock(&lock);
 	pthread_join(t, NULL);
 	assert_int_equal(r.status, ST_OK);
 	assert_string_equal(r.verdict_status, "ok");
 	assert_int_equal(r.timing_lines, 1);
+	/* its holds: shared ones before, the exclusive one only once the other let go */
+	assert_true(r.holds_ordered);
+	assert_true(r.shared_holds >= 1);
+	assert_true(r.first_hold < freed);
+	assert_true(r.first_exclusive >= freed);
 	pthread_rwlock_destroy(&lock);
 }
 
