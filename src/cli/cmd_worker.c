@@ -293,7 +293,8 @@ static int probe_arch(worker *w, const char *devices)
 		return 0;
 	}
 	st_err err, ignore;
-	if (st_device_probe(w->vo.backend, 0, devices, 0, w->arch, sizeof w->arch, NULL, 0, &ignore, &err)) {
+	if (st_device_probe(w->vo.backend, 0, devices, 0, w->arch, sizeof w->arch, NULL, 0, &ignore,
+	                    &err)) {
 		st_cli_error("worker: %s", err.msg);
 		return -1;
 	}

@@ -93,7 +93,6 @@ struct st_service {
 	long spooled;                    /* jobs written to the spool (its sweep counts them) */
 	int n_workers;
 	char devices[MAX_WORKERS][16];   /* per worker: its CUDA_VISIBLE_DEVICES, "" on host */
-	char near[MAX_WORKERS][256];     /* per worker: its GPU's own CPUs (a list), "" for any */
 	int gpu_of[MAX_WORKERS];         /* per worker: its GPU's index into gpu_locks, or -1 */
 	pthread_rwlock_t gpu_locks[MAX_WORKERS];
 	int n_gpu_locks;
@@ -453,9 +452,10 @@ static void *worker_main(void *arg)
 	/* The worker's shared-memory blocks, kept from one verify to the next (NULL if out of
 	 * memory: every verify makes its own, as before). */
 	st_shm_cache *shm = s->o.queue_url ? NULL : st_shm_cache_new();
-	if (s->near[w->index][0] && st_cpus_pin(s->near[w->index]))
-		st_serve_log(&s->o, "worker %d: cannot keep to CPUs %s: %s", w->index,
-		             s->near[w->index], strerror(errno));
+	char near[256]; /* its GPU's own CPUs, where probe_devices pinned the GPU's runners */
+	if (st_runner_pinned(s->devices[w->index], near, sizeof near) && st_cpus_pin(near))
+		st_serve_log(&s->o, "worker %d: cannot keep to CPUs %s: %s", w->index, near,
+		             strerror(errno));
 	char known_arch[32];
 	st_verify_opts o;
 	if (s->o.warm && s->pool && first_of_gpu(s, w->index)) {
@@ -1048,10 +1048,7 @@ static st_status probe_devices(st_service *s, st_err *err)
 		 * lent to this project are one node: nothing changes there.) */
 		char near[256];
 		if (s->devices[w][0] && st_cpus_near_pci(bus, near, sizeof near) > 0) {
-			for (int u = w; u < s->n_workers; u++)
-				if (!strcmp(s->devices[u], s->devices[w]))
-					snprintf(s->near[u], sizeof s->near[u], "%s", near);
-			st_runner_pin(s->devices[w], near);
+			st_runner_pin(s->devices[w], near); /* its workers too (worker_main) */
 			st_serve_log(&s->o, "GPU %s (%s): its workers and runners on CPUs %s, its NUMA node",
 			             s->devices[w], bus, near);
 		}

@@ -64,18 +64,29 @@ void st_runner_pin(const char *devices, const char *cpus)
 	pthread_mutex_unlock(&g_pin_mu);
 }
 
-/* The CPUs runners on `devices` are pinned to: 1 with *set filled, 0 for anywhere. */
-static int pinned_cpus(const char *devices, cpu_set_t *set)
+int st_runner_pinned(const char *devices, char *cpus, size_t len)
 {
 	int found = 0;
+	if (len)
+		cpus[0] = 0;
 	if (!devices)
 		return 0;
 	pthread_mutex_lock(&g_pin_mu);
 	for (int k = 0; k < g_n_pins && !found; k++)
-		if (!strcmp(g_pins[k].devices, devices))
-			found = g_pins[k].cpus[0] && !st_cpus_parse(g_pins[k].cpus, set) && CPU_COUNT(set) > 0;
+		if (!strcmp(g_pins[k].devices, devices) && g_pins[k].cpus[0]) {
+			snprintf(cpus, len, "%s", g_pins[k].cpus);
+			found = 1;
+		}
 	pthread_mutex_unlock(&g_pin_mu);
 	return found;
+}
+
+/* The CPUs runners on `devices` are pinned to: 1 with *set filled, 0 for anywhere. */
+static int pinned_cpus(const char *devices, cpu_set_t *set)
+{
+	char cpus[sizeof g_pins[0].cpus];
+	return st_runner_pinned(devices, cpus, sizeof cpus) && !st_cpus_parse(cpus, set) &&
+	       CPU_COUNT(set) > 0;
 }
 
 /* Variables a runner may see: what the dynamic loader and the CUDA driver need, nothing else. */

@@ -40,6 +40,9 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
  * `cpus` (a list such as "0-15"; NULL or "": anywhere again): a service keeps a GPU's runners on
  * that GPU's own NUMA node (st_cpus_near_pci). */
 void st_runner_pin(const char *devices, const char *cpus);
+/* The CPU list runners on `devices` are pinned to, into cpus[len]: 1, or 0 (and "") for
+ * anywhere. */
+int st_runner_pinned(const char *devices, char *cpus, size_t len);
 /* Copy a file into the runner's private folder as `name` (readable by the runner only), so it
  * loads solutions from there and never needs the cache; `out` gets the copy's path. */
 st_status st_runner_copy_in(st_runner *r, const char *src, const char *name, char *out,

@@ -1344,8 +1344,8 @@ static json_t *stats_json(const st_stats *s)
 	return json_pack("{s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:i}", "samples", s->n,
 	                 "discarded", s->discarded, "median_ms", s->median, "q1_ms", s->q1, "q3_ms",
 	                 s->q3, "min_ms", s->min, "max_ms", s->max, "mean_ms", s->mean, "rse", s->rse,
-	                 "rse_median", s->rse_median, "total_ms", s->total_ms, "wall_median_ms", s->wall_median, "sm_mhz_median",
-	                 s->sm_mhz_median);
+	                 "rse_median", s->rse_median, "total_ms", s->total_ms, "wall_median_ms",
+	                 s->wall_median, "sm_mhz_median", s->sm_mhz_median);
 }
 
 /* Interleave batches of samples of every usable solution until each meets the stop rule, so that

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "common/cpus.h"
+#include "verify/runner.h"
 
 static void test_parse(void **state)
 {
@@ -77,6 +78,23 @@ static void test_pin_and_near(void **state)
 	assert_int_equal(sched_setaffinity(0, sizeof mine, &mine), 0);
 }
 
+/* The runners' pin table (runner.c), which a service's workers read back for themselves. */
+static void test_runner_pin_table(void **state)
+{
+	(void)state;
+	char cpus[64] = "x";
+	assert_int_equal(st_runner_pinned("7", cpus, sizeof cpus), 0);
+	assert_string_equal(cpus, "");
+	st_runner_pin("7", "0-1,4");
+	assert_int_equal(st_runner_pinned("7", cpus, sizeof cpus), 1);
+	assert_string_equal(cpus, "0-1,4");
+	assert_int_equal(st_runner_pinned("6", cpus, sizeof cpus), 0);
+	assert_int_equal(st_runner_pinned(NULL, cpus, sizeof cpus), 0);
+	st_runner_pin("7", NULL); /* anywhere again */
+	assert_int_equal(st_runner_pinned("7", cpus, sizeof cpus), 0);
+	assert_string_equal(cpus, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -84,6 +102,7 @@ int main(void)
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_near_pci_bad_names),
 		cmocka_unit_test(test_pin_and_near),
+		cmocka_unit_test(test_runner_pin_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
