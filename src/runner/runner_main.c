@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "common/clock.h"
+#include "dev_keep.h"
 #include "common/proto.h"
 #include "rng.h"
 #include "runner_gen.h"
@@ -64,6 +65,17 @@ static struct runner {
 } R;
 
 static char g_err[2048];
+
+/* Where the present request's time went, in ms by stage (set-up: alloc, fill, populate, init;
+ * teardown: free, sol_free), and how many blocks came kept or new: sent back with the reply, for
+ * a parent that wants to know why set-up or teardown grew. */
+static json_t *g_ms;
+
+static void ms_add(const char *stage, double ms)
+{
+	json_t *cur = json_object_get(g_ms, stage);
+	json_object_set_new(g_ms, stage, json_real(json_number_value(cur) + ms));
+}
 
 static void seterr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void seterr(const char *fmt, ...)
@@ -188,11 +200,9 @@ static void free_tensors(st_tensor *t, int n)
 {
 	if (!t)
 		return;
-	char ignore[64];
 	for (int i = 0; i < n; i++) {
-		if (t[i].data)
-			rb_poison(t[i].data, tensor_bytes(&t[i]), ignore, sizeof ignore);
-		rb_free(t[i].data);
+		size_t bytes = tensor_bytes(&t[i]);
+		dk_release(t[i].data, bytes ? bytes : 1);
 		free((char *)t[i].name);
 	}
 	free(t);
@@ -200,8 +210,10 @@ static void free_tensors(st_tensor *t, int n)
 
 static void teardown(void)
 {
+	double t0 = st_now_s();
 	if (R.ready && R.sol_free)
 		R.sol_free(R.ctx);
+	double t1 = st_now_s();
 	R.ready = 0;
 	R.ctx = NULL;
 	memset(R.in_ready, 0, sizeof R.in_ready);
@@ -210,6 +222,10 @@ static void teardown(void)
 		free_tensors(R.in[s], R.n_in);
 		free_tensors(R.out[s], R.n_out);
 		R.in[s] = R.out[s] = NULL;
+	}
+	if (R.shm) { /* a set was up */
+		ms_add("sol_free", (t1 - t0) * 1e3);
+		ms_add("free", (st_now_s() - t1) * 1e3);
 	}
 	if (R.staging)
 		for (int i = 0; i < R.n_in; i++)
@@ -286,8 +302,12 @@ static int make_tensors(json_t *arr, st_tensor **out, int *n_out)
 		for (int d = 0; d < t[i].ndim; d++)
 			t[i].shape[d] = json_integer_value(json_array_get(shape, (size_t)d));
 		size_t bytes = tensor_bytes(&t[i]);
-		if (rb_alloc(&t[i].data, bytes ? bytes : 1, g_err, sizeof g_err))
+		int reused;
+		double t0 = st_now_s();
+		if (dk_alloc(&t[i].data, bytes ? bytes : 1, &reused, g_err, sizeof g_err))
 			return -1;
+		ms_add("alloc", (st_now_s() - t0) * 1e3);
+		ms_add(reused ? "kept_blocks" : "new_blocks", 1);
 	}
 	return 0;
 }
@@ -408,7 +428,9 @@ static json_t *op_setup(json_t *req, int fd)
 	json_t *jpop = json_object_get(req, "populate");
 	size_t used = json_is_integer(jpop) && json_integer_value(jpop) > 0
 	                  ? (size_t)json_integer_value(jpop) : 0;
+	double tp = st_now_s();
 	madvise(R.shm, used < R.shm_len ? used : R.shm_len, MADV_POPULATE_WRITE);
+	ms_add("populate", (st_now_s() - tp) * 1e3);
 	/* The parent asked for the params too (stitch verify --dump): copied before st_init, so
 	 * they are the ones the harness made, whatever the solution does with them later. */
 	json_t *par = json_object_get(shm, "params");
@@ -416,9 +438,13 @@ static json_t *op_setup(json_t *req, int fd)
 		return reply_fail("harness", g_err);
 
 	int fatal = 0;
+	double tf = st_now_s();
 	if (rb_check("generating params", &fatal, g_err, sizeof g_err))
 		return reply_fail("runtime_error", g_err);
+	double ti = st_now_s();
+	ms_add("params", (ti - tf) * 1e3);
 	int rc = R.sol_init(&R.cfg, R.params, R.n_params, rb_stream(), &R.ctx);
+	ms_add("init", (st_now_s() - ti) * 1e3);
 	if (rc) {
 		seterr("st_init returned %d", rc);
 		return reply_fail("runtime_error", g_err);
@@ -700,7 +726,7 @@ static json_t *op_fetch(json_t *req)
 
 /* ---- main loop ------------------------------------------------------------------------------ */
 
-static json_t *dispatch(json_t *req, int fd, int *quit)
+static json_t *handle(json_t *req, int fd, int *quit)
 {
 	const char *op = json_string_value(json_object_get(req, "op"));
 	if (!op)
@@ -739,6 +765,22 @@ static json_t *dispatch(json_t *req, int fd, int *quit)
 	return reply_fail("harness", g_err);
 }
 
+/* One request, and for set-up and teardown where their time went (g_ms) with the reply. */
+static json_t *dispatch(json_t *req, int fd, int *quit)
+{
+	double t0 = st_now_s();
+	g_ms = json_object();
+	json_t *rep = handle(req, fd, quit);
+	const char *op = json_string_value(json_object_get(req, "op"));
+	if (op && (!strcmp(op, "setup") || !strcmp(op, "teardown")) && json_is_object(rep) && g_ms) {
+		ms_add("total", (st_now_s() - t0) * 1e3);
+		json_object_set(rep, "ms", g_ms);
+	}
+	json_decref(g_ms);
+	g_ms = NULL;
+	return rep;
+}
+
 int main(int argc, char **argv)
 {
 	int sock = -1, sandbox = 1, profile = 0;
@@ -760,6 +802,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Device memory kept between size sets for reuse (dev_keep.h): 1 GiB unless the parent's
+	 * environment says otherwise (STITCH_RUNNER_KEEP_MB; 0 frees every block at teardown). */
+	const char *keep = getenv("STITCH_RUNNER_KEEP_MB");
+	dk_set_limit((size_t)(keep && *keep ? strtoull(keep, NULL, 10) : 1024) << 20);
 	if (getppid() == 1)
 		return 2;
 
@@ -821,6 +867,7 @@ int main(int argc, char **argv)
 			_exit(fatal ? 4 : 3); /* a lost device context cannot be torn down cleanly */
 	}
 	teardown();
+	dk_drop_all();
 	rb_close();
 	return 0;
 }

@@ -147,6 +147,8 @@ typedef struct vctx {
 	                        * which is one clock for every verify of a service */
 	double wait_mark;      /* gpu_wait_s at the last phase mark */
 	json_t *gpu_waits;     /* per phase, the part of it spent waiting for the GPU */
+	json_t *runner_ms;     /* the runners' own account of set-up and teardown ("setup.alloc":
+	                        * ms, summed over runners and sets) */
 } vctx;
 
 /* Sharing one GPU with other verifies (st_verify_opts.gpu_lock): shared while this verify's
@@ -480,6 +482,22 @@ static int addressed(vctx *v, int i)
 
 /* Send the same request to every usable runner, then collect the replies: runners work in
  * parallel (their own processes), and a failure is attributed to the solution that caused it. */
+/* Add a runner's account of its request (its reply's "ms") to v->runner_ms. */
+static void runner_ms_add(vctx *v, const json_t *req, const json_t *rep)
+{
+	const char *op = json_string_value(json_object_get(req, "op")), *k;
+	json_t *ms = json_object_get(rep, "ms"), *x;
+	if (!op || !json_is_object(ms))
+		return;
+	json_object_foreach(ms, k, x) {
+		char key[64];
+		snprintf(key, sizeof key, "%s.%s", op, k);
+		json_t *cur = json_object_get(v->runner_ms, key);
+		json_object_set_new(v->runner_ms, key,
+		                    json_real(json_number_value(cur) + json_number_value(x)));
+	}
+}
+
 static st_status broadcast(vctx *v, json_t *const *reqs, const int *fds, const char *phase,
                            double timeout_s, json_t **reps, st_err *err)
 {
@@ -514,6 +532,8 @@ static st_status broadcast(vctx *v, json_t *const *reqs, const int *fds, const c
 				*err = e;
 				return r;
 			}
+		} else {
+			runner_ms_add(v, reqs[i], reps[i]);
 		}
 	}
 	return ST_OK;
@@ -2423,6 +2443,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	v.t_start = v.t_mark = st_now_s();
 	v.phases = json_object();
 	v.gpu_waits = json_object();
+	v.runner_ms = json_object();
 	v.gpu_holds = o->gpu_lock ? json_array() : NULL;
 	/* Comparing is the correctness phase's main cost on large outputs, and the runners wait. */
 	v.threads = o->threads > 0 ? o->threads : st_cpus_share(1, 16);
@@ -2468,6 +2489,7 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 	json_object_set_new(v.verdict, "phases_s", v.phases);
 	json_object_set_new(v.verdict, "compare_s", json_real(v.compare_s));
 	json_object_set_new(v.verdict, "compare_threads", json_integer(v.threads));
+	json_object_set_new(v.verdict, "runner_stages_ms", v.runner_ms);
 	json_object_set_new(v.verdict, "shm_blocks",
 	                    json_pack("{s:i,s:i}", "made", v.shm_made, "reused", v.shm_reused));
 	if (o->gpu_lock) { /* inside the phases: waiting for other verifies to finish measuring */

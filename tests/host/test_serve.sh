@@ -313,6 +313,10 @@ check "warm: its reference loaded already (got $(jget "$WORK/warm1.body" verdict
 	[ "$(jget "$WORK/warm1.body" verdict.runners.reference.from)" = loaded ]
 check "warm: its expert loaded already (got $(jget "$WORK/warm1.body" verdict.runners.expert.from))" \
 	[ "$(jget "$WORK/warm1.body" verdict.runners.expert.from)" = loaded ]
+# ... and their runners still hold the memory of the size set the warm-up ran, poisoned, which
+# the same set's buffers now come from instead of new allocations (src/runner/dev_keep.c).
+kept=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["verdict"]["runner_stages_ms"].get("setup.kept_blocks", 0)))' "$WORK/warm1.body" 2>/dev/null)
+check "warm: the kept runners reuse their kept device blocks (got ${kept:-none})" [ "${kept:-0}" -gt 0 ]
 kill -TERM "$WARM_PID"
 wait "$WARM_PID"
 # Checked before the devices are probed: the CUDA backend's own default, on a machine with a GPU

@@ -1,0 +1,88 @@
+/* Device memory a runner keeps between size sets (dev_keep.h): a short list, oldest first, of
+ * poisoned blocks and their sizes, matched by exact size. A task's sets repeat their sizes from
+ * verify to verify, so exact matches are the common case and no block is ever split. */
+#include "dev_keep.h"
+#include "backend.h"
+
+#include <string.h>
+
+#define KEEP_MAX 64
+
+static struct {
+	void *p;
+	size_t bytes;
+} kept[KEEP_MAX];
+static int n_kept;
+static size_t kept_bytes, limit;
+
+static void take_at(int i)
+{
+	kept_bytes -= kept[i].bytes;
+	memmove(kept + i, kept + i + 1, (size_t)(n_kept - i - 1) * sizeof kept[0]);
+	n_kept--;
+}
+
+/* Free the oldest kept blocks until at most `bytes` are kept. */
+static void shrink_to(size_t bytes)
+{
+	while (n_kept && kept_bytes > bytes) {
+		rb_free(kept[0].p);
+		take_at(0);
+	}
+}
+
+void dk_set_limit(size_t bytes)
+{
+	limit = bytes;
+	shrink_to(limit);
+}
+
+int dk_alloc(void **p, size_t bytes, int *reused, char *err, size_t len)
+{
+	*reused = 0;
+	for (int i = n_kept - 1; i >= 0; i--) /* the newest first: the set torn down last */
+		if (kept[i].bytes == bytes) {
+			*p = kept[i].p;
+			take_at(i);
+			*reused = 1;
+			return 0;
+		}
+	if (rb_alloc(p, bytes, err, len) == 0)
+		return 0;
+	if (!n_kept)
+		return -1;
+	/* What is kept may be what the device lacks. */
+	dk_drop_all();
+	return rb_alloc(p, bytes, err, len);
+}
+
+void dk_release(void *p, size_t bytes)
+{
+	if (!p)
+		return;
+	char ignore[64];
+	rb_poison(p, bytes, ignore, sizeof ignore);
+	if (bytes > limit) {
+		rb_free(p);
+		return;
+	}
+	shrink_to(limit - bytes);
+	if (n_kept == KEEP_MAX) {
+		rb_free(kept[0].p);
+		take_at(0);
+	}
+	kept[n_kept].p = p;
+	kept[n_kept].bytes = bytes;
+	n_kept++;
+	kept_bytes += bytes;
+}
+
+void dk_drop_all(void)
+{
+	shrink_to(0);
+}
+
+size_t dk_kept_bytes(void)
+{
+	return kept_bytes;
+}

@@ -1,0 +1,208 @@
+/* Unit tests for the device memory a runner keeps between size sets (src/runner/dev_keep.c), on
+ * a fake device that counts its calls: a released block is poisoned and comes back for the same
+ * size only, the newest first; the byte limit frees the oldest; a limit of 0 keeps nothing; an
+ * allocation the device refuses frees what is kept and tries again; dropping frees everything. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/backend.h"
+#include "runner/dev_keep.h"
+
+/* ---- the fake device: malloc'd blocks, a byte budget, call counts ---- */
+
+static size_t dev_free_bytes;
+static int n_alloc, n_free, n_poison;
+static size_t sizes[4096];
+static void *ptrs[4096];
+static int n_live;
+
+static size_t size_of(void *p)
+{
+	for (int i = 0; i < n_live; i++)
+		if (ptrs[i] == p)
+			return sizes[i];
+	fail_msg("unknown block %p", p);
+	return 0;
+}
+
+int rb_alloc(void **p, size_t bytes, char *err, size_t len)
+{
+	if (bytes > dev_free_bytes) {
+		snprintf(err, len, "out of memory");
+		return -1;
+	}
+	*p = malloc(bytes);
+	assert_non_null(*p);
+	ptrs[n_live] = *p;
+	sizes[n_live++] = bytes;
+	dev_free_bytes -= bytes;
+	n_alloc++;
+	return 0;
+}
+
+void rb_free(void *p)
+{
+	for (int i = 0; i < n_live; i++)
+		if (ptrs[i] == p) {
+			dev_free_bytes += sizes[i];
+			ptrs[i] = ptrs[--n_live];
+			sizes[i] = sizes[n_live];
+			free(p);
+			n_free++;
+			return;
+		}
+	fail_msg("free of unknown block %p", p);
+}
+
+int rb_poison(void *dst, size_t bytes, char *err, size_t len)
+{
+	(void)err;
+	(void)len;
+	assert_true(bytes <= size_of(dst));
+	memset(dst, 0xff, bytes);
+	n_poison++;
+	return 0;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	dk_set_limit(0);
+	dev_free_bytes = 1 << 20;
+	n_alloc = n_free = n_poison = 0;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	dk_drop_all();
+	assert_int_equal(dk_kept_bytes(), 0);
+	while (n_live) /* what a test still held */
+		rb_free(ptrs[0]);
+	return 0;
+}
+
+static void *get(size_t bytes, int want_reused)
+{
+	void *p;
+	int reused;
+	char err[64];
+	assert_int_equal(dk_alloc(&p, bytes, &reused, err, sizeof err), 0);
+	assert_int_equal(reused, want_reused);
+	return p;
+}
+
+static void test_same_size_comes_back_poisoned(void **state)
+{
+	(void)state;
+	dk_set_limit(4096);
+	unsigned char *a = get(1000, 0);
+	memset(a, 7, 1000);
+	dk_release(a, 1000);
+	assert_int_equal(n_poison, 1);
+	assert_int_equal(n_free, 0);
+	assert_int_equal(dk_kept_bytes(), 1000);
+	unsigned char *b = get(999, 0); /* another size: a new block */
+	assert_ptr_not_equal(b, a);
+	unsigned char *c = get(1000, 1);
+	assert_ptr_equal(c, a);
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(c[i], 0xff); /* no byte of the old set is left */
+	assert_int_equal(dk_kept_bytes(), 0);
+	assert_int_equal(n_alloc, 2);
+	dk_release(b, 999);
+	dk_release(c, 1000);
+}
+
+static void test_newest_of_a_size_first(void **state)
+{
+	(void)state;
+	dk_set_limit(4096);
+	void *a = get(100, 0), *b = get(100, 0);
+	dk_release(a, 100);
+	dk_release(b, 100);
+	assert_ptr_equal(get(100, 1), b);
+	assert_ptr_equal(get(100, 1), a);
+	get(100, 0);
+	assert_int_equal(n_alloc, 3);
+	dk_release(a, 100);
+	dk_release(b, 100);
+}
+
+static void test_limit_frees_the_oldest(void **state)
+{
+	(void)state;
+	dk_set_limit(250);
+	void *a = get(100, 0), *b = get(101, 0), *c = get(102, 0);
+	dk_release(a, 100);
+	dk_release(b, 101);
+	assert_int_equal(n_free, 0);
+	dk_release(c, 102); /* 303 > 250: a goes */
+	assert_int_equal(n_free, 1);
+	assert_int_equal(dk_kept_bytes(), 203);
+	get(100, 0);
+	assert_int_equal(n_alloc, 4);
+	void *big = get(251, 0); /* above the limit: never kept */
+	dk_release(big, 251);
+	assert_int_equal(n_poison, 4);
+	assert_int_equal(n_free, 2);
+	assert_int_equal(dk_kept_bytes(), 203);
+	dk_set_limit(101); /* lowering the limit frees at once, oldest first */
+	assert_int_equal(dk_kept_bytes(), 0);
+	assert_int_equal(n_free, 4);
+}
+
+static void test_limit_zero_keeps_nothing(void **state)
+{
+	(void)state;
+	void *a = get(64, 0);
+	dk_release(a, 64);
+	assert_int_equal(n_poison, 1);
+	assert_int_equal(n_free, 1);
+	get(64, 0);
+	assert_int_equal(n_alloc, 2);
+	dk_drop_all();
+	dk_release(NULL, 64); /* nothing to give back */
+	assert_int_equal(n_poison, 1);
+}
+
+static void test_refused_allocation_frees_what_is_kept(void **state)
+{
+	(void)state;
+	dk_set_limit(1 << 20);
+	dev_free_bytes = 1000;
+	void *a = get(600, 0);
+	dk_release(a, 600);
+	/* 700 fits only once the kept 600 are given back */
+	void *b = get(700, 0);
+	assert_int_equal(n_free, 1);
+	assert_int_equal(dk_kept_bytes(), 0);
+	/* nothing kept and still too big: the device's error */
+	void *c;
+	int reused;
+	char err[64] = "";
+	assert_int_equal(dk_alloc(&c, 400, &reused, err, sizeof err), -1);
+	assert_string_equal(err, "out of memory");
+	dk_release(b, 700);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_same_size_comes_back_poisoned, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_newest_of_a_size_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limit_frees_the_oldest, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limit_zero_keeps_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_allocation_frees_what_is_kept, setup,
+		                                teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
