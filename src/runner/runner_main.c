@@ -53,6 +53,8 @@ static struct runner {
 	int n_params;
 	st_tensor *in[N_SETS], *out[N_SETS];
 	int n_in, n_out;
+	void *block;          /* the device memory of all the tensors above, one allocation */
+	size_t block_bytes;
 	rb_init *in_init;
 	void **staging;       /* host copies of inputs when a task hook generates them */
 	size_t *out_off[2];   /* shm offsets of the outputs, per slot */
@@ -194,17 +196,12 @@ static json_t *op_load(json_t *req)
 
 /* ---- setup / teardown -------------------------------------------------------------------- */
 
-/* Freed buffers are poisoned first: memory the next size set (or a later allocation of the
- * solution) gets back must not still hold inputs or results of earlier calls. */
 static void free_tensors(st_tensor *t, int n)
 {
 	if (!t)
 		return;
-	for (int i = 0; i < n; i++) {
-		size_t bytes = tensor_bytes(&t[i]);
-		dk_release(t[i].data, bytes ? bytes : 1);
+	for (int i = 0; i < n; i++)
 		free((char *)t[i].name);
-	}
 	free(t);
 }
 
@@ -223,6 +220,11 @@ static void teardown(void)
 		free_tensors(R.out[s], R.n_out);
 		R.in[s] = R.out[s] = NULL;
 	}
+	/* Poisoned before it is kept or freed: memory the next size set (or a later allocation of
+	 * the solution) gets back must not still hold inputs or results of earlier calls. */
+	dk_release(R.block, R.block_bytes);
+	R.block = NULL;
+	R.block_bytes = 0;
 	if (R.shm) { /* a set was up */
 		ms_add("sol_free", (t1 - t0) * 1e3);
 		ms_add("free", (st_now_s() - t1) * 1e3);
@@ -276,7 +278,8 @@ static int parse_init(json_t *j, rb_init *init)
 	return 0;
 }
 
-/* Allocate n tensors described by a JSON array [{name, dtype, shape}], device memory each. */
+/* n tensors described by a JSON array [{name, dtype, shape}], without memory yet
+ * (place_tensors gives it). */
 static int make_tensors(json_t *arr, st_tensor **out, int *n_out)
 {
 	size_t n = json_array_size(arr);
@@ -301,14 +304,53 @@ static int make_tensors(json_t *arr, st_tensor **out, int *n_out)
 		t[i].ndim = (int32_t)json_array_size(shape);
 		for (int d = 0; d < t[i].ndim; d++)
 			t[i].shape[d] = json_integer_value(json_array_get(shape, (size_t)d));
-		size_t bytes = tensor_bytes(&t[i]);
-		int reused;
-		double t0 = st_now_s();
-		if (dk_alloc(&t[i].data, bytes ? bytes : 1, &reused, g_err, sizeof g_err))
-			return -1;
-		ms_add("alloc", (st_now_s() - t0) * 1e3);
-		ms_add(reused ? "kept_blocks" : "new_blocks", 1);
 	}
+	return 0;
+}
+
+/* Where a tensor of `bytes` starts after `at` in the set's block: where cudaMalloc would align
+ * it (2 MiB pages for large ones, 256 bytes for the rest), so that kernels see the alignment a
+ * tensor of its own would have. */
+static size_t place_at(size_t at, size_t bytes)
+{
+	size_t align = bytes >= (2u << 20) ? (2u << 20) : 256;
+	return (at + align - 1) / align * align;
+}
+
+/* One device allocation for every tensor of the set-up (params, both buffer sets): one call
+ * into the driver rather than one per tensor, and one block to keep for the set's next time
+ * (dev_keep.h). 0, or -1 with g_err. */
+static int place_tensors(void)
+{
+	st_tensor *lists[1 + 2 * N_SETS] = {R.params};
+	int counts[1 + 2 * N_SETS] = {R.n_params};
+	for (int s = 0; s < N_SETS; s++) {
+		lists[1 + 2 * s] = R.in[s];
+		counts[1 + 2 * s] = R.n_in;
+		lists[2 + 2 * s] = R.out[s];
+		counts[2 + 2 * s] = R.n_out;
+	}
+	size_t at = 0;
+	for (int l = 0; l < 1 + 2 * N_SETS; l++)
+		for (int i = 0; i < counts[l]; i++) {
+			size_t bytes = tensor_bytes(&lists[l][i]);
+			at = place_at(at, bytes) + (bytes ? bytes : 1);
+		}
+	int reused;
+	double t0 = st_now_s();
+	if (dk_alloc(&R.block, at ? at : 1, &reused, g_err, sizeof g_err))
+		return -1;
+	R.block_bytes = at ? at : 1;
+	ms_add("alloc", (st_now_s() - t0) * 1e3);
+	ms_add(reused ? "kept_blocks" : "new_blocks", 1);
+	at = 0;
+	for (int l = 0; l < 1 + 2 * N_SETS; l++)
+		for (int i = 0; i < counts[l]; i++) {
+			size_t bytes = tensor_bytes(&lists[l][i]);
+			at = place_at(at, bytes);
+			lists[l][i].data = (unsigned char *)R.block + at;
+			at += bytes ? bytes : 1;
+		}
 	return 0;
 }
 
@@ -378,7 +420,13 @@ static json_t *op_setup(json_t *req, int fd)
 	 * GPUs' verifies (stitch serve, several GPUs). */
 
 	json_t *params = json_object_get(req, "params");
+	json_t *inputs = json_object_get(req, "inputs"), *outputs = json_object_get(req, "outputs");
 	if (make_tensors(params, &R.params, &R.n_params))
+		return reply_fail("runtime_error", g_err);
+	for (int s = 0; s < N_SETS; s++)
+		if (make_tensors(inputs, &R.in[s], &R.n_in) || make_tensors(outputs, &R.out[s], &R.n_out))
+			return reply_fail("runtime_error", g_err);
+	if (place_tensors())
 		return reply_fail("runtime_error", g_err);
 	uint64_t pseed = (uint64_t)json_integer_value(json_object_get(req, "param_seed"));
 	R.param_seed = pseed;
@@ -396,10 +444,6 @@ static json_t *op_setup(json_t *req, int fd)
 		            st_tensor_seed(pseed, (uint64_t)i), g_err, sizeof g_err))
 			return reply_fail("runtime_error", g_err);
 	}
-	json_t *inputs = json_object_get(req, "inputs"), *outputs = json_object_get(req, "outputs");
-	for (int s = 0; s < N_SETS; s++)
-		if (make_tensors(inputs, &R.in[s], &R.n_in) || make_tensors(outputs, &R.out[s], &R.n_out))
-			return reply_fail("runtime_error", g_err);
 	R.in_init = calloc((size_t)R.n_in + 1, sizeof *R.in_init);
 	int need_staging = 0;
 	for (int i = 0; i < R.n_in; i++) {
