@@ -25,7 +25,6 @@ typedef struct kind {
 	char backend[16];
 	int flags;
 	char devices[64];
-	pthread_rwlock_t *gpu_lock;
 	int starting;      /* spares of this kind its thread is starting now */
 	struct st_runner_pool *pool;
 	int index;
@@ -55,12 +54,9 @@ static int find_kind(st_runner_pool *p, const char *backend, int flags, const ch
 	return -1;
 }
 
-static int add_kind(st_runner_pool *p, const char *backend, int flags, const char *devices,
-                    pthread_rwlock_t *gpu_lock)
+static int add_kind(st_runner_pool *p, const char *backend, int flags, const char *devices)
 {
 	int k = find_kind(p, backend, flags, devices);
-	if (k >= 0 && gpu_lock && !p->kinds[k].gpu_lock)
-		p->kinds[k].gpu_lock = gpu_lock; /* first seen handed back, without its lock */
 	if (k >= 0 || p->n_kinds == POOL_KINDS)
 		return k;
 	kind *x = &p->kinds[p->n_kinds];
@@ -70,7 +66,6 @@ static int add_kind(st_runner_pool *p, const char *backend, int flags, const cha
 	snprintf(x->backend, sizeof x->backend, "%s", backend);
 	x->flags = flags;
 	snprintf(x->devices, sizeof x->devices, "%s", devices ? devices : "");
-	x->gpu_lock = gpu_lock;
 	return p->n_kinds++;
 }
 
@@ -118,15 +113,17 @@ static int healthy(st_runner *r)
 }
 
 /* Start every spare a kind lacks at once (a start is mostly waiting for the device, and a
- * service takes them faster than one at a time can follow), then read their hellos. */
+ * service takes them faster than one at a time can follow), then read their hellos. Not under
+ * the GPU's lock: a start (driver, context) took 0.5-1.9 s in a busy two-GPU service, and held
+ * shared it kept every timing on the GPU waiting that long; the other GPU's starts, which no
+ * per-GPU lock covers, disturb a timing as much as this GPU's (a sample now and then, which the
+ * median stop rule absorbs); and a service of one worker per GPU never had the lock. */
 static void start_spares(st_runner_pool *p, int k, int n)
 {
 	kind x = p->kinds[k];
 	idle e[SPARES_AT_ONCE];
 	int started[SPARES_AT_ONCE] = {0}, failed = 0;
 	st_err err;
-	if (x.gpu_lock)
-		pthread_rwlock_rdlock(x.gpu_lock); /* they open the device: not while one measures */
 	for (int i = 0; i < n; i++) {
 		memset(&e[i], 0, sizeof e[i]);
 		e[i].kind = k;
@@ -136,8 +133,6 @@ static void start_spares(st_runner_pool *p, int k, int n)
 	for (int i = 0; i < n; i++)
 		if (started[i] && st_runner_hello(&e[i].r, 120, &err))
 			started[i] = 0;
-	if (x.gpu_lock)
-		pthread_rwlock_unlock(x.gpu_lock);
 	pthread_mutex_lock(&p->mu);
 	p->kinds[k].starting -= n;
 	for (int i = 0; i < n; i++) {
@@ -252,13 +247,12 @@ static int take(st_runner_pool *p, int kind_index, const char *key, const char *
 }
 
 int st_runner_pool_take_spare(st_runner_pool *p, const char *backend, int flags,
-                              const char *devices, pthread_rwlock_t *gpu_lock, const char *label,
-                              st_runner *r)
+                              const char *devices, const char *label, st_runner *r)
 {
 	if (!p || !p->spares)
 		return 0;
 	pthread_mutex_lock(&p->mu);
-	int k = add_kind(p, backend, flags, devices, gpu_lock);
+	int k = add_kind(p, backend, flags, devices);
 	if (k >= 0 && !p->kinds[k].thread_started && !p->stopping)
 		p->kinds[k].thread_started =
 		    !pthread_create(&p->kinds[k].thread, NULL, spare_thread, &p->kinds[k]);
@@ -285,7 +279,7 @@ void st_runner_pool_give(st_runner_pool *p, st_runner *r, const char *backend, i
 	idle evict = {.kind = -1};
 	int keep = 0;
 	pthread_mutex_lock(&p->mu);
-	e.kind = add_kind(p, backend, flags, devices, NULL);
+	e.kind = add_kind(p, backend, flags, devices);
 	/* Of one key, as many as the spares of a kind (a GPU's workers) can use at once. */
 	int same = 0;
 	for (int i = 0; key && i < p->n_idle; i++)

@@ -25,11 +25,10 @@ st_runner_pool *st_runner_pool_new(int spares, int max_loaded);
 void st_runner_pool_free(st_runner_pool *p);
 
 /* A spare for `label` into *r: 1, or 0 when none is ready (then start one as usual). The pool
- * remembers the kind and keeps spares of it from now on; they start under `gpu_lock` held shared
- * (NULL: none), like any runner's start. */
+ * remembers the kind and keeps spares of it from now on. Like any runner's start, theirs does
+ * not wait for the GPU's lock (st_verify_opts.gpu_lock): see runner_pool.c. */
 int st_runner_pool_take_spare(st_runner_pool *p, const char *backend, int flags,
-                              const char *devices, pthread_rwlock_t *gpu_lock, const char *label,
-                              st_runner *r);
+                              const char *devices, const char *label, st_runner *r);
 /* A runner that has `key` loaded (see st_runner_pool_give), or 0. */
 int st_runner_pool_take_loaded(st_runner_pool *p, const char *key, const char *label,
                                st_runner *r);

@@ -152,7 +152,7 @@ typedef struct vctx {
 } vctx;
 
 /* Sharing one GPU with other verifies (st_verify_opts.gpu_lock): shared while this verify's
- * runners work on the GPU (start, load, set-up, runs, teardown), exclusive for whatever
+ * runners work on the GPU (load, set-up, runs, teardown), exclusive for whatever
  * measures (timing, the profile, the peaks), and not held at all during work on the CPU alone
  * (compiling, comparing outputs), so that another verify can measure meanwhile. Runners that
  * sit idle between requests hold memory but run nothing, which disturbs no measurement. */
@@ -2023,11 +2023,9 @@ static st_status acquire_runners(vctx *v, int compiled, st_err *err)
 		if (!so->from_pool)
 			so->from_pool = pooling(v) &&
 			                st_runner_pool_take_spare(o->runner_pool, o->backend, so->flags,
-			                                          o->devices, o->gpu_lock, role_of(v, i),
-			                                          &so->runner);
+			                                          o->devices, role_of(v, i), &so->runner);
 		so->got = so->loaded ? "loaded" : so->from_pool ? "spare" : "started";
-		if (!so->from_pool) {
-			gpu_use(v); /* a starting runner opens the device */
+		if (!so->from_pool) { /* without the GPU's lock, as the pool's spares (runner_pool.c) */
 			st_status s = st_runner_start(&so->runner, o->backend, role_of(v, i), so->flags,
 			                              o->devices, err);
 			if (s)

@@ -31,6 +31,7 @@ typedef struct run {
 	 * exclusive one's, and whether they are well formed (each from <= to, one after another) */
 	int shared_holds, exclusive_holds, holds_ordered;
 	double first_hold, first_exclusive;
+	double start_wait_s; /* the part of its waits in the start phase (starting its runners) */
 } run;
 
 static double now_s(void)
@@ -87,6 +88,8 @@ static void *verify_thread(void *arg)
 	const char *s = json_string_value(json_object_get(v, "status"));
 	snprintf(r->verdict_status, sizeof r->verdict_status, "%s", s ? s : e.msg);
 	r->gpu_wait_s = json_number_value(json_object_get(v, "gpu_wait_s"));
+	r->start_wait_s = json_number_value(
+		json_object_get(json_object_get(v, "gpu_wait_by_phase_s"), "start"));
 	read_holds(r, json_object_get(v, "gpu_holds"));
 	json_decref(v);
 	pthread_mutex_lock(&r->mu);
@@ -149,6 +152,9 @@ static void blocked_from_the_start(int held_alone, int verify_alone)
 	/* the verdict says how long it waited for the GPU, and when it held it: not before it was
 	 * free, one hold after another, alone to time (and throughout when it must be alone) */
 	assert_true(r.gpu_wait_s >= 0.9);
+	/* ...though its runners started meanwhile: a start does not wait for the GPU (a context
+	 * creation held back every timing on the GPU while it lasted, runner_pool.c) */
+	assert_true(r.start_wait_s == 0);
 	assert_true(r.holds_ordered);
 	assert_true(r.first_hold >= freed);
 	assert_true(r.exclusive_holds >= 1);

@@ -37,16 +37,16 @@ static void test_spares_started_ahead(void **state)
 	assert_non_null(p);
 	st_runner r;
 	/* the first ask finds nothing, and tells the pool which kind to keep */
-	assert_int_equal(st_runner_pool_take_spare(p, "host", 0, NULL, NULL, "candidate", &r), 0);
+	assert_int_equal(st_runner_pool_take_spare(p, "host", 0, NULL, "candidate", &r), 0);
 	WAIT_FOR(spares(p) == 2, 30);
 	assert_int_equal(spares(p), 2);
-	assert_int_equal(st_runner_pool_take_spare(p, "host", 0, NULL, NULL, "candidate", &r), 1);
+	assert_int_equal(st_runner_pool_take_spare(p, "host", 0, NULL, "candidate", &r), 1);
 	assert_true(r.alive);
 	assert_string_equal(r.label, "candidate");
 	assert_non_null(r.info); /* its hello was read */
 	/* another kind (other flags) is not this one */
 	st_runner other;
-	assert_int_equal(st_runner_pool_take_spare(p, "host", 2, NULL, NULL, "x", &other), 0);
+	assert_int_equal(st_runner_pool_take_spare(p, "host", 2, NULL, "x", &other), 0);
 	/* the taken one is replaced */
 	WAIT_FOR(spares(p) >= 3, 30);
 	st_runner_pool_stats st;
