@@ -1,7 +1,9 @@
 /* The runner pool (runner_pool.h): a list of idle runners under one mutex, and per kind of spare
- * asked for (a GPU, in a service) one background thread that starts spares of that kind until
- * it has its count. One thread per kind, because a start waits for its GPU (a measurement there
- * holds it), and that wait must not hold up the spares of another GPU. */
+ * asked for (a GPU, in a service) a few background threads that start spares of that kind, one
+ * each at a time, until it has its count. Threads of their own per kind, so that one GPU's slow
+ * starts do not hold up another's spares; several, so that a start that takes long (2.5 s
+ * median in a busy two-GPU service, when one alone takes 0.2 s) does not hold up the next one:
+ * a service takes spares about as fast as one thread can start them. */
 #include "runner_pool.h"
 #include "common/clock.h"
 
@@ -12,7 +14,7 @@
 
 #define POOL_KINDS 16
 #define KEY_MAX 8600
-#define SPARES_AT_ONCE 8
+#define STARTERS 4 /* threads starting spares, per kind */
 
 typedef struct idle {
 	st_runner r;
@@ -28,8 +30,8 @@ typedef struct kind {
 	int starting;      /* spares of this kind its thread is starting now */
 	struct st_runner_pool *pool;
 	int index;
-	pthread_t thread;
-	int thread_started;
+	pthread_t threads[STARTERS];
+	int n_threads;
 } kind;
 
 struct st_runner_pool {
@@ -112,43 +114,33 @@ static int healthy(st_runner *r)
 	return ok;
 }
 
-/* Start every spare a kind lacks at once (a start is mostly waiting for the device, and a
- * service takes them faster than one at a time can follow), then read their hellos. Not under
- * the GPU's lock: a start (driver, context) took 0.5-1.9 s in a busy two-GPU service, and held
- * shared it kept every timing on the GPU waiting that long; the other GPU's starts, which no
- * per-GPU lock covers, disturb a timing as much as this GPU's (a sample now and then, which the
- * median stop rule absorbs); and a service of one worker per GPU never had the lock. */
-static void start_spares(st_runner_pool *p, int k, int n)
+/* Start one spare and wait for its hello. Not under the GPU's lock: a start (driver, context)
+ * took 0.5-1.9 s in a busy two-GPU service, and held shared it kept every timing on the GPU
+ * waiting that long; the other GPU's starts, which no per-GPU lock covers, disturb a timing as
+ * much as this GPU's (a sample now and then, which the median stop rule absorbs); and a service
+ * of one worker per GPU never had the lock. */
+static void start_spare(st_runner_pool *p, int k)
 {
 	kind x = p->kinds[k];
-	idle e[SPARES_AT_ONCE];
-	int started[SPARES_AT_ONCE] = {0}, failed = 0;
+	idle e;
+	memset(&e, 0, sizeof e);
+	e.kind = k;
 	st_err err;
-	for (int i = 0; i < n; i++) {
-		memset(&e[i], 0, sizeof e[i]);
-		e[i].kind = k;
-		started[i] = !st_runner_start(&e[i].r, x.backend, "spare", x.flags,
-		                              x.devices[0] ? x.devices : NULL, &err);
-	}
-	for (int i = 0; i < n; i++)
-		if (started[i] && st_runner_hello(&e[i].r, 120, &err))
-			started[i] = 0;
+	int started = !st_runner_start(&e.r, x.backend, "spare", x.flags,
+	                               x.devices[0] ? x.devices : NULL, &err) &&
+	              !st_runner_hello(&e.r, 120, &err);
+	int kept = 0;
 	pthread_mutex_lock(&p->mu);
-	p->kinds[k].starting -= n;
-	for (int i = 0; i < n; i++) {
-		e[i].since = st_now_s();
-		if (started[i] && !p->stopping && !push(p, &e[i])) {
-			p->stats.started++;
-			started[i] = 2; /* kept */
-		}
+	p->kinds[k].starting--;
+	e.since = st_now_s();
+	if (started && !p->stopping && !push(p, &e)) {
+		p->stats.started++;
+		kept = 1;
 	}
 	pthread_mutex_unlock(&p->mu);
-	for (int i = 0; i < n; i++) {
-		failed |= !started[i];
-		if (started[i] != 2)
-			st_runner_stop(&e[i].r);
-	}
-	if (failed) { /* a device that refuses runners: do not spin on it */
+	if (!kept)
+		st_runner_stop(&e.r);
+	if (!started) { /* a device that refuses runners: do not spin on it */
 		struct timespec ts = {1, 0};
 		nanosleep(&ts, NULL);
 	}
@@ -165,10 +157,9 @@ static void *spare_thread(void *arg)
 			pthread_cond_wait(&p->wake, &p->mu);
 			continue;
 		}
-		n = n < SPARES_AT_ONCE ? n : SPARES_AT_ONCE;
-		p->kinds[k].starting += n;
+		p->kinds[k].starting++;
 		pthread_mutex_unlock(&p->mu);
-		start_spares(p, k, n);
+		start_spare(p, k);
 		pthread_mutex_lock(&p->mu);
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -196,8 +187,8 @@ void st_runner_pool_free(st_runner_pool *p)
 	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->mu);
 	for (int k = 0; k < p->n_kinds; k++)
-		if (p->kinds[k].thread_started)
-			pthread_join(p->kinds[k].thread, NULL);
+		for (int t = 0; t < p->kinds[k].n_threads; t++)
+			pthread_join(p->kinds[k].threads[t], NULL);
 	for (int i = 0; i < p->n_idle; i++)
 		st_runner_quit(&p->idle[i].r); /* all first: their device teardowns overlap */
 	for (int i = 0; i < p->n_idle; i++) {
@@ -253,9 +244,11 @@ int st_runner_pool_take_spare(st_runner_pool *p, const char *backend, int flags,
 		return 0;
 	pthread_mutex_lock(&p->mu);
 	int k = add_kind(p, backend, flags, devices);
-	if (k >= 0 && !p->kinds[k].thread_started && !p->stopping)
-		p->kinds[k].thread_started =
-		    !pthread_create(&p->kinds[k].thread, NULL, spare_thread, &p->kinds[k]);
+	int want = p->spares < STARTERS ? p->spares : STARTERS;
+	while (k >= 0 && p->kinds[k].n_threads < want && !p->stopping &&
+	       !pthread_create(&p->kinds[k].threads[p->kinds[k].n_threads], NULL, spare_thread,
+	                       &p->kinds[k]))
+		p->kinds[k].n_threads++;
 	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->mu);
 	return k >= 0 && take(p, k, NULL, label, r, &p->stats.spare_hits, &p->stats.spare_misses);

@@ -1,7 +1,7 @@
 /* The runner pool with real host-backend runners: spares are started ahead once a kind is asked
  * for, a loaded runner is found by its key only, a runner that died while kept is never handed
- * out, the loaded ones beyond the cap go least recently used first, and freeing the pool stops
- * them all. */
+ * out, the loaded ones beyond the cap go least recently used first, spares taken in a burst are
+ * started again to the count and no further, and freeing the pool stops them all. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -56,6 +56,28 @@ static void test_spares_started_ahead(void **state)
 	st_runner_pool_free(p);
 }
 
+/* Spares taken in a burst are started again side by side (several starters a kind), and the
+ * starters together stop at the count: none started beyond it. */
+static void test_burst_refilled_to_the_count(void **state)
+{
+	(void)state;
+	st_runner_pool *p = st_runner_pool_new(3, 0);
+	st_runner r[3];
+	assert_int_equal(st_runner_pool_take_spare(p, "host", 0, NULL, "candidate", &r[0]), 0);
+	WAIT_FOR(spares(p) == 3, 30);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(st_runner_pool_take_spare(p, "host", 0, NULL, "candidate", &r[i]), 1);
+	WAIT_FOR(spares(p) == 3, 30);
+	usleep(300000); /* time for a starter that overshot to show it */
+	st_runner_pool_stats st;
+	st_runner_pool_stats_get(p, &st);
+	assert_int_equal(st.spares, 3);
+	assert_int_equal(st.started, 6);
+	for (int i = 0; i < 3; i++)
+		st_runner_stop(&r[i]);
+	st_runner_pool_free(p);
+}
+
 static void test_loaded_by_key(void **state)
 {
 	(void)state;
@@ -104,6 +126,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spares_started_ahead),
+		cmocka_unit_test(test_burst_refilled_to_the_count),
 		cmocka_unit_test(test_loaded_by_key),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
