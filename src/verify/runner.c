@@ -27,8 +27,13 @@ const char *st_runner_dir(void)
 {
 	static char dir[PATH_MAX];
 	const char *env = getenv("STITCH_RUNNER_DIR");
-	if (env && *env)
+	if (env && *env && env[0] == '/')
 		return env;
+	if (env && *env) { /* a runner starts in its own folder: a relative path would not hold */
+		if (!dir[0] && !realpath(env, dir))
+			snprintf(dir, sizeof dir, "%s", env);
+		return dir;
+	}
 	if (!dir[0]) {
 		char exe[PATH_MAX];
 		ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
