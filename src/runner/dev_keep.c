@@ -56,13 +56,13 @@ int dk_alloc(void **p, size_t bytes, int *reused, char *err, size_t len)
 	return rb_alloc(p, bytes, err, len);
 }
 
-void dk_release(void *p, size_t bytes)
+void dk_release(void *p, size_t bytes, int keep)
 {
 	if (!p)
 		return;
 	char ignore[64];
 	rb_poison(p, bytes, ignore, sizeof ignore);
-	if (bytes > limit) {
+	if (!keep || bytes > limit) {
 		rb_free(p);
 		return;
 	}

@@ -18,8 +18,8 @@
 
 #include "backend.h"
 #include "common/clock.h"
-#include "dev_keep.h"
 #include "common/proto.h"
+#include "dev_keep.h"
 #include "rng.h"
 #include "runner_gen.h"
 #include "sandbox.h"
@@ -55,6 +55,7 @@ static struct runner {
 	int n_in, n_out;
 	void *block;          /* the device memory of all the tensors above, one allocation */
 	size_t block_bytes;
+	int keep;             /* the set-up said to keep the block after teardown (dev_keep.h) */
 	rb_init *in_init;
 	void **staging;       /* host copies of inputs when a task hook generates them */
 	size_t *out_off[2];   /* shm offsets of the outputs, per slot */
@@ -68,9 +69,9 @@ static struct runner {
 
 static char g_err[2048];
 
-/* Where the present request's time went, in ms by stage (set-up: alloc, fill, populate, init;
- * teardown: free, sol_free), and how many blocks came kept or new: sent back with the reply, for
- * a parent that wants to know why set-up or teardown grew. */
+/* Where the present request's time went, in ms by stage (set-up: alloc, params, populate, init,
+ * total; teardown: sol_free, free, total), and how many blocks came kept or new: sent back with
+ * the reply, for a parent that wants to know why set-up or teardown grew. */
 static json_t *g_ms;
 
 static void ms_add(const char *stage, double ms)
@@ -222,7 +223,7 @@ static void teardown(void)
 	}
 	/* Poisoned before it is kept or freed: memory the next size set (or a later allocation of
 	 * the solution) gets back must not still hold inputs or results of earlier calls. */
-	dk_release(R.block, R.block_bytes);
+	dk_release(R.block, R.block_bytes, R.keep);
 	R.block = NULL;
 	R.block_bytes = 0;
 	if (R.shm) { /* a set was up */
@@ -423,6 +424,9 @@ static json_t *op_setup(json_t *req, int fd)
 	json_t *inputs = json_object_get(req, "inputs"), *outputs = json_object_get(req, "outputs");
 	if (make_tensors(params, &R.params, &R.n_params))
 		return reply_fail("runtime_error", g_err);
+	R.keep = json_is_true(json_object_get(req, "keep"));
+	if (!R.keep)
+		dk_drop_all();
 	for (int s = 0; s < N_SETS; s++)
 		if (make_tensors(inputs, &R.in[s], &R.n_in) || make_tensors(outputs, &R.out[s], &R.n_out))
 			return reply_fail("runtime_error", g_err);
@@ -846,10 +850,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	/* Device memory kept between size sets for reuse (dev_keep.h): 1 GiB unless the parent's
+	/* Device memory kept between size sets for reuse (dev_keep.h): 512 MiB unless the parent's
 	 * environment says otherwise (STITCH_RUNNER_KEEP_MB; 0 frees every block at teardown). */
 	const char *keep = getenv("STITCH_RUNNER_KEEP_MB");
-	dk_set_limit((size_t)(keep && *keep ? strtoull(keep, NULL, 10) : 1024) << 20);
+	dk_set_limit((size_t)(keep && *keep ? strtoull(keep, NULL, 10) : 512) << 20);
 	if (getppid() == 1)
 		return 2;
 

@@ -1725,6 +1725,12 @@ static st_status spot_check(vctx *v, const layout *L, const st_size_set *set, st
 
 /* ---- one size set ------------------------------------------------------------------------------ */
 
+/* Solution i's runner goes back to the pool loaded after this verify (see keep_runner). */
+static int poolable(const vctx *v, int i)
+{
+	return v->o->runner_pool && !v->o->under_ncu && v->sols[i].trusted && v->sols[i].pool_key[0];
+}
+
 /* The bytes from the start of solution i's shared memory that its runner writes: the params
  * (--dump) and the outputs of slot 0, and of slot 1 for the candidate (its second runs); the
  * inputs, last, only where the reference hands them over (validators, metamorphic checks,
@@ -1823,9 +1829,11 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		fds[i] = v->sols[i].blk.fd;
 		/* what the runner maps in at once: its own share (the rest of the setup is common) */
 		reqs[i] = json_copy(req);
+		/* a runner the pool keeps for later verifies keeps the set's device memory too */
 		if (!s && (!reqs[i] ||
 		           json_object_set_new(reqs[i], "populate",
-		                               json_integer((json_int_t)shm_written(v, &L, i)))))
+		                               json_integer((json_int_t)shm_written(v, &L, i))) ||
+		           json_object_set_new(reqs[i], "keep", json_boolean(poolable(v, i)))))
 			s = st_err_set(err, ST_E_NOMEM, "out of memory for the setup request");
 		for (int j = 0; !s && v->params && j < t->n_params; j++)
 			memcpy(v->sols[i].shm + L.par_off[j],

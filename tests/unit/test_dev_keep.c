@@ -1,7 +1,8 @@
 /* Unit tests for the device memory a runner keeps between size sets (src/runner/dev_keep.c), on
  * a fake device that counts its calls: a released block is poisoned and comes back for the same
- * size only, the newest first; the byte limit frees the oldest; a limit of 0 keeps nothing; an
- * allocation the device refuses frees what is kept and tries again; dropping frees everything. */
+ * size only, the newest first; the byte limit frees the oldest; a limit of 0 keeps nothing, nor
+ * does a release not asked to keep; an allocation the device refuses frees what is kept and
+ * tries again; dropping frees everything. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -106,7 +107,7 @@ static void test_same_size_comes_back_poisoned(void **state)
 	dk_set_limit(4096);
 	unsigned char *a = get(1000, 0);
 	memset(a, 7, 1000);
-	dk_release(a, 1000);
+	dk_release(a, 1000, 1);
 	assert_int_equal(n_poison, 1);
 	assert_int_equal(n_free, 0);
 	assert_int_equal(dk_kept_bytes(), 1000);
@@ -118,8 +119,8 @@ static void test_same_size_comes_back_poisoned(void **state)
 		assert_int_equal(c[i], 0xff); /* no byte of the old set is left */
 	assert_int_equal(dk_kept_bytes(), 0);
 	assert_int_equal(n_alloc, 2);
-	dk_release(b, 999);
-	dk_release(c, 1000);
+	dk_release(b, 999, 1);
+	dk_release(c, 1000, 1);
 }
 
 static void test_newest_of_a_size_first(void **state)
@@ -127,14 +128,14 @@ static void test_newest_of_a_size_first(void **state)
 	(void)state;
 	dk_set_limit(4096);
 	void *a = get(100, 0), *b = get(100, 0);
-	dk_release(a, 100);
-	dk_release(b, 100);
+	dk_release(a, 100, 1);
+	dk_release(b, 100, 1);
 	assert_ptr_equal(get(100, 1), b);
 	assert_ptr_equal(get(100, 1), a);
 	get(100, 0);
 	assert_int_equal(n_alloc, 3);
-	dk_release(a, 100);
-	dk_release(b, 100);
+	dk_release(a, 100, 1);
+	dk_release(b, 100, 1);
 }
 
 static void test_limit_frees_the_oldest(void **state)
@@ -142,16 +143,16 @@ static void test_limit_frees_the_oldest(void **state)
 	(void)state;
 	dk_set_limit(250);
 	void *a = get(100, 0), *b = get(101, 0), *c = get(102, 0);
-	dk_release(a, 100);
-	dk_release(b, 101);
+	dk_release(a, 100, 1);
+	dk_release(b, 101, 1);
 	assert_int_equal(n_free, 0);
-	dk_release(c, 102); /* 303 > 250: a goes */
+	dk_release(c, 102, 1); /* 303 > 250: a goes */
 	assert_int_equal(n_free, 1);
 	assert_int_equal(dk_kept_bytes(), 203);
 	get(100, 0);
 	assert_int_equal(n_alloc, 4);
 	void *big = get(251, 0); /* above the limit: never kept */
-	dk_release(big, 251);
+	dk_release(big, 251, 1);
 	assert_int_equal(n_poison, 4);
 	assert_int_equal(n_free, 2);
 	assert_int_equal(dk_kept_bytes(), 203);
@@ -164,14 +165,28 @@ static void test_limit_zero_keeps_nothing(void **state)
 {
 	(void)state;
 	void *a = get(64, 0);
-	dk_release(a, 64);
+	dk_release(a, 64, 1);
 	assert_int_equal(n_poison, 1);
 	assert_int_equal(n_free, 1);
 	get(64, 0);
 	assert_int_equal(n_alloc, 2);
 	dk_drop_all();
-	dk_release(NULL, 64); /* nothing to give back */
+	dk_release(NULL, 64, 1); /* nothing to give back */
 	assert_int_equal(n_poison, 1);
+}
+
+/* A runner the service will not keep (a candidate's) frees what it gives back, under any limit. */
+static void test_not_kept_when_not_asked(void **state)
+{
+	(void)state;
+	dk_set_limit(4096);
+	void *a = get(128, 0);
+	dk_release(a, 128, 0);
+	assert_int_equal(n_poison, 1);
+	assert_int_equal(n_free, 1);
+	assert_int_equal(dk_kept_bytes(), 0);
+	get(128, 0);
+	assert_int_equal(n_alloc, 2);
 }
 
 static void test_refused_allocation_frees_what_is_kept(void **state)
@@ -180,7 +195,7 @@ static void test_refused_allocation_frees_what_is_kept(void **state)
 	dk_set_limit(1 << 20);
 	dev_free_bytes = 1000;
 	void *a = get(600, 0);
-	dk_release(a, 600);
+	dk_release(a, 600, 1);
 	/* 700 fits only once the kept 600 are given back */
 	void *b = get(700, 0);
 	assert_int_equal(n_free, 1);
@@ -191,7 +206,7 @@ static void test_refused_allocation_frees_what_is_kept(void **state)
 	char err[64] = "";
 	assert_int_equal(dk_alloc(&c, 400, &reused, err, sizeof err), -1);
 	assert_string_equal(err, "out of memory");
-	dk_release(b, 700);
+	dk_release(b, 700, 1);
 }
 
 int main(void)
@@ -201,6 +216,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_newest_of_a_size_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limit_frees_the_oldest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limit_zero_keeps_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_not_kept_when_not_asked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_allocation_frees_what_is_kept, setup,
 		                                teardown),
 	};
