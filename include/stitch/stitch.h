@@ -38,10 +38,10 @@ typedef struct st_verify_opts {
 	                              its report in the verdict as "ncu" */
 	const char *devices;       /* CUDA_VISIBLE_DEVICES of the runners (e.g. "1"); NULL: ours */
 	pthread_rwlock_t *gpu_lock; /* shared by verifies that run on one GPU at once (NULL: none):
-	                              held shared while runners use the GPU, exclusive while timing,
-	                              profiling or measuring peaks, so no verify's figures see
-	                              another's work */
-	int gpu_alone;             /* with gpu_lock: hold it exclusive from the first runner on, for
+	                              held shared while runners use the GPU (not while they start),
+	                              exclusive while timing, profiling or measuring peaks, so no
+	                              verify's figures see another's work */
+	int gpu_alone;             /* with gpu_lock: hold it exclusive from the first load on, for
 	                              a re-run of a fault seen while the GPU was shared */
 	const char *params_path;   /* take the params from this safetensors file (by name; dtype
 	                              and shape must match the task's for every set run) instead of

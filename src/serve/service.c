@@ -393,7 +393,7 @@ static int shared_fault(st_status st, json_t *verdict)
 }
 
 /* With --per-gpu above 1, verifies run their correctness checks side by side; a fault seen
- * then is confirmed by a second verify that has the GPU to itself from its first runner on, and
+ * then is confirmed by a second verify that has the GPU to itself from its first load on, and
  * that one's answer stands. The first outcome goes into the verdict as "shared_gpu_fault". A
  * neighbour whose runners still hold memory while they wait for the CPU is not stopped by the
  * lock, but a candidate that exhausts the GPU fails at once and its runner is gone by then. */

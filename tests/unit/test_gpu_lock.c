@@ -201,8 +201,8 @@ static void test_timing_waits_for_sharers(void **state)
 }
 
 /* gpu_alone (a service's second try of a fault seen while sharing): the verify takes the GPU
- * alone from its first runner on, so while another holds it shared not even its correctness runs
- * start. */
+ * alone from loading its solutions on, so while another holds it shared not even its correctness
+ * runs start. */
 static void test_alone_waits_for_sharers(void **state)
 {
 	(void)state;
