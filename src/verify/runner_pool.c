@@ -2,8 +2,8 @@
  * asked for (a GPU, in a service) a few background threads that start spares of that kind, one
  * each at a time, until it has its count. Threads of their own per kind, so that one GPU's slow
  * starts do not hold up another's spares; several, so that a start that takes long (2.5 s
- * median in a busy two-GPU service, when one alone takes 0.2 s) does not hold up the next one:
- * a service takes spares about as fast as one thread can start them. */
+ * median in a busy two-GPU service, 0.3-0.5 s alone) does not hold up the next one: a service
+ * takes spares about as fast as one thread can start them. */
 #include "runner_pool.h"
 #include "common/clock.h"
 
@@ -27,7 +27,7 @@ typedef struct kind {
 	char backend[16];
 	int flags;
 	char devices[64];
-	int starting;      /* spares of this kind its thread is starting now */
+	int starting;      /* spares of this kind its threads are starting now */
 	struct st_runner_pool *pool;
 	int index;
 	pthread_t threads[STARTERS];
@@ -121,13 +121,13 @@ static int healthy(st_runner *r)
  * of one worker per GPU never had the lock. */
 static void start_spare(st_runner_pool *p, int k)
 {
-	kind x = p->kinds[k];
+	const kind *x = &p->kinds[k]; /* backend, flags and devices do not change */
 	idle e;
 	memset(&e, 0, sizeof e);
 	e.kind = k;
 	st_err err;
-	int started = !st_runner_start(&e.r, x.backend, "spare", x.flags,
-	                               x.devices[0] ? x.devices : NULL, &err) &&
+	int started = !st_runner_start(&e.r, x->backend, "spare", x->flags,
+	                               x->devices[0] ? x->devices : NULL, &err) &&
 	              !st_runner_hello(&e.r, 120, &err);
 	int kept = 0;
 	pthread_mutex_lock(&p->mu);
