@@ -480,8 +480,6 @@ static int addressed(vctx *v, int i)
 	return usable(v, i) || (i == v->calib && calib_ready(v));
 }
 
-/* Send the same request to every usable runner, then collect the replies: runners work in
- * parallel (their own processes), and a failure is attributed to the solution that caused it. */
 /* Add a runner's account of its request (its reply's "ms") to v->runner_ms. */
 static void runner_ms_add(vctx *v, const json_t *req, const json_t *rep)
 {
@@ -498,6 +496,8 @@ static void runner_ms_add(vctx *v, const json_t *req, const json_t *rep)
 	}
 }
 
+/* Send the same request to every usable runner, then collect the replies: runners work in
+ * parallel (their own processes), and a failure is attributed to the solution that caused it. */
 static st_status broadcast(vctx *v, json_t *const *reqs, const int *fds, const char *phase,
                            double timeout_s, json_t **reps, st_err *err)
 {
@@ -1725,10 +1725,16 @@ static st_status spot_check(vctx *v, const layout *L, const st_size_set *set, st
 
 /* ---- one size set ------------------------------------------------------------------------------ */
 
+/* Runners under ncu are started for one pass and read back after it: never pooled. */
+static int pooling(const vctx *v)
+{
+	return v->o->runner_pool && !v->o->under_ncu;
+}
+
 /* Solution i's runner goes back to the pool loaded after this verify (see keep_runner). */
 static int poolable(const vctx *v, int i)
 {
-	return v->o->runner_pool && !v->o->under_ncu && v->sols[i].trusted && v->sols[i].pool_key[0];
+	return pooling(v) && v->sols[i].trusted && v->sols[i].pool_key[0];
 }
 
 /* The bytes from the start of solution i's shared memory that its runner writes: the params
@@ -1919,12 +1925,6 @@ static st_status check_sets_option(const char *list, st_err *err)
 }
 
 /* ---- the runner pool ---------------------------------------------------------------------- */
-
-/* Runners under ncu are started for one pass and read back after it: never pooled. */
-static int pooling(const vctx *v)
-{
-	return v->o->runner_pool && !v->o->under_ncu;
-}
 
 /* The key a kept runner of compiled trusted solution i has in the pool; 0 when it has none. */
 static int pool_key_of(vctx *v, int i)
