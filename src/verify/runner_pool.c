@@ -244,6 +244,11 @@ int st_runner_pool_take_spare(st_runner_pool *p, const char *backend, int flags,
 		return 0;
 	pthread_mutex_lock(&p->mu);
 	int k = add_kind(p, backend, flags, devices);
+	pthread_mutex_unlock(&p->mu);
+	int got = k >= 0 && take(p, k, NULL, label, r, &p->stats.spare_hits, &p->stats.spare_misses);
+	/* The kind's starters, once, after the take: the first ask of a kind finds only what was
+	 * given back, never a spare that a starter it just made happened to finish first. */
+	pthread_mutex_lock(&p->mu);
 	int want = p->spares < STARTERS ? p->spares : STARTERS;
 	while (k >= 0 && p->kinds[k].n_threads < want && !p->stopping &&
 	       !pthread_create(&p->kinds[k].threads[p->kinds[k].n_threads], NULL, spare_thread,
@@ -251,7 +256,7 @@ int st_runner_pool_take_spare(st_runner_pool *p, const char *backend, int flags,
 		p->kinds[k].n_threads++;
 	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->mu);
-	return k >= 0 && take(p, k, NULL, label, r, &p->stats.spare_hits, &p->stats.spare_misses);
+	return got;
 }
 
 int st_runner_pool_take_loaded(st_runner_pool *p, const char *key, const char *label,
