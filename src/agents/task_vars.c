@@ -69,7 +69,7 @@ json_t *st_agent_task_vars(const st_task *t, int host, const char *arch, double 
 	                              "PyTorch program, shown in the task description above, and "
 	                              "your outputs must match what that program computes. Write "
 	                              "standalone code: no PyTorch, no Python, no libtorch.")
-	                     : read_or_empty(host ? t->host_reference : t->reference);
+	                     : read_or_empty(st_task_reference(t, host));
 	json_t *vars = NULL;
 	if (abi && ref)
 		vars = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:f}", "task_id", t->id,

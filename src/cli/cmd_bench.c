@@ -228,13 +228,13 @@ static const char *solution_for(const bench_args *a, const st_task *t, int host,
                                 int *skip)
 {
 	*skip = 0;
-	const char *ref = host ? t->host_reference : t->reference;
+	const char *ref = st_task_reference(t, host);
 	if (!ref) {
 		*skip = 1;
 		return NULL;
 	}
 	if (!a->solutions) {
-		const char *e = host ? t->host_expert : (t->n_experts ? t->experts[0] : NULL);
+		const char *e = st_task_expert(t, host);
 		*skip = e == NULL;
 		return e ? own(L, e) : NULL;
 	}
@@ -270,7 +270,7 @@ static int build_jobs(const bench_args *a, int host, job_list *L)
 		if (skip) {
 			if (!a->quiet)
 				fprintf(stderr, "  %s: no %s%s, skipped\n", t.id, host ? "host " : "",
-				        (host ? t.host_reference : t.reference) ? "expert" : "reference");
+				        st_task_reference(&t, host) ? "expert" : "reference");
 		} else {
 			st_bench_job *j = &L->jobs[L->n++];
 			j->task_dir = own(L, dirs[k]);

@@ -115,7 +115,7 @@ static int is_shipped(const char *task_dir, const char *code, int host)
 	st_err err;
 	if (st_task_load(task_dir, &t, &err))
 		return 0;
-	const char *files[8] = {host ? t.host_reference : t.reference, host ? t.host_expert : NULL};
+	const char *files[8] = {st_task_reference(&t, host), host ? t.host_expert : NULL};
 	int n = 2;
 	for (int i = 0; !host && i < t.n_experts && n < 8; i++)
 		files[n++] = t.experts[i];

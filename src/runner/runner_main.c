@@ -76,6 +76,8 @@ static json_t *g_ms;
 
 static void ms_add(const char *stage, double ms)
 {
+	if (!g_ms)
+		return;
 	json_t *cur = json_object_get(g_ms, stage);
 	json_object_set_new(g_ms, stage, json_real(json_number_value(cur) + ms));
 }
@@ -816,11 +818,13 @@ static json_t *handle(json_t *req, int fd, int *quit)
 /* One request, and for set-up and teardown where their time went (g_ms) with the reply. */
 static json_t *dispatch(json_t *req, int fd, int *quit)
 {
+	const char *op = json_string_value(json_object_get(req, "op"));
+	if (!op || (strcmp(op, "setup") && strcmp(op, "teardown")))
+		return handle(req, fd, quit); /* g_ms NULL: ms_add does nothing */
 	double t0 = st_now_s();
 	g_ms = json_object();
 	json_t *rep = handle(req, fd, quit);
-	const char *op = json_string_value(json_object_get(req, "op"));
-	if (op && (!strcmp(op, "setup") || !strcmp(op, "teardown")) && json_is_object(rep) && g_ms) {
+	if (json_is_object(rep) && g_ms) {
 		ms_add("total", (st_now_s() - t0) * 1e3);
 		json_object_set(rep, "ms", g_ms);
 	}

@@ -169,8 +169,9 @@ void st_serve_warm_runners(const st_serve_opts *o, const st_verify_opts *worker)
 			st_serve_log(o, "warm: %s: %s", dirs[i], e.msg);
 			continue;
 		}
-		const char *path = host ? (t.host_expert ? t.host_expert : t.host_reference)
-		                        : (t.n_experts ? t.experts[0] : t.reference);
+		const char *path = st_task_expert(&t, host);
+		if (!path)
+			path = st_task_reference(&t, host);
 		json_t *verdict = NULL;
 		st_status st = path ? st_verify(dirs[i], path, &vo, &verdict, &e) : ST_OK;
 		const char *status = json_string_value(json_object_get(verdict, "status"));

@@ -108,6 +108,11 @@ st_status st_task_load_text(const char *text, size_t len, const char *task_dir, 
                             st_err *err);
 void st_task_free(st_task *task);
 
+/* The reference and the (first) expert a backend runs: the C ones on the host backend, the
+ * CUDA ones otherwise; NULL where the task has none. */
+const char *st_task_reference(const st_task *t, int host);
+const char *st_task_expert(const st_task *t, int host);
+
 /* Resolve a task argument: an existing folder, or an id such as "t1/softmax" under `root`. */
 st_status st_task_resolve(const char *arg, const char *root, char *out, size_t outlen, st_err *err);
 

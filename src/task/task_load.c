@@ -1131,6 +1131,16 @@ static void free_tensors(st_tensor_spec *v, int n)
 	free(v);
 }
 
+const char *st_task_reference(const st_task *t, int host)
+{
+	return host ? t->host_reference : t->reference;
+}
+
+const char *st_task_expert(const st_task *t, int host)
+{
+	return host ? t->host_expert : (t->n_experts ? t->experts[0] : NULL);
+}
+
 void st_task_free(st_task *t)
 {
 	if (!t)

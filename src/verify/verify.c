@@ -296,18 +296,21 @@ static uint64_t next_seed(vctx *v)
 
 /* ---- verdict helpers ------------------------------------------------------------------------ */
 
+/* obj[key] += x, a missing key counting as 0: the verdict's sums by phase and by stage. */
+static void json_add(json_t *obj, const char *key, double x)
+{
+	json_object_set_new(obj, key, json_real(json_number_value(json_object_get(obj, key)) + x));
+}
+
 /* Add the time since the last mark to phase `name`. */
 static void phase(vctx *v, const char *name)
 {
 	double t = st_now_s();
-	json_t *cur = json_object_get(v->phases, name);
-	json_object_set_new(v->phases, name, json_real(json_number_value(cur) + t - v->t_mark));
+	json_add(v->phases, name, t - v->t_mark);
 	v->t_mark = t;
 	/* and how much of it went to waiting for the GPU, where other verifies share it */
 	if (v->o->gpu_lock && v->gpu_wait_s > v->wait_mark) {
-		json_t *w = json_object_get(v->gpu_waits, name);
-		json_object_set_new(v->gpu_waits, name,
-		                    json_real(json_number_value(w) + v->gpu_wait_s - v->wait_mark));
+		json_add(v->gpu_waits, name, v->gpu_wait_s - v->wait_mark);
 		v->wait_mark = v->gpu_wait_s;
 	}
 }
@@ -490,9 +493,7 @@ static void runner_ms_add(vctx *v, const json_t *req, const json_t *rep)
 	json_object_foreach(ms, k, x) {
 		char key[64];
 		snprintf(key, sizeof key, "%s.%s", op, k);
-		json_t *cur = json_object_get(v->runner_ms, key);
-		json_object_set_new(v->runner_ms, key,
-		                    json_real(json_number_value(cur) + json_number_value(x)));
+		json_add(v->runner_ms, key, json_number_value(x));
 	}
 }
 
@@ -638,8 +639,8 @@ st_status st_verify_precompile(const char *task_dir, const char *solution, const
 	int host = !strcmp(o->backend, "host");
 	char include_dir[4096];
 	st_compile_opts co = base_compile_opts(o, arch, include_dir, sizeof include_dir);
-	const char *paths[4] = {t.hooks, host ? t.host_reference : t.reference,
-	                        host ? t.host_expert : (t.n_experts ? t.experts[0] : NULL), solution};
+	const char *paths[4] = {t.hooks, st_task_reference(&t, host), st_task_expert(&t, host),
+	                        solution};
 	for (int i = 0; i < 4 && !s; i++) {
 		if (!paths[i])
 			continue;
@@ -2081,7 +2082,7 @@ static int keep_runner(const vctx *v, int i, st_status s)
 	const sol *so = &v->sols[i];
 	if (!pooling(v) || s || !so->runner.alive || so->failed || (so->flags & ST_RUNNER_NCU))
 		return 0;
-	if (so->loaded && so->trusted && so->pool_key[0])
+	if (so->loaded && poolable(v, i))
 		return 1;
 	return !so->touched && !so->loaded;
 }
@@ -2091,8 +2092,8 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	const st_task *t = v->task;
 	const st_verify_opts *o = v->o;
 	int host = !strcmp(o->backend, "host");
-	const char *ref_path = host ? t->host_reference : t->reference;
-	const char *exp_path = host ? t->host_expert : (t->n_experts ? t->experts[0] : NULL);
+	const char *ref_path = st_task_reference(t, host);
+	const char *exp_path = st_task_expert(t, host);
 	if (!ref_path && !v->stored)
 		return st_err_set(err, ST_E_INVALID, "task %s has no %sreference", t->id,
 		                  host ? "host " : "");
