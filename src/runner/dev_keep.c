@@ -1,6 +1,7 @@
 /* Device memory a runner keeps between size sets (dev_keep.h): a short list, oldest first, of
- * poisoned blocks and their sizes, matched by exact size. A task's sets repeat their sizes from
- * verify to verify, so exact matches are the common case and no block is ever split. */
+ * poisoned blocks and their sizes, matched by exact size, and the arena. A task's sets repeat
+ * their sizes from verify to verify, so exact matches are the common case and no block is ever
+ * split; the arena serves one set-up at a time, whatever its size up to the arena's. */
 #include "dev_keep.h"
 #include "backend.h"
 
@@ -14,6 +15,11 @@ static struct {
 } kept[KEEP_MAX];
 static int n_kept;
 static size_t kept_bytes, limit;
+static struct {
+	void *p;
+	size_t bytes;
+	int busy;
+} arena;
 
 static void take_at(int i)
 {
@@ -37,22 +43,47 @@ void dk_set_limit(size_t bytes)
 	shrink_to(limit);
 }
 
-int dk_alloc(void **p, size_t bytes, int *reused, char *err, size_t len)
+int dk_reserve(size_t bytes, char *err, size_t len)
 {
-	*reused = 0;
+	dk_unreserve();
+	if (!bytes || rb_alloc(&arena.p, bytes, err, len))
+		return bytes ? -1 : 0;
+	arena.bytes = bytes;
+	return 0;
+}
+
+void dk_unreserve(void)
+{
+	if (!arena.p || arena.busy)
+		return;
+	rb_free(arena.p);
+	arena.p = NULL;
+	arena.bytes = 0;
+}
+
+int dk_alloc(void **p, size_t bytes, dk_from *from, char *err, size_t len)
+{
+	if (arena.p && !arena.busy && bytes <= arena.bytes) {
+		*p = arena.p;
+		arena.busy = 1;
+		*from = DK_ARENA;
+		return 0;
+	}
+	*from = DK_KEPT;
 	for (int i = n_kept - 1; i >= 0; i--) /* the newest first: the set torn down last */
 		if (kept[i].bytes == bytes) {
 			*p = kept[i].p;
 			take_at(i);
-			*reused = 1;
 			return 0;
 		}
+	*from = DK_NEW;
 	if (rb_alloc(p, bytes, err, len) == 0)
 		return 0;
-	if (!n_kept)
+	if (!n_kept && !(arena.p && !arena.busy))
 		return -1;
 	/* What is kept may be what the device lacks. */
 	dk_drop_all();
+	dk_unreserve();
 	return rb_alloc(p, bytes, err, len);
 }
 
@@ -62,6 +93,10 @@ void dk_release(void *p, size_t bytes, int keep)
 		return;
 	char ignore[64];
 	rb_poison(p, bytes, ignore, sizeof ignore);
+	if (p == arena.p) {
+		arena.busy = 0;
+		return;
+	}
 	if (!keep || bytes > limit) {
 		rb_free(p);
 		return;
@@ -85,4 +120,9 @@ void dk_drop_all(void)
 size_t dk_kept_bytes(void)
 {
 	return kept_bytes;
+}
+
+size_t dk_arena_bytes(void)
+{
+	return arena.p ? arena.bytes : 0;
 }

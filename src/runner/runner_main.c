@@ -339,13 +339,13 @@ static int place_tensors(void)
 			size_t bytes = tensor_bytes(&lists[l][i]);
 			at = place_at(at, bytes) + (bytes ? bytes : 1);
 		}
-	int reused;
+	dk_from from;
 	double t0 = st_now_s();
-	if (dk_alloc(&R.block, at ? at : 1, &reused, g_err, sizeof g_err))
+	if (dk_alloc(&R.block, at ? at : 1, &from, g_err, sizeof g_err))
 		return -1;
 	R.block_bytes = at ? at : 1;
 	ms_add("alloc", (st_now_s() - t0) * 1e3);
-	ms_add(reused ? "kept_blocks" : "new_blocks", 1);
+	ms_add(from == DK_ARENA ? "arena_blocks" : from == DK_KEPT ? "kept_blocks" : "new_blocks", 1);
 	at = 0;
 	for (int l = 0; l < 1 + 2 * N_SETS; l++)
 		for (int i = 0; i < counts[l]; i++) {
@@ -429,6 +429,8 @@ static json_t *op_setup(json_t *req, int fd)
 	R.keep = json_is_true(json_object_get(req, "keep"));
 	if (!R.keep)
 		dk_drop_all();
+	else
+		dk_unreserve();
 	for (int s = 0; s < N_SETS; s++)
 		if (make_tensors(inputs, &R.in[s], &R.n_in) || make_tensors(outputs, &R.out[s], &R.n_out))
 			return reply_fail("runtime_error", g_err);
@@ -833,6 +835,28 @@ static json_t *dispatch(json_t *req, int fd, int *quit)
 	return rep;
 }
 
+/* The arena a GPU runner's size sets are placed in (dev_keep.h), reserved while it starts, off
+ * any verify's path: STITCH_RUNNER_ARENA_MB from the parent's environment, 1024 MiB unless
+ * given (0: none), at most a 32nd of the device's memory, since a service holds a few runners
+ * per GPU that are not yet or no longer in use. A host runner goes without: its allocations take
+ * no driver lock, and its address space is limited (sandbox.c). A device that refuses the
+ * reservation leaves the runner without one, and the info says why. */
+static void reserve_arena(json_t *info)
+{
+	const char *backend = json_string_value(json_object_get(info, "backend"));
+	if (!backend || strcmp(backend, "cuda"))
+		return;
+	const char *mb = getenv("STITCH_RUNNER_ARENA_MB");
+	size_t bytes = (size_t)(mb && *mb ? strtoull(mb, NULL, 10) : 1024) << 20;
+	size_t cap = (size_t)json_integer_value(json_object_get(info, "mem_bytes")) / 32;
+	if (bytes > cap)
+		bytes = cap;
+	char err[256];
+	if (dk_reserve(bytes, err, sizeof err))
+		json_object_set_new(info, "arena_error", json_string(err));
+	json_object_set_new(info, "arena_bytes", json_integer((json_int_t)dk_arena_bytes()));
+}
+
 int main(int argc, char **argv)
 {
 	int sock = -1, sandbox = 1, profile = 0;
@@ -867,6 +891,9 @@ int main(int argc, char **argv)
 	json_t *info = json_object();
 	int ok = rb_open(info, g_err, sizeof g_err) == 0;
 	double t1 = st_now_s();
+	if (ok)
+		reserve_arena(info);
+	double ta = st_now_s();
 	json_t *hello = ok ? reply_ok() : reply_fail("no_device", g_err);
 	/* The profiler's library is loaded before the door is locked, like the driver; a machine
 	 * without one still verifies, and the profile reply says why there is none. */
@@ -889,8 +916,9 @@ int main(int argc, char **argv)
 		json_object_set_new(info, "sandbox", json_pack("{s:b}", "enabled", 0));
 	}
 	double t3 = st_now_s();
-	json_t *start_ms = json_pack("{s:f,s:f,s:f}", "open", (t1 - t0) * 1e3, "profiler",
-	                             (t2 - t1) * 1e3, "sandbox", (t3 - t2) * 1e3);
+	json_t *start_ms = json_pack("{s:f,s:f,s:f,s:f}", "open", (t1 - t0) * 1e3, "arena",
+	                             (ta - t1) * 1e3, "profiler", (t2 - ta) * 1e3, "sandbox",
+	                             (t3 - t2) * 1e3);
 	json_t *stages = json_object_get(info, "open_ms"); /* the backend's own, if it has them */
 	if (stages) {
 		json_object_set(start_ms, "open_stages", stages);
@@ -920,6 +948,7 @@ int main(int argc, char **argv)
 	}
 	teardown();
 	dk_drop_all();
+	dk_unreserve();
 	rb_close();
 	return 0;
 }

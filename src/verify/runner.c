@@ -98,7 +98,7 @@ static int pinned_cpus(const char *devices, cpu_set_t *set)
 static const char *const env_keep[] = {
 	"PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
 	"NVIDIA_DRIVER_CAPABILITIES", "CUDA_MODULE_LOADING", "NCCL_NVLS_ENABLE",
-	"TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "STITCH_RUNNER_KEEP_MB", NULL,
+	"TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "STITCH_RUNNER_KEEP_MB", "STITCH_RUNNER_ARENA_MB", NULL,
 };
 
 /* First uid of the range runners drop to when stitch runs as root; each runner takes its own

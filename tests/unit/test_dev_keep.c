@@ -2,7 +2,8 @@
  * a fake device that counts its calls: a released block is poisoned and comes back for the same
  * size only, the newest first; the byte limit frees the oldest; a limit of 0 keeps nothing, nor
  * does a release not asked to keep; an allocation the device refuses frees what is kept and
- * tries again; dropping frees everything. */
+ * tries again; dropping frees everything; the arena serves any set-up that fits, one at a
+ * time, and is poisoned, not freed, when given back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,19 +86,21 @@ static int teardown(void **state)
 {
 	(void)state;
 	dk_drop_all();
+	dk_unreserve();
 	assert_int_equal(dk_kept_bytes(), 0);
+	assert_int_equal(dk_arena_bytes(), 0);
 	while (n_live) /* what a test still held */
 		rb_free(ptrs[0]);
 	return 0;
 }
 
-static void *get(size_t bytes, int want_reused)
+static void *get(size_t bytes, dk_from want)
 {
 	void *p;
-	int reused;
+	dk_from from;
 	char err[64];
-	assert_int_equal(dk_alloc(&p, bytes, &reused, err, sizeof err), 0);
-	assert_int_equal(reused, want_reused);
+	assert_int_equal(dk_alloc(&p, bytes, &from, err, sizeof err), 0);
+	assert_int_equal(from, want);
 	return p;
 }
 
@@ -105,15 +108,15 @@ static void test_same_size_comes_back_poisoned(void **state)
 {
 	(void)state;
 	dk_set_limit(4096);
-	unsigned char *a = get(1000, 0);
+	unsigned char *a = get(1000, DK_NEW);
 	memset(a, 7, 1000);
 	dk_release(a, 1000, 1);
 	assert_int_equal(n_poison, 1);
 	assert_int_equal(n_free, 0);
 	assert_int_equal(dk_kept_bytes(), 1000);
-	unsigned char *b = get(999, 0); /* another size: a new block */
+	unsigned char *b = get(999, DK_NEW); /* another size: a new block */
 	assert_ptr_not_equal(b, a);
-	unsigned char *c = get(1000, 1);
+	unsigned char *c = get(1000, DK_KEPT);
 	assert_ptr_equal(c, a);
 	for (int i = 0; i < 1000; i++)
 		assert_int_equal(c[i], 0xff); /* no byte of the old set is left */
@@ -127,12 +130,12 @@ static void test_newest_of_a_size_first(void **state)
 {
 	(void)state;
 	dk_set_limit(4096);
-	void *a = get(100, 0), *b = get(100, 0);
+	void *a = get(100, DK_NEW), *b = get(100, DK_NEW);
 	dk_release(a, 100, 1);
 	dk_release(b, 100, 1);
-	assert_ptr_equal(get(100, 1), b);
-	assert_ptr_equal(get(100, 1), a);
-	get(100, 0);
+	assert_ptr_equal(get(100, DK_KEPT), b);
+	assert_ptr_equal(get(100, DK_KEPT), a);
+	get(100, DK_NEW);
 	assert_int_equal(n_alloc, 3);
 	dk_release(a, 100, 1);
 	dk_release(b, 100, 1);
@@ -142,16 +145,16 @@ static void test_limit_frees_the_oldest(void **state)
 {
 	(void)state;
 	dk_set_limit(250);
-	void *a = get(100, 0), *b = get(101, 0), *c = get(102, 0);
+	void *a = get(100, DK_NEW), *b = get(101, DK_NEW), *c = get(102, DK_NEW);
 	dk_release(a, 100, 1);
 	dk_release(b, 101, 1);
 	assert_int_equal(n_free, 0);
 	dk_release(c, 102, 1); /* 303 > 250: a goes */
 	assert_int_equal(n_free, 1);
 	assert_int_equal(dk_kept_bytes(), 203);
-	get(100, 0);
+	get(100, DK_NEW);
 	assert_int_equal(n_alloc, 4);
-	void *big = get(251, 0); /* above the limit: never kept */
+	void *big = get(251, DK_NEW); /* above the limit: never kept */
 	dk_release(big, 251, 1);
 	assert_int_equal(n_poison, 4);
 	assert_int_equal(n_free, 2);
@@ -164,11 +167,11 @@ static void test_limit_frees_the_oldest(void **state)
 static void test_limit_zero_keeps_nothing(void **state)
 {
 	(void)state;
-	void *a = get(64, 0);
+	void *a = get(64, DK_NEW);
 	dk_release(a, 64, 1);
 	assert_int_equal(n_poison, 1);
 	assert_int_equal(n_free, 1);
-	get(64, 0);
+	get(64, DK_NEW);
 	assert_int_equal(n_alloc, 2);
 	dk_drop_all();
 	dk_release(NULL, 64, 1); /* nothing to give back */
@@ -180,12 +183,12 @@ static void test_not_kept_when_not_asked(void **state)
 {
 	(void)state;
 	dk_set_limit(4096);
-	void *a = get(128, 0);
+	void *a = get(128, DK_NEW);
 	dk_release(a, 128, 0);
 	assert_int_equal(n_poison, 1);
 	assert_int_equal(n_free, 1);
 	assert_int_equal(dk_kept_bytes(), 0);
-	get(128, 0);
+	get(128, DK_NEW);
 	assert_int_equal(n_alloc, 2);
 }
 
@@ -194,19 +197,87 @@ static void test_refused_allocation_frees_what_is_kept(void **state)
 	(void)state;
 	dk_set_limit(1 << 20);
 	dev_free_bytes = 1000;
-	void *a = get(600, 0);
+	void *a = get(600, DK_NEW);
 	dk_release(a, 600, 1);
 	/* 700 fits only once the kept 600 are given back */
-	void *b = get(700, 0);
+	void *b = get(700, DK_NEW);
 	assert_int_equal(n_free, 1);
 	assert_int_equal(dk_kept_bytes(), 0);
 	/* nothing kept and still too big: the device's error */
 	void *c;
-	int reused;
+	dk_from from;
 	char err[64] = "";
-	assert_int_equal(dk_alloc(&c, 400, &reused, err, sizeof err), -1);
+	assert_int_equal(dk_alloc(&c, 400, &from, err, sizeof err), -1);
 	assert_string_equal(err, "out of memory");
 	dk_release(b, 700, 1);
+}
+
+/* The arena serves one set-up at a time, any size up to its own, and is poisoned (the bytes
+ * used), never freed, when given back; what does not fit, or comes while it is taken, is
+ * allocated as before. */
+static void test_arena_serves_sets_without_the_driver(void **state)
+{
+	(void)state;
+	char err[64];
+	assert_int_equal(dk_reserve(1000, err, sizeof err), 0);
+	assert_int_equal(dk_arena_bytes(), 1000);
+	assert_int_equal(n_alloc, 1);
+	unsigned char *a = get(600, DK_ARENA);
+	memset(a, 7, 600);
+	void *b = get(300, DK_NEW); /* the arena is taken */
+	dk_release(a, 600, 0);
+	assert_int_equal(n_poison, 1);
+	assert_int_equal(n_free, 0);
+	for (int i = 0; i < 600; i++)
+		assert_int_equal(a[i], 0xff);
+	assert_ptr_equal(get(1000, DK_ARENA), a); /* any size up to the arena's */
+	dk_release(a, 1000, 0);
+	get(1001, DK_NEW);
+	assert_ptr_equal(get(10, DK_ARENA), a);
+	dk_release(a, 10, 0);
+	dk_release(b, 300, 0);
+	assert_int_equal(n_alloc, 3);
+	assert_int_equal(n_free, 1); /* b only */
+	assert_int_equal(dk_arena_bytes(), 1000);
+	dk_drop_all(); /* kept blocks only */
+	assert_int_equal(dk_arena_bytes(), 1000);
+}
+
+/* A runner kept by a service gives its arena back at a set-up (dev_keep.h), but not while a set
+ * is in it; a reservation the device refuses leaves none; 0 asks for none. */
+static void test_unreserve_and_refused_reserve(void **state)
+{
+	(void)state;
+	char err[64] = "";
+	assert_int_equal(dk_reserve(2000, err, sizeof err), 0);
+	void *a = get(5, DK_ARENA);
+	dk_unreserve();
+	assert_int_equal(dk_arena_bytes(), 2000);
+	dk_release(a, 5, 1);
+	assert_int_equal(dk_kept_bytes(), 0); /* the arena is not a kept block */
+	dk_unreserve();
+	assert_int_equal(dk_arena_bytes(), 0);
+	assert_int_equal(n_free, 1);
+	assert_int_equal(dk_reserve(2u << 20, err, sizeof err), -1); /* more than the device has */
+	assert_string_equal(err, "out of memory");
+	assert_int_equal(dk_arena_bytes(), 0);
+	get(5, DK_NEW);
+	assert_int_equal(dk_reserve(0, err, sizeof err), 0);
+	assert_int_equal(dk_arena_bytes(), 0);
+}
+
+/* A free arena is given up, like kept blocks, when the device has too little for a set-up that
+ * does not fit it. */
+static void test_refused_allocation_frees_a_free_arena(void **state)
+{
+	(void)state;
+	char err[64];
+	dev_free_bytes = 1000;
+	assert_int_equal(dk_reserve(600, err, sizeof err), 0);
+	void *b = get(700, DK_NEW);
+	assert_int_equal(n_free, 1);
+	assert_int_equal(dk_arena_bytes(), 0);
+	dk_release(b, 700, 0);
 }
 
 int main(void)
@@ -218,6 +289,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_limit_zero_keeps_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_kept_when_not_asked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_allocation_frees_what_is_kept, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_arena_serves_sets_without_the_driver, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_unreserve_and_refused_reserve, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_allocation_frees_a_free_arena, setup,
 		                                teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
