@@ -44,9 +44,12 @@ static void usage(FILE *f)
 	        "                   no baseline runner (default: none; baselines compile and\n"
 	        "                   load on first use)\n"
 	        "  --keep-runners N runners of references and experts kept loaded between\n"
-	        "                   requests, per GPU (each holds a device context), and two\n"
-	        "                   spare runners per worker started ahead for the candidates\n"
-	        "                   (default 48; 0: every verify starts its own)\n"
+	        "                   requests, per GPU (each holds a device context), and spare\n"
+	        "                   runners started ahead for the candidates (default 48; 0:\n"
+	        "                   every verify starts its own)\n"
+	        "  --spares N       spare runners kept started per worker (default 2); a verify\n"
+	        "                   that finds none starts its own, which on several GPUs at once\n"
+	        "                   takes seconds\n"
 	        "  --queue-max N    requests in flight before 429 + Retry-After (default 256)\n"
 	        "  --admit-wait S   a request that finds the queue full waits up to S s in line\n"
 	        "                   for a slot before its 429 (default 1; 0: at once)\n"
@@ -121,6 +124,7 @@ int cmd_serve(int argc, char **argv)
 		           : !strcmp(a, "--per-gpu")   ? &o.per_gpu
 		           : !strcmp(a, "--compilers") ? &o.compilers
 		           : !strcmp(a, "--queue-max") ? &o.queue_max
+		           : !strcmp(a, "--spares")    ? &o.spares
 		           : !strcmp(a, "--judges")    ? &o.judges : NULL;
 		int body = !strcmp(a, "--body-max");
 		if (!strcmp(a, "--keep-runners")) { /* 0 is meaningful: no pool */

@@ -21,6 +21,7 @@ void st_serve_opts_default(st_serve_opts *o)
 	o->admit_wait_s = 1;
 	o->judges = 4;
 	o->keep_runners = 48;
+	o->spares = 2;
 	st_verify_opts_default(&o->verify);
 	/* A verdict for a trainer: correctness and speed. The profile costs a second run, and a
 	 * reward needs the speedup to about 1 %, not the 0.5 % of a benchmark: timing stops at

@@ -31,6 +31,7 @@ typedef struct st_serve_opts {
 	                              requests, with spare runners started ahead for the rest
 	                              (src/verify/runner_pool.h; default 48); 0: none, every verify
 	                              starts and stops its own */
+	int spares;                /* spare runners kept started per worker (default 2) */
 	int queue_max;             /* admitted and unanswered requests at most (default 256) */
 	size_t body_max;           /* request body limit in bytes (default 1 MiB) */
 	double deadline_s;         /* per request: answer 504 after this, the work goes on (600) */

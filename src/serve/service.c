@@ -1102,12 +1102,14 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		st = st_serve_store_open(o->db_path, &s->store, err);
 	if (!st)
 		st = probe_devices(s, err);
-	/* Two spares per worker of a GPU: a verify takes one fresh runner for its candidate (and,
-	 * for a task not seen lately, one per baseline, which go back once loaded ones turn up).
+	/* Spares per worker of a GPU (--spares, default 2): a verify takes one fresh runner for its
+	 * candidate (and, for a task not seen lately, one per baseline, which go back once loaded
+	 * ones turn up).
 	 * --keep-runners counts per GPU: one cap over two GPUs was reached by the 8 tasks of
 	 * scripts/gpu-serve, whose loaded runners then pushed each other out. */
 	if (!st && o->keep_runners > 0 && !o->queue_url &&
-	    !(s->pool = st_runner_pool_new(2 * (o->per_gpu > 0 ? o->per_gpu : 1),
+	    !(s->pool = st_runner_pool_new((o->spares > 0 ? o->spares : 2) *
+	                                   (o->per_gpu > 0 ? o->per_gpu : 1),
 	                                   o->keep_runners * distinct_devices(s))))
 		st = st_err_set(err, ST_E_NOMEM, "serve: out of memory");
 	if (st) {
