@@ -171,8 +171,13 @@ cudaStream_t rb_stream(void)
 
 int rb_alloc(void **p, size_t bytes, char *err, size_t len)
 {
-	CK(cudaMalloc(p, bytes), "cudaMalloc");
-	return 0;
+	cudaError_t e = cudaMalloc(p, bytes);
+	if (e == cudaSuccess)
+		return 0;
+	/* Answered here: left as the last error, a refusal that the caller got past (dev_keep's
+	 * retry, a runner going without its arena) would fail the next run's check. */
+	cudaGetLastError();
+	return cuda_fail(e, "cudaMalloc", err, len);
 }
 
 void rb_free(void *p)
