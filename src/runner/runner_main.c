@@ -878,10 +878,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	/* Device memory kept between size sets for reuse (dev_keep.h): 512 MiB unless the parent's
-	 * environment says otherwise (STITCH_RUNNER_KEEP_MB; 0 frees every block at teardown). */
+	/* Device memory kept between size sets for reuse (dev_keep.h): 1024 MiB unless the parent's
+	 * environment says otherwise (STITCH_RUNNER_KEEP_MB; 0 frees every block at teardown). With
+	 * 512, a task such as t1/layernorm (eval set 512 MiB and its params, hidden sets 61 MiB)
+	 * allocated and freed its eval set's block on every verify. */
 	const char *keep = getenv("STITCH_RUNNER_KEEP_MB");
-	dk_set_limit((size_t)(keep && *keep ? strtoull(keep, NULL, 10) : 512) << 20);
+	dk_set_limit((size_t)(keep && *keep ? strtoull(keep, NULL, 10) : 1024) << 20);
 	if (getppid() == 1)
 		return 2;
 
