@@ -15,6 +15,9 @@
 #define POOL_KINDS 16
 #define KEY_MAX 8600
 #define STARTERS 4 /* threads starting spares, per kind */
+/* How long a take waits for a spare its kind's starters are starting, before the caller starts
+ * one itself: a start takes 2-4 s in a busy two-GPU service. */
+#define SPARE_WAIT_S 15.0
 
 typedef struct idle {
 	st_runner r;
@@ -28,6 +31,7 @@ typedef struct kind {
 	int flags;
 	char devices[64];
 	int starting;      /* spares of this kind its threads are starting now */
+	int failing;       /* its last start failed: no take waits for the next */
 	struct st_runner_pool *pool;
 	int index;
 	pthread_t threads[STARTERS];
@@ -36,7 +40,8 @@ typedef struct kind {
 
 struct st_runner_pool {
 	pthread_mutex_t mu;
-	pthread_cond_t wake;
+	pthread_cond_t wake;  /* starters: a spare was taken, or the pool stops */
+	pthread_cond_t ready; /* takers: a start ended */
 	int stopping;
 	int spares, max_loaded;
 	kind kinds[POOL_KINDS];
@@ -132,11 +137,13 @@ static void start_spare(st_runner_pool *p, int k)
 	int kept = 0;
 	pthread_mutex_lock(&p->mu);
 	p->kinds[k].starting--;
+	p->kinds[k].failing = !started;
 	e.since = st_now_s();
 	if (started && !p->stopping && !push(p, &e)) {
 		p->stats.started++;
 		kept = 1;
 	}
+	pthread_cond_broadcast(&p->ready);
 	pthread_mutex_unlock(&p->mu);
 	if (!kept)
 		st_runner_stop(&e.r);
@@ -173,6 +180,7 @@ st_runner_pool *st_runner_pool_new(int spares, int max_loaded)
 		return NULL;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->wake, NULL);
+	pthread_cond_init(&p->ready, NULL);
 	p->spares = spares < 0 ? 0 : spares;
 	p->max_loaded = max_loaded < 0 ? 0 : max_loaded;
 	return p;
@@ -185,6 +193,7 @@ void st_runner_pool_free(st_runner_pool *p)
 	pthread_mutex_lock(&p->mu);
 	p->stopping = 1;
 	pthread_cond_broadcast(&p->wake);
+	pthread_cond_broadcast(&p->ready);
 	pthread_mutex_unlock(&p->mu);
 	for (int k = 0; k < p->n_kinds; k++)
 		for (int t = 0; t < p->kinds[k].n_threads; t++)
@@ -197,29 +206,49 @@ void st_runner_pool_free(st_runner_pool *p)
 	}
 	free(p->idle);
 	pthread_cond_destroy(&p->wake);
+	pthread_cond_destroy(&p->ready);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
 }
 
+/* Remove the first idle runner with `key` loaded (key NULL: a spare of kind_index) into *e;
+ * the caller holds the mutex. 1, or 0. */
+static int find_idle(st_runner_pool *p, int kind_index, const char *key, idle *e)
+{
+	for (int i = 0; i < p->n_idle; i++) {
+		idle *x = &p->idle[i];
+		if (key ? (x->key && !strcmp(x->key, key)) : (!x->key && x->kind == kind_index)) {
+			take_at(p, i, e);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Take the first idle runner with `key` loaded (key NULL: a spare of kind_index), check it
- * answers, label it: 1, or 0. */
+ * answers, label it: 1, or 0. A spare not there yet is waited for (up to SPARE_WAIT_S) while
+ * the kind's starters work and their last start succeeded: a start already under way ends
+ * sooner than one the caller would begin, and the caller's would only add one more context
+ * creation to those the driver serialises host-wide. */
 static int take(st_runner_pool *p, int kind_index, const char *key, const char *label,
                 st_runner *r, long *hits, long *misses)
 {
 	for (;;) {
 		idle e;
-		int found = 0;
 		pthread_mutex_lock(&p->mu);
-		for (int i = 0; i < p->n_idle && !found; i++) {
-			idle *x = &p->idle[i];
-			if (key ? (x->key && !strcmp(x->key, key)) : (!x->key && x->kind == kind_index)) {
-				take_at(p, i, &e);
-				found = 1;
-			}
+		pthread_cond_broadcast(&p->wake); /* a spare gone, or wanted: start another */
+		int found = find_idle(p, kind_index, key, &e);
+		if (!found && !key && kind_index >= 0) {
+			struct timespec until;
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += (time_t)SPARE_WAIT_S;
+			const kind *x = &p->kinds[kind_index];
+			while (!found && !p->stopping && x->n_threads > 0 && !x->failing &&
+			       pthread_cond_timedwait(&p->ready, &p->mu, &until) == 0)
+				found = find_idle(p, kind_index, NULL, &e);
 		}
 		if (!found)
 			++*misses;
-		pthread_cond_broadcast(&p->wake); /* a spare gone: start another */
 		pthread_mutex_unlock(&p->mu);
 		if (!found)
 			return 0;

@@ -25,7 +25,8 @@ st_runner_pool *st_runner_pool_new(int spares, int max_loaded);
 void st_runner_pool_free(st_runner_pool *p);
 
 /* A spare for `label` into *r: 1, or 0 when none is ready (then start one as usual). The pool
- * remembers the kind and keeps spares of it from now on. Like any runner's start, theirs does
+ * remembers the kind and keeps spares of it from now on; once it does, a take that finds none
+ * waits for one its starters are starting (up to 15 s, and not after a start of theirs failed). Like any runner's start, theirs does
  * not wait for the GPU's lock (st_verify_opts.gpu_lock): see runner_pool.c. */
 int st_runner_pool_take_spare(st_runner_pool *p, const char *backend, int flags,
                               const char *devices, const char *label, st_runner *r);

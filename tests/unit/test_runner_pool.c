@@ -1,7 +1,8 @@
 /* The runner pool with real host-backend runners: spares are started ahead once a kind is asked
  * for, a loaded runner is found by its key only, a runner that died while kept is never handed
  * out, the loaded ones beyond the cap go least recently used first, spares taken in a burst are
- * started again to the count and no further, and freeing the pool stops them all. */
+ * started again to the count and no further, a take waits for a spare being started (not for a
+ * kind whose starts fail), and freeing the pool stops them all. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "verify/runner_pool.h"
@@ -78,6 +80,37 @@ static void test_burst_refilled_to_the_count(void **state)
 	st_runner_pool_free(p);
 }
 
+/* Once a kind has starters, a take that finds no spare waits for the one being started instead
+ * of leaving the caller to start its own; a kind whose starts fail is not waited for. */
+static void test_take_waits_for_a_start_under_way(void **state)
+{
+	(void)state;
+	st_runner_pool *p = st_runner_pool_new(1, 0);
+	st_runner r[3];
+	assert_int_equal(st_runner_pool_take_spare(p, "host", 0, NULL, "candidate", &r[0]), 0);
+	WAIT_FOR(spares(p) == 1, 30);
+	assert_int_equal(st_runner_pool_take_spare(p, "host", 0, NULL, "candidate", &r[0]), 1);
+	/* the pool is empty now and its one starter has just been told to start another */
+	assert_int_equal(st_runner_pool_take_spare(p, "host", 0, NULL, "candidate", &r[1]), 1);
+	assert_true(r[1].alive);
+	st_runner_pool_stats st;
+	st_runner_pool_stats_get(p, &st);
+	assert_int_equal(st.spare_hits, 2);
+	assert_int_equal(st.spare_misses, 1);
+	/* a backend that cannot start: the first ask makes its starters, whose start fails; after
+	 * that a take returns at once rather than waiting the 15 s */
+	assert_int_equal(st_runner_pool_take_spare(p, "nosuch", 0, NULL, "candidate", &r[2]), 0);
+	usleep(500000);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(st_runner_pool_take_spare(p, "nosuch", 0, NULL, "candidate", &r[2]), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_true(t1.tv_sec - t0.tv_sec < 5);
+	st_runner_stop(&r[0]);
+	st_runner_stop(&r[1]);
+	st_runner_pool_free(p);
+}
+
 static void test_loaded_by_key(void **state)
 {
 	(void)state;
@@ -127,6 +160,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spares_started_ahead),
 		cmocka_unit_test(test_burst_refilled_to_the_count),
+		cmocka_unit_test(test_take_waits_for_a_start_under_way),
 		cmocka_unit_test(test_loaded_by_key),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
