@@ -52,6 +52,7 @@ static void usage(FILE *f)
 	        "  --reclaim-after S  claim pending jobs of consumers without a heartbeat after S s\n"
 	        "                   (default 10), and any job pending longer than 30 minutes\n"
 	        "  --keep-runners N runners kept loaded between jobs, as stitch serve (default 48)\n"
+	        "  --spares N       spare runners kept started per pipeline (default 2)\n"
 	        "  --spool DIR      where job code is written (default: the cache's spool/)\n"
 	        "verify options for every job (the worker's own defaults, as stitch serve's:\n"
 	        "--min-time 100 --max-rse 0.01, no profile; a job's options override them):\n"
@@ -361,7 +362,7 @@ int cmd_worker(int argc, char **argv)
 	w.stale_s = 1800;
 	w.lease_s = 10;
 	const char *gpus = "0", *spool = NULL, *name = NULL;
-	int per_gpu = 1, host_workers = 1, keep = 48, quiet = 0;
+	int per_gpu = 1, host_workers = 1, keep = 48, spares = 2, quiet = 0;
 	for (int i = 1; i < argc; i++) {
 		int r = st_verify_opt_parse(&w.vo, argc, argv, &i, &quiet);
 		if (r < 0)
@@ -385,7 +386,8 @@ int cmd_worker(int argc, char **argv)
 		else if (!strcmp(a, "--spool"))
 			spool = v;
 		else if (!strcmp(a, "--per-gpu") || !strcmp(a, "--workers") ||
-		         !strcmp(a, "--keep-runners") || !strcmp(a, "--reclaim-after")) {
+		         !strcmp(a, "--keep-runners") || !strcmp(a, "--reclaim-after") ||
+		         !strcmp(a, "--spares")) {
 			int zero_ok = !strcmp(a, "--keep-runners");
 			if (st_cli_number(a, v, zero_ok ? 0 : 1, 4096, &x))
 				return ST_EXIT_USAGE;
@@ -395,6 +397,8 @@ int cmd_worker(int argc, char **argv)
 				host_workers = (int)x;
 			else if (!strcmp(a, "--keep-runners"))
 				keep = (int)x;
+			else if (!strcmp(a, "--spares"))
+				spares = (int)x;
 			else
 				w.reclaim_s = x;
 		} else {
@@ -440,7 +444,7 @@ int cmd_worker(int argc, char **argv)
 		st_cli_error("worker: %s", err.msg);
 		return ST_EXIT_ENV;
 	}
-	w.pool = keep > 0 ? st_runner_pool_new(2 * per_gpu, keep) : NULL;
+	w.pool = keep > 0 ? st_runner_pool_new(spares * per_gpu, keep) : NULL;
 	w.t0 = st_now_s();
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
