@@ -4,6 +4,8 @@
 # timed: a solution that spends 20 us on the host before its launch times as the same solution
 # without (within 5 us). Host work well beyond that leaves the GPU waiting inside the window: 300
 # us of it before the launch is paid (the median grows by 0.2 ms or more). Neither is hacking.
+# Also: a runner's size sets sit in the arena it reserved while starting, not in fresh
+# allocations.
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
@@ -19,6 +21,18 @@ TIMED=(--backend cuda --seed 7 --sets eval --seeds 1 --quiet --no-policy)
 "$STITCH" verify --json "${TIMED[@]}" "$TASK" "$FIX/good.cu" >"$WORK/good.json" 2>"$WORK/good.err"
 check "good: ok" [ "$(field "$WORK/good.json" status)" = ok ]
 base=$(candidate_median "$WORK/good.json")
+# Every runner of a one-shot verify is fresh and places its size sets in the arena it reserved
+# while starting (src/runner/dev_keep.h): no device allocation at set-up; without the arena, one.
+stage() { # stage FILE NAME: the verdict's runner_stages_ms[NAME], 0 when absent
+	python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1])).get("runner_stages_ms", {}).get(sys.argv[2], 0)))' "$1" "$2" 2>/dev/null
+}
+arena=$(stage "$WORK/good.json" setup.arena_blocks)
+new=$(stage "$WORK/good.json" setup.new_blocks)
+check "set-ups in the arena ($arena arena, $new new)" [ "${arena:-0}" -gt 0 -a "${new:-1}" -eq 0 ]
+STITCH_RUNNER_ARENA_MB=0 "$STITCH" verify --json "${TIMED[@]}" "$TASK" "$FIX/good.cu" >"$WORK/noarena.json" 2>/dev/null
+arena=$(stage "$WORK/noarena.json" setup.arena_blocks)
+new=$(stage "$WORK/noarena.json" setup.new_blocks)
+check "STITCH_RUNNER_ARENA_MB=0: set-ups allocate ($arena arena, $new new)" [ "${arena:-1}" -eq 0 -a "${new:-0}" -gt 0 ]
 for us in 20 300; do
 	"$STITCH" verify --json "${TIMED[@]}" "$TASK" "$WORK/delay$us.cu" >"$WORK/d$us.json" 2>"$WORK/d$us.err"
 	check "host delay $us us: ok (status $(field "$WORK/d$us.json" status): $(field "$WORK/d$us.json" reason))" \
