@@ -1,7 +1,11 @@
 /* Device memory a runner keeps between size sets (dev_keep.h): a short list, oldest first, of
  * poisoned blocks and their sizes, matched by exact size, and the arena. A task's sets repeat
  * their sizes from verify to verify, so exact matches are the common case and no block is ever
- * split; the arena serves one set-up at a time, whatever its size up to the arena's. */
+ * split; the arena serves one set-up at a time, whatever its size up to the arena's.
+ * When the sets do not all fit, a released block is freed rather than kept in place of one a
+ * set-up took lately: the sets come in the same order every verify, and freeing the oldest
+ * (least recently used) for it freed each block just before its set came round again, so that
+ * every set-up allocated (t1/transpose's eval block alone fills the limit). */
 #include "dev_keep.h"
 #include "backend.h"
 
@@ -12,8 +16,10 @@
 static struct {
 	void *p;
 	size_t bytes;
+	unsigned long since; /* set-ups so far when it was kept */
 } kept[KEEP_MAX];
 static int n_kept;
+static unsigned long setups; /* dk_alloc calls so far */
 static size_t kept_bytes, limit;
 static struct {
 	void *p;
@@ -34,6 +40,20 @@ static void shrink_to(size_t bytes)
 	while (n_kept && kept_bytes > bytes) {
 		rb_free(kept[0].p);
 		take_at(0);
+	}
+}
+
+/* Free stale kept blocks (none taken in DK_STALE_SETUPS set-ups), oldest first, until at most
+ * `bytes` are kept and fewer than `count` blocks; fresh ones stay. */
+static void free_stale(size_t bytes, int count)
+{
+	for (int i = 0; i < n_kept && (kept_bytes > bytes || n_kept >= count);) {
+		if (setups - kept[i].since < DK_STALE_SETUPS) {
+			i++;
+			continue;
+		}
+		rb_free(kept[i].p);
+		take_at(i);
 	}
 }
 
@@ -63,6 +83,7 @@ void dk_unreserve(void)
 
 int dk_alloc(void **p, size_t bytes, dk_from *from, char *err, size_t len)
 {
+	setups++;
 	if (arena.p && !arena.busy && bytes <= arena.bytes) {
 		*p = arena.p;
 		arena.busy = 1;
@@ -97,17 +118,15 @@ void dk_release(void *p, size_t bytes, int keep)
 		arena.busy = 0;
 		return;
 	}
-	if (!keep || bytes > limit) {
+	if (keep && bytes <= limit)
+		free_stale(limit - bytes, KEEP_MAX);
+	if (!keep || bytes > limit - kept_bytes || n_kept == KEEP_MAX) {
 		rb_free(p);
 		return;
 	}
-	shrink_to(limit - bytes);
-	if (n_kept == KEEP_MAX) {
-		rb_free(kept[0].p);
-		take_at(0);
-	}
 	kept[n_kept].p = p;
 	kept[n_kept].bytes = bytes;
+	kept[n_kept].since = setups;
 	n_kept++;
 	kept_bytes += bytes;
 }

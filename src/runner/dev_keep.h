@@ -36,9 +36,13 @@ typedef enum dk_from { DK_NEW, DK_KEPT, DK_ARENA } dk_from;
  * 0, or -1 with err. */
 int dk_alloc(void **p, size_t bytes, dk_from *from, char *err, size_t len);
 
+/* A kept block that no set-up has taken in this many set-ups (dk_alloc calls) may be freed to
+ * make room for another; younger ones are not (dev_keep.c says why). */
+#define DK_STALE_SETUPS 32
+
 /* Give a block back: poisoned (its first `bytes`), then the arena is free again; another block
- * is kept when `keep` says so (the oldest kept ones freed to stay under the limit), else freed.
- * NULL is ignored. */
+ * is kept when `keep` says so and it fits under the limit beside the blocks kept (stale ones
+ * freed to make room), else freed. NULL is ignored. */
 void dk_release(void *p, size_t bytes, int keep);
 
 /* Free every kept block (not the arena). */

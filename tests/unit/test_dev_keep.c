@@ -1,7 +1,8 @@
 /* Unit tests for the device memory a runner keeps between size sets (src/runner/dev_keep.c), on
  * a fake device that counts its calls: a released block is poisoned and comes back for the same
- * size only, the newest first; the byte limit frees the oldest; a limit of 0 keeps nothing, nor
- * does a release not asked to keep; an allocation the device refuses frees what is kept and
+ * size only, the newest first; a block that does not fit under the limit beside blocks set up
+ * lately is freed, not kept in their place, and stale blocks make room; a limit of 0 keeps
+ * nothing, nor does a release not asked to keep; an allocation the device refuses frees what is kept and
  * tries again; dropping frees everything; the arena serves any set-up that fits, one at a
  * time, and is poisoned, not freed, when given back. */
 #include <setjmp.h>
@@ -141,7 +142,7 @@ static void test_newest_of_a_size_first(void **state)
 	dk_release(b, 100, 1);
 }
 
-static void test_limit_frees_the_oldest(void **state)
+static void test_full_keeps_what_it_has(void **state)
 {
 	(void)state;
 	dk_set_limit(250);
@@ -149,19 +150,69 @@ static void test_limit_frees_the_oldest(void **state)
 	dk_release(a, 100, 1);
 	dk_release(b, 101, 1);
 	assert_int_equal(n_free, 0);
-	dk_release(c, 102, 1); /* 303 > 250: a goes */
+	dk_release(c, 102, 1); /* 303 > 250, and a and b were set up lately: c goes */
 	assert_int_equal(n_free, 1);
-	assert_int_equal(dk_kept_bytes(), 203);
-	get(100, DK_NEW);
-	assert_int_equal(n_alloc, 4);
+	assert_int_equal(n_poison, 3);
+	assert_int_equal(dk_kept_bytes(), 201);
+	a = get(100, DK_KEPT);
+	dk_release(a, 100, 1);
 	void *big = get(251, DK_NEW); /* above the limit: never kept */
 	dk_release(big, 251, 1);
-	assert_int_equal(n_poison, 4);
 	assert_int_equal(n_free, 2);
-	assert_int_equal(dk_kept_bytes(), 203);
-	dk_set_limit(101); /* lowering the limit frees at once, oldest first */
-	assert_int_equal(dk_kept_bytes(), 0);
-	assert_int_equal(n_free, 4);
+	assert_int_equal(dk_kept_bytes(), 201);
+	dk_set_limit(101); /* lowering the limit frees at once, oldest first: b (a came back since) */
+	assert_int_equal(dk_kept_bytes(), 100);
+	assert_int_equal(n_free, 3);
+	assert_non_null(get(100, DK_KEPT));
+	dk_set_limit(0);
+}
+
+/* A pooled runner sets up the same sizes in the same order every verify. With room for two of
+ * three, two come back kept every round and only the third is allocated: freeing the oldest for
+ * the newest would have freed each one just before its turn, allocating all three every round. */
+static void test_a_repeating_round_that_does_not_fit(void **state)
+{
+	(void)state;
+	dk_set_limit(310);
+	const size_t round[3] = {100, 200, 101};
+	for (int r = 0; r < 10; r++)
+		for (int i = 0; i < 3; i++) {
+			void *p;
+			dk_from from;
+			char err[64];
+			assert_int_equal(dk_alloc(&p, round[i], &from, err, sizeof err), 0);
+			if (r > 0)
+				assert_int_equal(from, i == 2 ? DK_NEW : DK_KEPT);
+			dk_release(p, round[i], 1);
+		}
+	assert_int_equal(n_alloc, 3 + 9);
+	assert_int_equal(dk_kept_bytes(), 300);
+}
+
+/* Blocks no set-up has taken in DK_STALE_SETUPS set-ups make room when the sizes change (a
+ * runner given other size sets): the new size is kept from then on. */
+static void test_stale_blocks_make_room(void **state)
+{
+	(void)state;
+	dk_set_limit(250);
+	void *a = get(100, DK_NEW), *b = get(101, DK_NEW);
+	dk_release(a, 100, 1);
+	dk_release(b, 101, 1);
+	int set_ups = 2, kept_at = -1;
+	for (int k = 0; k < 2 * DK_STALE_SETUPS && kept_at < 0; k++) {
+		void *p;
+		dk_from from;
+		char err[64];
+		assert_int_equal(dk_alloc(&p, 150, &from, err, sizeof err), 0);
+		set_ups++;
+		if (from == DK_KEPT)
+			kept_at = set_ups;
+		dk_release(p, 150, 1);
+	}
+	/* a and b were kept after set-ups 1 and 2; from set-up 2 + DK_STALE_SETUPS on, the 150
+	 * released then replaces them, and the next set-up takes it */
+	assert_int_equal(kept_at, 2 + DK_STALE_SETUPS + 1);
+	assert_int_equal(dk_kept_bytes(), 150);
 }
 
 static void test_limit_zero_keeps_nothing(void **state)
@@ -285,7 +336,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_same_size_comes_back_poisoned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newest_of_a_size_first, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_limit_frees_the_oldest, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_keeps_what_it_has, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_repeating_round_that_does_not_fit, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_stale_blocks_make_room, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limit_zero_keeps_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_kept_when_not_asked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_allocation_frees_what_is_kept, setup,
