@@ -1869,6 +1869,10 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		gpu_exclusive(v);
 	if (!s && timed && v->o->timing && usable(v, v->cand))
 		s = time_all(v, set, err);
+	/* The check of a timed call (a run of the reference, then a comparison on the CPU) measures
+	 * nothing: another verify measures meanwhile, unless a profile is still to be taken. */
+	if (measuring && !profiling(v))
+		gpu_release(v);
 	if (!s && timed && v->o->timing && usable(v, v->cand))
 		s = spot_check(v, &L, set, err);
 	if (!s && timed && v->o->timing && usable(v, v->cand))

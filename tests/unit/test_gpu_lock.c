@@ -2,8 +2,8 @@
  * alone, and it takes the GPU alone to time, so while someone holds it shared the verify gets
  * through its correctness runs but not into its timing, unless it must have the GPU alone
  * throughout (gpu_alone). On the host backend with the test task, the lock's behaviour is the
- * same as on a GPU. Also the helpers of stitch serve and stitch worker: the --gpus list, and the
- * lock's writers-first rule. */
+ * same as on a GPU; the check of a timed call does not hold it alone. Also the helpers of
+ * stitch serve and stitch worker: the --gpus list, and the lock's writers-first rule. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +32,7 @@ typedef struct run {
 	int shared_holds, exclusive_holds, holds_ordered;
 	double first_hold, first_exclusive;
 	double start_wait_s; /* the part of its waits in the start phase (starting its runners) */
+	double timing_wait_s; /* and in the timing phase (to time, and to check a timed call) */
 } run;
 
 static double now_s(void)
@@ -90,6 +91,8 @@ static void *verify_thread(void *arg)
 	r->gpu_wait_s = json_number_value(json_object_get(v, "gpu_wait_s"));
 	r->start_wait_s = json_number_value(
 		json_object_get(json_object_get(v, "gpu_wait_by_phase_s"), "start"));
+	r->timing_wait_s = json_number_value(
+		json_object_get(json_object_get(v, "gpu_wait_by_phase_s"), "timing"));
 	read_holds(r, json_object_get(v, "gpu_holds"));
 	json_decref(v);
 	pthread_mutex_lock(&r->mu);
@@ -209,6 +212,31 @@ static void test_alone_waits_for_sharers(void **state)
 	blocked_from_the_start(0, 1);
 }
 
+/* The check of a timed call (a run of the reference, then a comparison on the CPU) measures
+ * nothing: the verify lets go of the GPU once its samples are taken, and another verify waiting
+ * to time goes first; the check waits for it (in the timing phase, not in the teardown). */
+static void test_timed_call_checked_after_letting_go(void **state)
+{
+	(void)state;
+	pthread_rwlock_t lock;
+	assert_int_equal(st_gpu_lock_init(&lock), 0);
+	run r;
+	pthread_t t;
+	start(&r, &lock, 0, &t);
+	WAIT_FOR(get(&r, &r.timing_lines) > 0, 60);
+	assert_int_equal(get(&r, &r.timing_lines), 1);
+	pthread_rwlock_wrlock(&lock); /* once its samples are taken */
+	sleep(1);
+	assert_int_equal(get(&r, &r.done), 0);
+	pthread_rwlock_unlock(&lock);
+	pthread_join(t, NULL);
+	assert_int_equal(r.status, ST_OK);
+	assert_string_equal(r.verdict_status, "ok");
+	assert_true(r.holds_ordered);
+	assert_true(r.timing_wait_s >= 0.9);
+	pthread_rwlock_destroy(&lock);
+}
+
 /* The --gpus list of stitch serve and stitch worker. */
 static void test_gpu_list(void **state)
 {
@@ -268,6 +296,7 @@ int main(void)
 		cmocka_unit_test(test_alone_waits_for_sharers),
 		cmocka_unit_test(test_gpu_list),
 		cmocka_unit_test(test_lock_writers_first),
+		cmocka_unit_test(test_timed_call_checked_after_letting_go),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
