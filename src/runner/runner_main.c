@@ -606,6 +606,7 @@ static json_t *op_run(json_t *req)
 	int set = (int)json_integer_value(json_object_get(req, "set")) % N_SETS;
 	int slot = (int)json_integer_value(json_object_get(req, "slot")) % 2;
 	int dump = json_is_true(json_object_get(req, "dump_inputs"));
+	int fetch = !json_is_false(json_object_get(req, "fetch")); /* else a fetch request follows */
 	int fatal = 0;
 	if (json_is_true(json_object_get(req, "given")) ? given_inputs(set)
 	                                                 : generate_inputs(set, seed))
@@ -636,7 +637,7 @@ static json_t *op_run(json_t *req)
 		return fault_reply(fatal);
 	double t1 = st_now_s();
 	R.in_ready[set] = 1;
-	for (int i = 0; i < R.n_out; i++)
+	for (int i = 0; i < R.n_out && fetch; i++)
 		if (rb_download(R.shm + R.out_off[slot][i], R.out[set][i].data,
 		                tensor_bytes(&R.out[set][i]), g_err, sizeof g_err))
 			return fault_reply(1);

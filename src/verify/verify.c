@@ -498,12 +498,17 @@ static void runner_ms_add(vctx *v, const json_t *req, const json_t *rep)
 }
 
 /* Send the same request to every usable runner, then collect the replies: runners work in
- * parallel (their own processes), and a failure is attributed to the solution that caused it. */
-static st_status broadcast(vctx *v, json_t *const *reqs, const int *fds, const char *phase,
-                           double timeout_s, json_t **reps, st_err *err)
+ * parallel (their own processes), and a failure is attributed to the solution that caused it.
+ * The GPU is shared for it (gpu_use) unless `on_gpu` is 0: requests that only copy results to
+ * the host, which disturb no other verify's measurement. */
+static st_status broadcast_on(vctx *v, json_t *const *reqs, const int *fds, const char *phase,
+                              double timeout_s, json_t **reps, int on_gpu, st_err *err)
 {
 	int sent[MAX_SOLS] = {0};
-	gpu_use(v);
+	if (on_gpu)
+		gpu_use(v);
+	else
+		gpu_idle(v);
 	for (int i = 0; i < v->n_sols; i++) {
 		reps[i] = NULL;
 		if (!reqs[i] || !addressed(v, i))
@@ -538,6 +543,12 @@ static st_status broadcast(vctx *v, json_t *const *reqs, const int *fds, const c
 		}
 	}
 	return ST_OK;
+}
+
+static st_status broadcast(vctx *v, json_t *const *reqs, const int *fds, const char *phase,
+                           double timeout_s, json_t **reps, st_err *err)
+{
+	return broadcast_on(v, reqs, fds, phase, timeout_s, reps, 1, err);
 }
 
 static void free_reps(json_t **reps, int n)
@@ -1207,14 +1218,25 @@ static st_status run_seed(vctx *v, const layout *L, const st_size_set *set, int 
 	if (s)
 		return s;
 	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
+	/* The runs share the GPU; their outputs are copied to the host after, by a fetch that does
+	 * not hold it: at an eval size the copies take longer than the runs, and another verify
+	 * measures meanwhile. */
 	for (int i = 0; i < v->n_sols; i++)
 		reqs[i] = !runs_seed(v, i, k) ? NULL
-		        : json_pack("{s:s,s:I,s:i,s:i,s:b,s:b}", "op", "run", "seed", (json_int_t)seed,
-		                    "set", k % 2, "slot", 0, "dump_inputs", need_inputs && i == v->ref,
-		                    "given", v->stored);
+		        : json_pack("{s:s,s:I,s:i,s:i,s:b,s:b,s:b}", "op", "run", "seed",
+		                    (json_int_t)seed, "set", k % 2, "slot", 0, "dump_inputs",
+		                    need_inputs && i == v->ref, "given", v->stored, "fetch", 0);
 	char phase[128];
 	snprintf(phase, sizeof phase, "set %s, seed %d", set->label, k + 1);
 	s = broadcast(v, reqs, NULL, phase, v->o->timeout_s, reps, err);
+	free_reps(reps, v->n_sols);
+	for (int i = 0; i < v->n_sols; i++) {
+		json_decref(reqs[i]);
+		reqs[i] = !s && runs_seed(v, i, k)
+		        ? json_pack("{s:s,s:i,s:i}", "op", "fetch", "set", k % 2, "slot", 0) : NULL;
+	}
+	if (!s)
+		s = broadcast_on(v, reqs, NULL, phase, v->o->timeout_s, reps, 0, err);
 	free_reps(reps, v->n_sols);
 	for (int i = 0; i < v->n_sols; i++)
 		json_decref(reqs[i]);
