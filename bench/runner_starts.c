@@ -4,13 +4,18 @@
  * together start fewer than twice what one does alone, the driver serialises the starts across
  * GPUs and a service cannot scale past that ratio (bench/RESULTS.md).
  * Usage: stitch-bench-runner-starts [--backend cuda|host] [--gpus 0,1] [--threads N]
- *                                   [--seconds S] [--no-sandbox]
+ *                                   [--seconds S] [--pause P] [--no-sandbox]
  * Each of N threads per GPU starts a runner there (sandboxed, as a service's are), waits for its
- * hello, tells it to quit and waits for it to end, again and again for S seconds. */
+ * hello, tells it to quit and waits for it to end, again and again for S seconds (or until
+ * SIGTERM or SIGINT), pausing P seconds between (default 0). With a pause it is a paced load:
+ * the runner starts of another GPU's service, which keep the driver's host-wide lock as busy on
+ * a one-GPU machine as they would on a two-GPU one (scripts/gpu-serve's BUSY_STARTS). */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "verify/gpu_share.h"
@@ -30,12 +35,24 @@ typedef struct gpu {
 
 static const char *g_backend = "cuda";
 static int g_flags = ST_RUNNER_SANDBOX;
-static double g_until;
+static double g_until, g_pause;
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	g_stop = 1;
+}
+
+static int going(void)
+{
+	return !g_stop && st_now_s() < g_until;
+}
 
 static void *starter(void *arg)
 {
 	gpu *g = arg;
-	while (st_now_s() < g_until) {
+	while (going()) {
 		st_runner r;
 		st_err err;
 		double t0 = st_now_s();
@@ -56,6 +73,9 @@ static void *starter(void *arg)
 		pthread_mutex_unlock(&g->mu);
 		if (!ok)
 			break;
+		/* in steps, so that a stop is not kept waiting */
+		for (double end = st_now_s() + g_pause; going() && st_now_s() < end;)
+			nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
 	}
 	return NULL;
 }
@@ -85,19 +105,25 @@ int main(int argc, char **argv)
 			threads = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
 			seconds = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--pause") && i + 1 < argc)
+			g_pause = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--no-sandbox"))
 			g_flags = 0;
 		else {
 			fprintf(stderr, "usage: stitch-bench-runner-starts [--backend cuda|host] "
-			                "[--gpus 0,1] [--threads N] [--seconds S] [--no-sandbox]\n");
+			                "[--gpus 0,1] [--threads N] [--seconds S] [--pause P] "
+			                "[--no-sandbox]\n");
 			return 2;
 		}
 	}
-	if (threads < 1 || threads > MAX_THREADS || seconds <= 0) {
-		fprintf(stderr, "stitch-bench-runner-starts: --threads 1 to %d, --seconds above 0\n",
-		        MAX_THREADS);
+	if (threads < 1 || threads > MAX_THREADS || seconds <= 0 || g_pause < 0) {
+		fprintf(stderr, "stitch-bench-runner-starts: --threads 1 to %d, --seconds above 0, "
+		        "--pause 0 or more\n", MAX_THREADS);
 		return 2;
 	}
+	struct sigaction sa = {.sa_handler = on_stop};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
 	static gpu g[MAX_GPUS];
 	int n_gpus = 0;
 	const char *p = gpus;
