@@ -29,6 +29,7 @@ bad "unknown option" "unknown option" verify --frobnicate "$TASK" "$FIX/good.c"
 bad "unknown command" "not a stitch command" frobnicate
 bad "bad seeds" "--seeds" verify --seeds zero "$TASK" "$FIX/good.c"
 bad "serve: no spares" "--spares" serve --spares 0
+bad "worker: no spares" "--spares" worker --queue redis://127.0.0.1:1 --spares 0
 bad "no comparison threads" "--compare-threads" verify --backend host --compare-threads 0 "$TASK" "$FIX/good.c"
 bad "unknown size set" "unknown size set" verify --backend host --sets medium "$TASK" "$FIX/good.c"
 bad "profile on the host backend" "needs the cuda backend" profile --backend host "$TASK" "$FIX/good.c"
