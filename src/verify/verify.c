@@ -1027,13 +1027,17 @@ static int judge(vctx *v, const layout *L, const st_size_set *set, int i, int sl
 
 /* One more request to the candidate alone (`req`: a run, a timed call, a fetch; taken over).
  * *ran = 1 when it answered; otherwise the verdict says how it failed, and an error of the
- * harness is returned. */
-static st_status rerun_candidate(vctx *v, json_t *req, const st_size_set *set, const char *what,
-                                 int *ran, st_err *err)
+ * harness is returned. The GPU is shared for it unless `on_gpu` is 0 (a fetch, as in
+ * broadcast_on). */
+static st_status rerun_candidate_on(vctx *v, json_t *req, const st_size_set *set,
+                                    const char *what, int *ran, int on_gpu, st_err *err)
 {
 	json_t *rep = NULL;
 	st_err e;
-	gpu_use(v);
+	if (on_gpu)
+		gpu_use(v);
+	else
+		gpu_idle(v);
 	st_status s = st_runner_call(&v->sols[v->cand].runner, req, -1, &rep, v->o->timeout_s, &e);
 	json_decref(req);
 	*ran = !s && json_is_true(json_object_get(rep, "ok"));
@@ -1046,6 +1050,26 @@ static st_status rerun_candidate(vctx *v, json_t *req, const st_size_set *set, c
 	}
 	json_decref(rep);
 	return s;
+}
+
+static st_status rerun_candidate(vctx *v, json_t *req, const st_size_set *set, const char *what,
+                                 int *ran, st_err *err)
+{
+	return rerun_candidate_on(v, req, set, what, ran, 1, err);
+}
+
+/* A run of the candidate into `slot` of buffer set `set_index`, then its outputs copied to the
+ * host without the GPU (as run_seed's): 1 in *ran when both answered. */
+static st_status rerun_and_fetch(vctx *v, json_t *run, int set_index, int slot,
+                                 const st_size_set *set, const char *what, int *ran, st_err *err)
+{
+	json_object_set_new(run, "fetch", json_false());
+	st_status s = rerun_candidate(v, run, set, what, ran, err);
+	if (s || !*ran)
+		return s;
+	return rerun_candidate_on(v, json_pack("{s:s,s:i,s:i}", "op", "fetch", "set", set_index,
+	                                       "slot", slot),
+	                          set, what, ran, 0, err);
 }
 
 /* The task's metamorphic check on the candidate: the inputs of `seed` changed by st_task_perturb
@@ -1082,10 +1106,10 @@ static st_status perturbed_check(vctx *v, const layout *L, const st_size_set *se
 	}
 	sol *c = &v->sols[v->cand];
 	int ran;
-	st_status s = rerun_candidate(v, json_pack("{s:s,s:I,s:i,s:i,s:I}", "op", "run", "seed",
+	st_status s = rerun_and_fetch(v, json_pack("{s:s,s:I,s:i,s:i,s:I}", "op", "run", "seed",
 	                                           (json_int_t)seed, "set", 0, "slot", 1, "perturb",
 	                                           (json_int_t)pseed),
-	                              set, "seed 1 with changed inputs", &ran, err);
+	                              0, 1, set, "seed 1 with changed inputs", &ran, err);
 	if (s || !ran) {
 		free(copy);
 		return s;
@@ -1184,10 +1208,10 @@ static st_status determinism_check(vctx *v, const layout *L, const st_size_set *
 	sol *c = &v->sols[v->cand];
 	int ran;
 	stored_put_inputs(v, L, v->cand);
-	st_status s = rerun_candidate(v, json_pack("{s:s,s:I,s:i,s:i,s:b}", "op", "run", "seed",
+	st_status s = rerun_and_fetch(v, json_pack("{s:s,s:I,s:i,s:i,s:b}", "op", "run", "seed",
 	                                           (json_int_t)seed, "set", 1, "slot", 1, "given",
 	                                           v->stored),
-	                              set, "seed 1 again", &ran, err);
+	                              1, 1, set, "seed 1 again", &ran, err);
 	if (s || !ran)
 		return s;
 	/* The same bits as the first run: the same judgement, which run_seed has made already. */
