@@ -5,7 +5,7 @@
 # without (within 5 us). Host work well beyond that leaves the GPU waiting inside the window: 300
 # us of it before the launch is paid (the median grows by 0.2 ms or more). Neither is hacking.
 # Also: a runner's size sets sit in the arena it reserved while starting, not in fresh
-# allocations.
+# allocations, and its own kernels were loaded while it started.
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
@@ -29,6 +29,13 @@ stage() { # stage FILE NAME: the verdict's runner_stages_ms[NAME], 0 when absent
 arena=$(stage "$WORK/good.json" setup.arena_blocks)
 new=$(stage "$WORK/good.json" setup.new_blocks)
 check "set-ups in the arena ($arena arena, $new new)" [ "${arena:-0}" -gt 0 -a "${new:-1}" -eq 0 ]
+# ...and loaded the harness's own kernels while starting (open_stages.kernels), not at their first
+# use inside the verify (CUDA's lazy loading waits on the driver's host-wide lock there)
+loaded=$(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1])).get("runners", {})
+print(sum(1 for x in r.values() if "kernels" in x.get("runner_ms", {}).get("open_stages", {})), len(r))' "$WORK/good.json" 2>/dev/null)
+check "every runner loaded its kernels while starting ($loaded of the runners)" \
+	awk -v a="${loaded% *}" -v b="${loaded#* }" 'BEGIN { exit !(b > 0 && a == b) }'
 STITCH_RUNNER_ARENA_MB=0 "$STITCH" verify --json "${TIMED[@]}" "$TASK" "$FIX/good.cu" >"$WORK/noarena.json" 2>/dev/null
 arena=$(stage "$WORK/noarena.json" setup.arena_blocks)
 new=$(stage "$WORK/noarena.json" setup.new_blocks)
