@@ -34,21 +34,12 @@ static void take_at(int i)
 	n_kept--;
 }
 
-/* Free the oldest kept blocks until at most `bytes` are kept. */
-static void shrink_to(size_t bytes)
-{
-	while (n_kept && kept_bytes > bytes) {
-		rb_free(kept[0].p);
-		take_at(0);
-	}
-}
-
-/* Free stale kept blocks (none taken in DK_STALE_SETUPS set-ups), oldest first, until at most
- * `bytes` are kept and fewer than `count` blocks; fresh ones stay. */
-static void free_stale(size_t bytes, int count)
+/* Free kept blocks, oldest first, until at most `bytes` are kept and fewer than `count`
+ * blocks, passing over those a set-up took within the last `min_age` set-ups (0: none). */
+static void free_oldest(size_t bytes, int count, unsigned long min_age)
 {
 	for (int i = 0; i < n_kept && (kept_bytes > bytes || n_kept >= count);) {
-		if (setups - kept[i].since < DK_STALE_SETUPS) {
+		if (setups - kept[i].since < min_age) {
 			i++;
 			continue;
 		}
@@ -60,7 +51,7 @@ static void free_stale(size_t bytes, int count)
 void dk_set_limit(size_t bytes)
 {
 	limit = bytes;
-	shrink_to(limit);
+	free_oldest(limit, KEEP_MAX + 1, 0);
 }
 
 int dk_reserve(size_t bytes, char *err, size_t len)
@@ -119,7 +110,7 @@ void dk_release(void *p, size_t bytes, int keep)
 		return;
 	}
 	if (keep && bytes <= limit)
-		free_stale(limit - bytes, KEEP_MAX);
+		free_oldest(limit - bytes, KEEP_MAX, DK_STALE_SETUPS); /* stale ones only */
 	if (!keep || bytes > limit - kept_bytes || n_kept == KEEP_MAX) {
 		rb_free(p);
 		return;
@@ -133,7 +124,7 @@ void dk_release(void *p, size_t bytes, int keep)
 
 void dk_drop_all(void)
 {
-	shrink_to(0);
+	free_oldest(0, KEEP_MAX + 1, 0);
 }
 
 size_t dk_kept_bytes(void)

@@ -598,6 +598,16 @@ static json_t *fault_reply(int fatal)
 	return r;
 }
 
+/* Buffer set `set`'s outputs into the shared block's `slot`: 0, or -1 with g_err. */
+static int download_outputs(int set, int slot)
+{
+	for (int i = 0; i < R.n_out; i++)
+		if (rb_download(R.shm + R.out_off[slot][i], R.out[set][i].data,
+		                tensor_bytes(&R.out[set][i]), g_err, sizeof g_err))
+			return -1;
+	return 0;
+}
+
 static json_t *op_run(json_t *req)
 {
 	if (!R.ready)
@@ -637,10 +647,8 @@ static json_t *op_run(json_t *req)
 		return fault_reply(fatal);
 	double t1 = st_now_s();
 	R.in_ready[set] = 1;
-	for (int i = 0; i < R.n_out && fetch; i++)
-		if (rb_download(R.shm + R.out_off[slot][i], R.out[set][i].data,
-		                tensor_bytes(&R.out[set][i]), g_err, sizeof g_err))
-			return fault_reply(1);
+	if (fetch && download_outputs(set, slot))
+		return fault_reply(1);
 	if (dump)
 		for (int i = 0; i < R.n_in; i++)
 			if (rb_download(R.shm + R.in_off[i], R.in[set][i].data, tensor_bytes(&R.in[set][i]),
@@ -770,10 +778,8 @@ static json_t *op_fetch(json_t *req)
 	int fatal = 0;
 	if (rb_check("fetch", &fatal, g_err, sizeof g_err))
 		return fault_reply(fatal);
-	for (int i = 0; i < R.n_out; i++)
-		if (rb_download(R.shm + R.out_off[slot][i], R.out[set][i].data,
-		                tensor_bytes(&R.out[set][i]), g_err, sizeof g_err))
-			return fault_reply(1);
+	if (download_outputs(set, slot))
+		return fault_reply(1);
 	return reply_ok();
 }
 

@@ -198,6 +198,15 @@ static void gpu_idle(vctx *v)
 		gpu_unlock(v);
 }
 
+/* Runners about to use the GPU (gpu_use), or only to copy results to the host (gpu_idle). */
+static void gpu_for(vctx *v, int on_gpu)
+{
+	if (on_gpu)
+		gpu_use(v);
+	else
+		gpu_idle(v);
+}
+
 static void gpu_release(vctx *v)
 {
 	if (v->o->gpu_lock && v->gpu_held != GPU_FREE)
@@ -497,6 +506,12 @@ static void runner_ms_add(vctx *v, const json_t *req, const json_t *rep)
 	}
 }
 
+/* A request for buffer set `set`'s outputs in the shared block's `slot`. */
+static json_t *fetch_req(int set, int slot)
+{
+	return json_pack("{s:s,s:i,s:i}", "op", "fetch", "set", set, "slot", slot);
+}
+
 /* Send the same request to every usable runner, then collect the replies: runners work in
  * parallel (their own processes), and a failure is attributed to the solution that caused it.
  * The GPU is shared for it (gpu_use) unless `on_gpu` is 0: requests that only copy results to
@@ -506,10 +521,7 @@ static st_status broadcast_on(vctx *v, json_t *const *reqs, const int *fds, cons
                               double timeout_s, json_t **reps, int on_gpu, st_err *err)
 {
 	int sent[MAX_SOLS] = {0};
-	if (on_gpu)
-		gpu_use(v);
-	else
-		gpu_idle(v);
+	gpu_for(v, on_gpu);
 	for (int i = 0; i < v->n_sols; i++) {
 		reps[i] = NULL;
 		if (!reqs[i] || !addressed(v, i))
@@ -1034,10 +1046,7 @@ static st_status rerun_candidate_on(vctx *v, json_t *req, const st_size_set *set
 {
 	json_t *rep = NULL;
 	st_err e;
-	if (on_gpu)
-		gpu_use(v);
-	else
-		gpu_idle(v);
+	gpu_for(v, on_gpu);
 	st_status s = st_runner_call(&v->sols[v->cand].runner, req, -1, &rep, v->o->timeout_s, &e);
 	json_decref(req);
 	*ran = !s && json_is_true(json_object_get(rep, "ok"));
@@ -1067,9 +1076,7 @@ static st_status rerun_and_fetch(vctx *v, json_t *run, int set_index, int slot,
 	st_status s = rerun_candidate(v, run, set, what, ran, err);
 	if (s || !*ran)
 		return s;
-	return rerun_candidate_on(v, json_pack("{s:s,s:i,s:i}", "op", "fetch", "set", set_index,
-	                                       "slot", slot),
-	                          set, what, ran, 0, err);
+	return rerun_candidate_on(v, fetch_req(set_index, slot), set, what, ran, 0, err);
 }
 
 /* The task's metamorphic check on the candidate: the inputs of `seed` changed by st_task_perturb
@@ -1257,8 +1264,7 @@ static st_status run_seed(vctx *v, const layout *L, const st_size_set *set, int 
 	free_reps(reps, v->n_sols);
 	for (int i = 0; i < v->n_sols; i++) {
 		json_decref(reqs[i]);
-		reqs[i] = !s && runs_seed(v, i, k)
-		        ? json_pack("{s:s,s:i,s:i}", "op", "fetch", "set", k % 2, "slot", 0) : NULL;
+		reqs[i] = !s && runs_seed(v, i, k) ? fetch_req(k % 2, 0) : NULL;
 	}
 	if (!s)
 		s = broadcast_on(v, reqs, NULL, phase, v->o->timeout_s, reps, 0, err);
@@ -1717,7 +1723,7 @@ static st_status stored_check(vctx *v, const layout *L, const st_size_set *set, 
 	s = rerun_candidate(v, json_pack("{s:s,s:i,s:b}", "op", "time", "n", 1, "given", 1), set,
 	                    "checking a timed call", &ran, err);
 	if (!s && ran)
-		s = rerun_candidate(v, json_pack("{s:s,s:i,s:i}", "op", "fetch", "set", 0, "slot", 1),
+		s = rerun_candidate(v, fetch_req(0, 1),
 		                    set, "fetching the checked timed call", &ran, err);
 	if (s || !ran)
 		return s;
@@ -1749,7 +1755,7 @@ static st_status spot_check(vctx *v, const layout *L, const st_size_set *set, st
 	while (getrandom(&pick, 1, 0) != 1)
 		;
 	int s = pick & 1;
-	json_t *fetch = json_pack("{s:s,s:i,s:i}", "op", "fetch", "set", s, "slot", 1);
+	json_t *fetch = fetch_req(s, 1);
 	json_t *run = json_pack("{s:s,s:I,s:i,s:i}", "op", "run", "seed",
 	                        (json_int_t)c->last_seed[s], "set", 0, "slot", 0);
 	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};

@@ -95,12 +95,19 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void *get(size_t bytes, dk_from want)
+/* A block of `bytes` (the allocation must succeed); where it came from in *from. */
+static void *get_from(size_t bytes, dk_from *from)
 {
 	void *p;
-	dk_from from;
 	char err[64];
-	assert_int_equal(dk_alloc(&p, bytes, &from, err, sizeof err), 0);
+	assert_int_equal(dk_alloc(&p, bytes, from, err, sizeof err), 0);
+	return p;
+}
+
+static void *get(size_t bytes, dk_from want)
+{
+	dk_from from;
+	void *p = get_from(bytes, &from);
 	assert_int_equal(from, want);
 	return p;
 }
@@ -177,12 +184,7 @@ static void test_a_repeating_round_that_does_not_fit(void **state)
 	const size_t round[3] = {100, 200, 101};
 	for (int r = 0; r < 10; r++)
 		for (int i = 0; i < 3; i++) {
-			void *p;
-			dk_from from;
-			char err[64];
-			assert_int_equal(dk_alloc(&p, round[i], &from, err, sizeof err), 0);
-			if (r > 0)
-				assert_int_equal(from, i == 2 ? DK_NEW : DK_KEPT);
+			void *p = get(round[i], r == 0 || i == 2 ? DK_NEW : DK_KEPT);
 			dk_release(p, round[i], 1);
 		}
 	assert_int_equal(n_alloc, 3 + 9);
@@ -200,10 +202,8 @@ static void test_stale_blocks_make_room(void **state)
 	dk_release(b, 101, 1);
 	int set_ups = 2, kept_at = -1;
 	for (int k = 0; k < 2 * DK_STALE_SETUPS && kept_at < 0; k++) {
-		void *p;
 		dk_from from;
-		char err[64];
-		assert_int_equal(dk_alloc(&p, 150, &from, err, sizeof err), 0);
+		void *p = get_from(150, &from);
 		set_ups++;
 		if (from == DK_KEPT)
 			kept_at = set_ups;
