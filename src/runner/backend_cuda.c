@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -171,6 +172,10 @@ int rb_open(json_t *info, char *err, size_t len)
 	json_object_set_new(info, "driver", json_integer(driver));
 	json_object_set_new(info, "runtime", json_integer(runtime));
 	json_object_set_new(info, "nvml", json_boolean(g_nvml.clock != NULL));
+	/* the hardware queues its context was given (the driver's default is 8): streams beyond
+	 * them share queues, which a solution overlapping many streams would be timed with */
+	const char *queues = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	json_object_set_new(info, "hw_queues", json_integer(queues && atoi(queues) > 0 ? atoi(queues) : 8));
 	/* where the GPU sits, so that a service can keep its work on the GPU's own CPUs */
 	char bus[64];
 	if (cudaDeviceGetPCIBusId(bus, sizeof bus, 0) == cudaSuccess)

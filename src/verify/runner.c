@@ -97,7 +97,7 @@ static int pinned_cpus(const char *devices, cpu_set_t *set)
 /* Variables a runner may see: what the dynamic loader and the CUDA driver need, nothing else. */
 static const char *const env_keep[] = {
 	"PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-	"NVIDIA_DRIVER_CAPABILITIES", "CUDA_MODULE_LOADING", "NCCL_NVLS_ENABLE",
+	"NVIDIA_DRIVER_CAPABILITIES", "CUDA_MODULE_LOADING", "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_NVLS_ENABLE",
 	"TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "STITCH_RUNNER_KEEP_MB", "STITCH_RUNNER_ARENA_MB", NULL,
 };
 
@@ -106,22 +106,20 @@ static const char *const env_keep[] = {
 #define ST_RUNNER_UID_BASE 61000u
 #define ST_RUNNER_UID_SPAN 4000u
 
-#define ENV_MAX 16
-#define ENV_LEN 4096
-
 /* The runner's whole environment, made before the fork (a threaded parent's child may only call
  * async-signal-safe functions): env_keep from ours, CUDA_VISIBLE_DEVICES narrowed to the one
  * device the runner uses (its device 0: the first of `devices` when given, else of ours, else
- * device 0), and HOME in its own folder. A runner that sees one GPU starts the driver on that
- * one only: on a machine of two H200s, cuInit took 0.48-0.51 s seeing both, 0.26-0.29 s one. */
-static void runner_env(char bufs[ENV_MAX][ENV_LEN], char *envp[ENV_MAX], const char *workdir,
-                       const char *devices)
+ * device 0), CUDA_DEVICE_MAX_CONNECTIONS (ST_RUNNER_HW_QUEUES unless ours sets it) and HOME in
+ * its own folder. A runner that sees one GPU starts the driver on that one only: on a machine of
+ * two H200s, cuInit took 0.48-0.51 s seeing both, 0.26-0.29 s one. */
+void st_runner_env(char bufs[ST_RUNNER_ENV_MAX][ST_RUNNER_ENV_LEN], char *envp[ST_RUNNER_ENV_MAX],
+                   const char *workdir, const char *devices)
 {
 	int n = 0;
-	for (int i = 0; env_keep[i] && n < ENV_MAX - 3; i++) {
+	for (int i = 0; env_keep[i] && n < ST_RUNNER_ENV_MAX - 4; i++) {
 		const char *v = getenv(env_keep[i]);
 		if (v && strcmp(env_keep[i], "CUDA_VISIBLE_DEVICES")) {
-			snprintf(bufs[n], ENV_LEN, "%s=%s", env_keep[i], v);
+			snprintf(bufs[n], ST_RUNNER_ENV_LEN, "%s=%s", env_keep[i], v);
 			envp[n] = bufs[n];
 			n++;
 		}
@@ -129,10 +127,23 @@ static void runner_env(char bufs[ENV_MAX][ENV_LEN], char *envp[ENV_MAX], const c
 	const char *visible = devices ? devices : getenv("CUDA_VISIBLE_DEVICES");
 	if (!visible)
 		visible = "0";
-	snprintf(bufs[n], ENV_LEN, "CUDA_VISIBLE_DEVICES=%.*s", (int)strcspn(visible, ","), visible);
+	snprintf(bufs[n], ST_RUNNER_ENV_LEN, "CUDA_VISIBLE_DEVICES=%.*s", (int)strcspn(visible, ","),
+	         visible);
 	envp[n] = bufs[n];
 	n++;
-	snprintf(bufs[n], ENV_LEN, "HOME=%s", workdir);
+	/* The driver gives every context this many hardware queues (8 by default) and creates them
+	 * while it holds a host-wide lock that any allocation, on any GPU, waits for; each verdict
+	 * starts a context, so a service on two GPUs loses timing-path time to the other's starts.
+	 * With four, eight processes starting contexts took 638 ms each instead of 855 (the host
+	 * managed 6.5 a second instead of 5.3), and a one-GPU service beside paced runner starts
+	 * kept all its throughput instead of 73 % (bench/RESULTS.md, sessions 15 and 17); up to
+	 * four streams of a solution's own still overlap as with eight queues. */
+	if (!getenv("CUDA_DEVICE_MAX_CONNECTIONS")) {
+		snprintf(bufs[n], ST_RUNNER_ENV_LEN, "CUDA_DEVICE_MAX_CONNECTIONS=%d", ST_RUNNER_HW_QUEUES);
+		envp[n] = bufs[n];
+		n++;
+	}
+	snprintf(bufs[n], ST_RUNNER_ENV_LEN, "HOME=%s", workdir);
 	envp[n] = bufs[n];
 	n++;
 	envp[n] = NULL;
@@ -226,8 +237,8 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 		rmdir(r->workdir);
 		return st_err_set(err, ST_E_SYSTEM, "socketpair: %s", strerror(errno));
 	}
-	char envbuf[ENV_MAX][ENV_LEN], *envp[ENV_MAX];
-	runner_env(envbuf, envp, r->workdir, devices);
+	char envbuf[ST_RUNNER_ENV_MAX][ST_RUNNER_ENV_LEN], *envp[ST_RUNNER_ENV_MAX];
+	st_runner_env(envbuf, envp, r->workdir, devices);
 	cpu_set_t cpus;
 	int pin = pinned_cpus(devices, &cpus);
 	fflush(NULL);

@@ -30,6 +30,16 @@ typedef struct st_runner {
  * not sandboxed: only for solutions that already passed a sandboxed verify. */
 #define ST_RUNNER_NCU 4
 
+/* Hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) a runner's context gets unless the parent's
+ * environment sets the variable. */
+#define ST_RUNNER_HW_QUEUES 4
+#define ST_RUNNER_ENV_MAX 16
+#define ST_RUNNER_ENV_LEN 4096
+/* The whole environment of a runner on `devices` working in `workdir` into envp (NULL-ended,
+ * strings in bufs): the few variables the loader and the driver need, nothing else. */
+void st_runner_env(char bufs[ST_RUNNER_ENV_MAX][ST_RUNNER_ENV_LEN], char *envp[ST_RUNNER_ENV_MAX],
+                   const char *workdir, const char *devices);
+
 /* Fork and exec stitch-runner-<backend> with ST_RUNNER_* flags; `devices` (NULL: ours) is the
  * runner's CUDA_VISIBLE_DEVICES, e.g. "1" for the second GPU. Does not wait for its hello (see
  * st_runner_hello). */

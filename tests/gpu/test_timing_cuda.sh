@@ -5,7 +5,8 @@
 # without (within 5 us). Host work well beyond that leaves the GPU waiting inside the window: 300
 # us of it before the launch is paid (the median grows by 0.2 ms or more). Neither is hacking.
 # Also: a runner's size sets sit in the arena it reserved while starting, not in fresh
-# allocations, and its own kernels were loaded while it started.
+# allocations, its own kernels were loaded while it started, and its context has the hardware
+# queues asked for.
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
@@ -36,7 +37,12 @@ r = json.load(open(sys.argv[1])).get("runners", {})
 print(sum(1 for x in r.values() if "kernels" in x.get("runner_ms", {}).get("open_stages", {})), len(r))' "$WORK/good.json" 2>/dev/null)
 check "every runner loaded its kernels while starting ($loaded of the runners)" \
 	awk -v a="${loaded% *}" -v b="${loaded#* }" 'BEGIN { exit !(b > 0 && a == b) }'
-STITCH_RUNNER_ARENA_MB=0 "$STITCH" verify --json "${TIMED[@]}" "$TASK" "$FIX/good.cu" >"$WORK/noarena.json" 2>/dev/null
+# Runner contexts get four hardware queues unless the environment names a number (which the
+# verdict's device record tells).
+queues() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["device"]["hw_queues"])' "$1" 2>/dev/null; }
+check "runner contexts get 4 hardware queues by default ($(queues "$WORK/good.json"))" [ "$(queues "$WORK/good.json")" = 4 ]
+STITCH_RUNNER_ARENA_MB=0 CUDA_DEVICE_MAX_CONNECTIONS=8 "$STITCH" verify --json "${TIMED[@]}" "$TASK" "$FIX/good.cu" >"$WORK/noarena.json" 2>/dev/null
+check "CUDA_DEVICE_MAX_CONNECTIONS=8 reaches the runners ($(queues "$WORK/noarena.json"))" [ "$(queues "$WORK/noarena.json")" = 8 ]
 arena=$(stage "$WORK/noarena.json" setup.arena_blocks)
 new=$(stage "$WORK/noarena.json" setup.new_blocks)
 check "STITCH_RUNNER_ARENA_MB=0: set-ups allocate ($arena arena, $new new)" [ "${arena:-1}" -eq 0 -a "${new:-0}" -gt 0 ]
