@@ -136,8 +136,8 @@ void st_runner_env(char bufs[ST_RUNNER_ENV_MAX][ST_RUNNER_ENV_LEN], char *envp[S
 	 * starts a context, so a service on two GPUs loses timing-path time to the other's starts.
 	 * With four, eight processes starting contexts took 638 ms each instead of 855 (the host
 	 * managed 6.5 a second instead of 5.3), and a one-GPU service beside paced runner starts
-	 * kept 92-100 % of its throughput instead of 73-89 % (bench/RESULTS.md, sessions 15 and 17); up to
-	 * four streams of a solution's own still overlap as with eight queues. */
+	 * kept 92-100 % of its throughput instead of 73-89 % (bench/RESULTS.md, sessions 15 and
+	 * 17); up to four streams of a solution's own still overlap as with eight queues. */
 	if (!getenv("CUDA_DEVICE_MAX_CONNECTIONS")) {
 		snprintf(bufs[n], ST_RUNNER_ENV_LEN, "CUDA_DEVICE_MAX_CONNECTIONS=%d", ST_RUNNER_HW_QUEUES);
 		envp[n] = bufs[n];
