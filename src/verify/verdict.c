@@ -145,11 +145,17 @@ void st_verdict_print(const json_t *v, FILE *f)
 	const json_t *dev = json_object_get(v, "device");
 	fprintf(f, "%s  %s\n", json_string_value(json_object_get(v, "task")),
 	        json_string_value(json_object_get(v, "solution")));
-	if (dev)
-		fprintf(f, "%-10s %s (%s), %s backend\n", "device",
+	if (dev) {
+		fprintf(f, "%-10s %s (%s), %s backend", "device",
 		        json_string_value(json_object_get(dev, "device")),
 		        json_string_value(json_object_get(v, "arch")),
 		        json_string_value(json_object_get(v, "backend")));
+		/* a solution overlapping more streams than this shares queues (docs/bench.md) */
+		json_int_t queues = json_integer_value(json_object_get(dev, "hw_queues"));
+		if (queues > 0)
+			fprintf(f, ", %lld hardware queues", (long long)queues);
+		fputc('\n', f);
+	}
 	const char *status = json_string_value(json_object_get(v, "status"));
 	const char *reason = json_string_value(json_object_get(v, "reason"));
 	fprintf(f, "%-10s %s%s%s\n", "status", status, reason && *reason ? ": " : "",
