@@ -2,8 +2,10 @@
  * the driver's default is 8) does to a solution that overlaps streams of its own, and what it
  * saves when the context is created. Like a runner, it makes its own stream first; then K streams
  * fork from it, each running M one-block kernels that spin for a fixed time, and join back; the
- * fork/join is timed with events on the first stream, best of 5. With K streams on at least K
- * queues the time stays that of one stream; streams that share a queue may wait for each other.
+ * fork/join is timed with events on the first stream, best of 5. A longer spin on the first
+ * stream holds the window shut until every launch is queued, so the host's launch rate is not
+ * timed. With K streams on at least K queues the time stays that of one stream; streams that
+ * share a queue may wait for each other.
  * Usage: CUDA_DEVICE_MAX_CONNECTIONS=N stitch-bench-stream-overlap */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #define MAX_STREAMS 16
 #define SPINS 4        /* kernels per stream */
 #define SPIN_US 50.0   /* each kernel's time */
+#define HOLD_US 2000.0 /* the spin in front of the window: longer than queueing the launches */
 #define REPS 5
 
 static __global__ void spin_kernel(long long cycles)
@@ -39,7 +42,12 @@ int main(void)
 	double ctx_ms = now_ms() - t0;
 	int clock_khz = 0;
 	CK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+	if (clock_khz <= 0) {
+		fprintf(stderr, "stream-overlap: the device reports no clock rate (%d kHz)\n", clock_khz);
+		return 1;
+	}
 	const long long cycles = (long long)(SPIN_US * 1e-3 * clock_khz);
+	const long long hold = (long long)(HOLD_US * 1e-3 * clock_khz);
 
 	cudaStream_t first, s[MAX_STREAMS];
 	cudaEvent_t fork, join[MAX_STREAMS], ev0, ev1;
@@ -52,12 +60,14 @@ int main(void)
 	CK(cudaEventCreate(&ev0));
 	CK(cudaEventCreate(&ev1));
 	printf("hardware queues %s, context created in %.0f ms (cudaFree(0), first call)\n",
-	       env ? env : "8 (driver default)", ctx_ms);
+	       env && *env ? env : "8 (driver default)", ctx_ms);
 
 	float one = 0;
 	for (int k = 1; k <= MAX_STREAMS; k = k < 4 ? k + 1 : k * 2) {
 		float best = 1e30f;
 		for (int rep = 0; rep < REPS; rep++) {
+			spin_kernel<<<1, 32, 0, first>>>(hold);
+			CK(cudaGetLastError());
 			CK(cudaEventRecord(ev0, first));
 			CK(cudaEventRecord(fork, first));
 			for (int i = 0; i < k; i++) {
@@ -77,8 +87,8 @@ int main(void)
 		}
 		if (k == 1)
 			one = best;
-		printf("%2d streams x %d kernels of %.0f us: %.3f ms, %.2fx one stream's time (%.0fx if serial)\n",
-		       k, SPINS, SPIN_US, best, best / one, (double)k);
+		printf("%2d streams x %d kernels of %.0f us: %.3f ms, %.2fx one stream's time "
+		       "(%.0fx if serial)\n", k, SPINS, SPIN_US, best, best / one, (double)k);
 	}
 	return 0;
 }

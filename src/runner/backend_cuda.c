@@ -117,6 +117,17 @@ static int load_kernels(char *err, size_t len)
 	return 0;
 }
 
+/* The hardware queues its context asked for (CUDA_DEVICE_MAX_CONNECTIONS, documented as 1 to 32,
+ * default 8; another value is reported as the default): streams beyond them share queues, which
+ * a solution overlapping many streams is timed with. */
+static int hw_queues(void)
+{
+	const char *v = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	char *end;
+	long q = v && *v ? strtol(v, &end, 10) : 0;
+	return q >= 1 && q <= 32 && !*end ? (int)q : 8;
+}
+
 int rb_open(json_t *info, char *err, size_t len)
 {
 	double t0 = st_now_s() * 1e3;
@@ -172,10 +183,7 @@ int rb_open(json_t *info, char *err, size_t len)
 	json_object_set_new(info, "driver", json_integer(driver));
 	json_object_set_new(info, "runtime", json_integer(runtime));
 	json_object_set_new(info, "nvml", json_boolean(g_nvml.clock != NULL));
-	/* the hardware queues its context was given (the driver's default is 8): streams beyond
-	 * them share queues, which a solution overlapping many streams would be timed with */
-	const char *queues = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-	json_object_set_new(info, "hw_queues", json_integer(queues && atoi(queues) > 0 ? atoi(queues) : 8));
+	json_object_set_new(info, "hw_queues", json_integer(hw_queues()));
 	/* where the GPU sits, so that a service can keep its work on the GPU's own CPUs */
 	char bus[64];
 	if (cudaDeviceGetPCIBusId(bus, sizeof bus, 0) == cudaSuccess)

@@ -97,9 +97,14 @@ static int pinned_cpus(const char *devices, cpu_set_t *set)
 /* Variables a runner may see: what the dynamic loader and the CUDA driver need, nothing else. */
 static const char *const env_keep[] = {
 	"PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-	"NVIDIA_DRIVER_CAPABILITIES", "CUDA_MODULE_LOADING", "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_NVLS_ENABLE",
-	"TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "STITCH_RUNNER_KEEP_MB", "STITCH_RUNNER_ARENA_MB", NULL,
+	"NVIDIA_DRIVER_CAPABILITIES", "CUDA_MODULE_LOADING", "CUDA_DEVICE_MAX_CONNECTIONS",
+	"NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+	"STITCH_RUNNER_KEEP_MB", "STITCH_RUNNER_ARENA_MB", NULL,
 };
+/* All of them (less CUDA_VISIBLE_DEVICES, made apart) fit beside the four entries st_runner_env
+ * adds: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_MAX_CONNECTIONS, HOME and the NULL. */
+_Static_assert(sizeof env_keep / sizeof *env_keep - 2 <= ST_RUNNER_ENV_MAX - 4,
+               "env_keep outgrew ST_RUNNER_ENV_MAX");
 
 /* First uid of the range runners drop to when stitch runs as root; each runner takes its own
  * (by process id), so two runners never share a user and cannot read each other's files. */
@@ -109,16 +114,17 @@ static const char *const env_keep[] = {
 /* The runner's whole environment, made before the fork (a threaded parent's child may only call
  * async-signal-safe functions): env_keep from ours, CUDA_VISIBLE_DEVICES narrowed to the one
  * device the runner uses (its device 0: the first of `devices` when given, else of ours, else
- * device 0), CUDA_DEVICE_MAX_CONNECTIONS (ST_RUNNER_HW_QUEUES unless ours sets it) and HOME in
- * its own folder. A runner that sees one GPU starts the driver on that one only: on a machine of
- * two H200s, cuInit took 0.48-0.51 s seeing both, 0.26-0.29 s one. */
+ * device 0), CUDA_DEVICE_MAX_CONNECTIONS (ST_RUNNER_HW_QUEUES unless ours has a value) and
+ * HOME in its own folder. A runner that sees one GPU starts the driver on that one only: on a
+ * machine of two H200s, cuInit took 0.48-0.51 s seeing both, 0.26-0.29 s one. */
 void st_runner_env(char bufs[ST_RUNNER_ENV_MAX][ST_RUNNER_ENV_LEN], char *envp[ST_RUNNER_ENV_MAX],
                    const char *workdir, const char *devices)
 {
 	int n = 0;
 	for (int i = 0; env_keep[i] && n < ST_RUNNER_ENV_MAX - 4; i++) {
 		const char *v = getenv(env_keep[i]);
-		if (v && strcmp(env_keep[i], "CUDA_VISIBLE_DEVICES")) {
+		/* an empty value counts as unset (as a shell's ${X:-default} reads it) */
+		if (v && *v && strcmp(env_keep[i], "CUDA_VISIBLE_DEVICES")) {
 			snprintf(bufs[n], ST_RUNNER_ENV_LEN, "%s=%s", env_keep[i], v);
 			envp[n] = bufs[n];
 			n++;
@@ -138,7 +144,8 @@ void st_runner_env(char bufs[ST_RUNNER_ENV_MAX][ST_RUNNER_ENV_LEN], char *envp[S
 	 * managed 6.5 a second instead of 5.3), and a one-GPU service beside paced runner starts
 	 * kept 92-100 % of its throughput instead of 73-89 % (bench/RESULTS.md, sessions 15 and
 	 * 17); up to four streams of a solution's own still overlap as with eight queues. */
-	if (!getenv("CUDA_DEVICE_MAX_CONNECTIONS")) {
+	const char *queues = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	if (!queues || !*queues) {
 		snprintf(bufs[n], ST_RUNNER_ENV_LEN, "CUDA_DEVICE_MAX_CONNECTIONS=%d", ST_RUNNER_HW_QUEUES);
 		envp[n] = bufs[n];
 		n++;

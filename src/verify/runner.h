@@ -30,8 +30,8 @@ typedef struct st_runner {
  * not sandboxed: only for solutions that already passed a sandboxed verify. */
 #define ST_RUNNER_NCU 4
 
-/* Hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) a runner's context gets unless the parent's
- * environment sets the variable. */
+/* Hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) a runner's context asks for unless the parent's
+ * environment gives the variable a value. */
 #define ST_RUNNER_HW_QUEUES 4
 #define ST_RUNNER_ENV_MAX 16
 #define ST_RUNNER_ENV_LEN 4096

@@ -5,8 +5,8 @@
 # without (within 5 us). Host work well beyond that leaves the GPU waiting inside the window: 300
 # us of it before the launch is paid (the median grows by 0.2 ms or more). Neither is hacking.
 # Also: a runner's size sets sit in the arena it reserved while starting, not in fresh
-# allocations, its own kernels were loaded while it started, and its context has the hardware
-# queues asked for.
+# allocations, its own kernels were loaded while it started, and its context asks for the
+# hardware queues the environment names (4 when it names none).
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
@@ -19,7 +19,8 @@ for us in 20 300; do
 done
 # --no-policy: the busy wait reads the clock, which the source check refuses in a candidate
 TIMED=(--backend cuda --seed 7 --sets eval --seeds 1 --quiet --no-policy)
-"$STITCH" verify --json "${TIMED[@]}" "$TASK" "$FIX/good.cu" >"$WORK/good.json" 2>"$WORK/good.err"
+# (without CUDA_DEVICE_MAX_CONNECTIONS from the caller's environment: its default is checked below)
+env -u CUDA_DEVICE_MAX_CONNECTIONS "$STITCH" verify --json "${TIMED[@]}" "$TASK" "$FIX/good.cu" >"$WORK/good.json" 2>"$WORK/good.err"
 check "good: ok" [ "$(field "$WORK/good.json" status)" = ok ]
 base=$(candidate_median "$WORK/good.json")
 # Every runner of a one-shot verify is fresh and places its size sets in the arena it reserved
