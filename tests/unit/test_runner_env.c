@@ -54,14 +54,20 @@ static int clean_env(void **state)
 	return 0;
 }
 
+/* The built environment asks for `queues` hardware queues, once. */
+static void assert_queues(int queues)
+{
+	char want[16];
+	snprintf(want, sizeof want, "%d", queues);
+	assert_non_null(env_value("CUDA_DEVICE_MAX_CONNECTIONS"));
+	assert_string_equal(env_value("CUDA_DEVICE_MAX_CONNECTIONS"), want);
+}
+
 static void test_hw_queues_default(void **state)
 {
 	(void)state;
 	build(NULL);
-	char want[16];
-	snprintf(want, sizeof want, "%d", ST_RUNNER_HW_QUEUES);
-	assert_non_null(env_value("CUDA_DEVICE_MAX_CONNECTIONS"));
-	assert_string_equal(env_value("CUDA_DEVICE_MAX_CONNECTIONS"), want);
+	assert_queues(ST_RUNNER_HW_QUEUES);
 }
 
 static void test_hw_queues_from_parent(void **state)
@@ -69,7 +75,7 @@ static void test_hw_queues_from_parent(void **state)
 	(void)state;
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8", 1);
 	build(NULL);
-	assert_string_equal(env_value("CUDA_DEVICE_MAX_CONNECTIONS"), "8");
+	assert_queues(8);
 }
 
 /* An empty value is no value: the runner gets the default, not the driver's 8. */
@@ -78,10 +84,7 @@ static void test_hw_queues_empty_is_unset(void **state)
 	(void)state;
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "", 1);
 	build(NULL);
-	char want[16];
-	snprintf(want, sizeof want, "%d", ST_RUNNER_HW_QUEUES);
-	assert_non_null(env_value("CUDA_DEVICE_MAX_CONNECTIONS"));
-	assert_string_equal(env_value("CUDA_DEVICE_MAX_CONNECTIONS"), want);
+	assert_queues(ST_RUNNER_HW_QUEUES);
 }
 
 static void test_only_what_the_driver_needs(void **state)
@@ -119,9 +122,7 @@ static void test_all_kept_still_fit(void **state)
 		assert_non_null(env_value("PATH"));
 		for (int i = 4; g_touched[i]; i++)
 			assert_non_null(env_value(g_touched[i]));
-		char want[16];
-		snprintf(want, sizeof want, "%d", parent ? 2 : ST_RUNNER_HW_QUEUES);
-		assert_string_equal(env_value("CUDA_DEVICE_MAX_CONNECTIONS"), want);
+		assert_queues(parent ? 2 : ST_RUNNER_HW_QUEUES);
 		assert_string_equal(env_value("CUDA_VISIBLE_DEVICES"), "0");
 		assert_string_equal(env_value("HOME"), "/tmp/stitch-run-test");
 	}
