@@ -103,7 +103,9 @@ PY
 export_ leaky --skill opt --trajectories "$WORK/leaky" --task-dir "$TASK"
 check "opt, hidden set failed: exit 0 ($RC: $(cat "$WORK/leaky.err"))" [ "$RC" -eq 0 ]
 check "opt, hidden set failed: the record says so" has leaky 1 'a hidden size set: outputs wrong'
-check "opt, hidden set failed: its sizes appear nowhere" bash -c "! grep -q 4097 '$WORK/leaky.jsonl'"
+# The sizes as the verdict and feedback wrote them; a bare "4097" can occur inside a timing or hash.
+check "opt, hidden set failed: its sizes appear nowhere" \
+	bash -c "! grep -Eq '4097 elements|n=4097|n\\\\?\": ?4097|y\\[4096\\]' '$WORK/leaky.jsonl'"
 
 export_ parent --skill opt --trajectories "$WORK/runs/" --task-dir "$TASK"
 check "opt: a folder of runs gives the same records" cmp -s "$WORK/opt.jsonl" "$WORK/parent.jsonl"
