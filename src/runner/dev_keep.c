@@ -34,11 +34,11 @@ static void take_at(int i)
 	n_kept--;
 }
 
-/* Free kept blocks, oldest first, until at most `bytes` are kept and fewer than `count`
- * blocks, passing over those a set-up took within the last `min_age` set-ups (0: none). */
+/* Free kept blocks, oldest first, until at most `bytes` and at most `count` blocks are kept,
+ * passing over those a set-up took within the last `min_age` set-ups (0: none). */
 static void free_oldest(size_t bytes, int count, unsigned long min_age)
 {
-	for (int i = 0; i < n_kept && (kept_bytes > bytes || n_kept >= count);) {
+	for (int i = 0; i < n_kept && (kept_bytes > bytes || n_kept > count);) {
 		if (setups - kept[i].since < min_age) {
 			i++;
 			continue;
@@ -51,7 +51,7 @@ static void free_oldest(size_t bytes, int count, unsigned long min_age)
 void dk_set_limit(size_t bytes)
 {
 	limit = bytes;
-	free_oldest(limit, KEEP_MAX + 1, 0);
+	free_oldest(limit, KEEP_MAX, 0);
 }
 
 int dk_reserve(size_t bytes, char *err, size_t len)
@@ -110,7 +110,7 @@ void dk_release(void *p, size_t bytes, int keep)
 		return;
 	}
 	if (keep && bytes <= limit)
-		free_oldest(limit - bytes, KEEP_MAX, DK_STALE_SETUPS); /* stale ones only */
+		free_oldest(limit - bytes, KEEP_MAX - 1, DK_STALE_SETUPS); /* stale ones only */
 	if (!keep || bytes > limit - kept_bytes || n_kept == KEEP_MAX) {
 		rb_free(p);
 		return;
@@ -124,7 +124,7 @@ void dk_release(void *p, size_t bytes, int keep)
 
 void dk_drop_all(void)
 {
-	free_oldest(0, KEEP_MAX + 1, 0);
+	free_oldest(0, KEEP_MAX, 0);
 }
 
 size_t dk_kept_bytes(void)
