@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Verdicts of every status the host backend can give (ok, compile_error, forbidden,
 # runtime_error, timeout, incorrect, hacking, plus the edge cases: non-finite outputs, a
-# candidate that is the reference itself, --samples) are valid against docs/verdict.schema.json,
+# candidate that is the reference itself, --samples, a file without the ABI) and the example
+# verdicts in examples/ are valid against docs/verdict.schema.json,
 # checked offline by tests/tools/verdict_check.py; the checker itself must reject a verdict
 # without a status, with an unknown status and with an undocumented key. The human-readable
 # verdict must agree with the JSON (docs/verdict.md).
@@ -63,6 +64,10 @@ run nonfinite incorrect 1 "$WORK/nan.c"
 # A raw fork the source check would refuse: without it the sandbox kills the runner.
 run hacking hacking 1 "$STITCH_SRC/tests/redteam/host/fork_raw.c" --no-policy
 run refcopy ok 0 "$WORK/refcopy.c"
+# Not a solution (no st_free): bad input, exit 2, though the JSON printed says compile_error.
+run noabi compile_error 2 "$FIX/noabi.c"
+# The examples docs/verdict.md points at.
+VERDICTS+=("$STITCH_SRC"/examples/verdict-*.json)
 
 "${CHECK[@]}" "${VERDICTS[@]}" >"$WORK/check.out" 2>&1
 rc=$?
