@@ -27,11 +27,16 @@ static void print_stats(FILE *f, const char *name, const json_t *s)
 }
 
 /* Is the candidate the reference itself (the same bytes)? Then it shares the reference's runner
- * and its slot in the verdict: "runners" and "timing" name a candidate but no reference. */
+ * and its name in the verdict: "runners" names a candidate but no reference, and "timing" has
+ * the reference as a second name of the candidate. An imported task has no reference runner
+ * either, but no reference timing and never an ok verdict without correctness entries. */
 static int is_reference(const json_t *v)
 {
-	const json_t *r = json_object_get(v, "runners");
-	return json_object_get(r, "candidate") && !json_object_get(r, "reference");
+	const json_t *r = json_object_get(v, "runners"), *t = json_object_get(v, "timing");
+	if (!json_object_get(r, "candidate") || json_object_get(r, "reference"))
+		return 0;
+	return t ? json_object_get(t, "reference") != NULL
+	         : !json_array_size(json_object_get(v, "correctness"));
 }
 
 /* One line per verdict: per size set the seeds passed of those run, and the largest errors seen.
@@ -88,7 +93,8 @@ static void print_correctness(FILE *f, const json_t *v)
 			fprintf(f, " seeds passed, then stopped at the first failure (later seeds and sets "
 			        "not run)");
 		else
-			fprintf(f, " seeds passed");
+			fprintf(f, " seeds passed%s", ok_verdict && is_reference(v)
+			        ? " (the candidate is the reference: the same bytes)" : "");
 	} else if (ok_verdict && is_reference(v)) {
 		fprintf(f, " nothing compared: the candidate is the reference (the same bytes)");
 	} else if (!ok_verdict && json_object_get(v, "runners") &&
