@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "task/compare.h"
 #include "task/dtype.h"
+#include "verify/reply.h"
 #include "verify/verify_int.h"
 
 /* Judge the outputs in `so`'s slot against the reference's slot 0; append to `outs`. 1 = pass. */
@@ -83,7 +84,7 @@ static st_status rerun_candidate_on(vctx *v, json_t *req, const st_size_set *set
 	st_gpu_hold_for(&v->gpu, on_gpu);
 	st_status s = st_runner_call(&v->sols[v->cand].runner, req, -1, &rep, v->o->timeout_s, &e);
 	json_decref(req);
-	*ran = !s && json_is_true(json_object_get(rep, "ok"));
+	*ran = !s && st_reply_ok(rep);
 	if (!*ran) {
 		char phase[160];
 		snprintf(phase, sizeof phase, "set %s, %s", set->label, what);

@@ -7,6 +7,7 @@
 #include "profile/profile_report.h"
 #include "profile/timeline.h"
 #include "task/expr.h"
+#include "verify/reply.h"
 #include "verify/verify_int.h"
 
 /* One st_run of the candidate under CUPTI, on the timed set, turned into the verdict's "profile".
@@ -20,15 +21,14 @@ st_status vx_profile_candidate(vctx *v, const st_size_set *set, const json_t *pe
 	json_t *req = json_pack("{s:s}", "op", "profile"), *rep = NULL;
 	st_status s = st_runner_call(&c->runner, req, -1, &rep, v->o->timeout_s, err);
 	json_decref(req);
-	const char *cls = json_string_value(json_object_get(rep, "class"));
-	if (!s && !json_is_true(json_object_get(rep, "ok")) && cls && !strcmp(cls, "profiler")) {
+	const char *cls = st_reply_string(rep, "class");
+	if (!s && !st_reply_ok(rep) && cls && !strcmp(cls, "profiler")) {
 		json_object_set_new(v->verdict, "profile",
-		                    json_pack("{s:s?}", "error", json_string_value(json_object_get(
-		                                                     rep, "reason"))));
+		                    json_pack("{s:s?}", "error", st_reply_string(rep, "reason")));
 		json_decref(rep);
 		return ST_OK;
 	}
-	if (s || !json_is_true(json_object_get(rep, "ok"))) {
+	if (s || !st_reply_ok(rep)) {
 		s = vx_runner_failed(v, v->cand, "profile", s, rep, err);
 		json_decref(rep);
 		return s;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/fs.h"
+#include "verify/reply.h"
 #include "verify/verify_int.h"
 
 st_status vx_add_sol(vctx *v, const char *role, const char *path, int trusted, int *index,
@@ -89,7 +90,7 @@ st_status vx_runner_failed(vctx *v, int i, const char *phase, st_status s, json_
 	} else if (s) {
 		snprintf(reason, sizeof reason, "%s: %s", phase, err->msg);
 	} else {
-		const char *why = json_string_value(json_object_get(rep, "reason"));
+		const char *why = st_reply_string(rep, "reason");
 		snprintf(reason, sizeof reason, "%s: %s", phase, why ? why : "failed");
 	}
 	if (i == v->cand) {
@@ -193,7 +194,7 @@ st_status vx_broadcast_on(vctx *v, json_t *const *reqs, const int *fds, const ch
 			continue;
 		st_err e;
 		st_status s = st_runner_recv(&v->sols[i].runner, &reps[i], timeout_s, &e);
-		if (s || !json_is_true(json_object_get(reps[i], "ok"))) {
+		if (s || !st_reply_ok(reps[i])) {
 			st_status r = vx_runner_failed(v, i, phase, s, reps[i], &e);
 			json_decref(reps[i]);
 			reps[i] = NULL;

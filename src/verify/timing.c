@@ -33,7 +33,7 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 	st_status s = st_runner_call(&so->runner, req, -1, &rep, v->o->timeout_s + extra,
 	                             err);
 	json_decref(req);
-	if (s || !json_is_true(json_object_get(rep, "ok"))) {
+	if (s || !st_reply_ok(rep)) {
 		s = vx_runner_failed(v, i, "timing", s, rep, err);
 		json_decref(rep);
 		return s;
