@@ -170,7 +170,7 @@ st_status vx_compile_all(vctx *v, const char *arch, st_err *err)
 			return st_err_wrap(err, jobs[i].status, "%s", vx_role_of(v, i));
 		}
 		vx_progress(v, "compile %-9s %s (%.2f s)", vx_role_of(v, i),
-		         so->cr.ok ? (so->cr.cached ? "cached" : "ok") : "FAILED", so->cr.seconds);
+		            so->cr.ok ? (so->cr.cached ? "cached" : "ok") : "FAILED", so->cr.seconds);
 		if (i == v->cand)
 			json_object_set_new(v->verdict, "compile", compile_json(&so->cr));
 		if (!so->cr.ok) {

@@ -171,7 +171,7 @@ static st_status perturbed_check(vctx *v, const layout *L, const st_size_set *se
 	}
 	if (rc)
 		vx_fail(v, "incorrect", "set %s: the run with changed inputs (the task's metamorphic "
-		     "check): %s", set->label, msg);
+		        "check): %s", set->label, msg);
 	return ST_OK;
 }
 
@@ -237,7 +237,7 @@ static st_status write_dump(vctx *v, const layout *L, const st_size_set *set, st
 	if (s)
 		return st_err_wrap(err, s, "--dump %s", v->o->dump_path);
 	vx_progress(v, "wrote params, inputs and outputs of set %s, seed 1 to %s", set->label,
-	         v->o->dump_path);
+	            v->o->dump_path);
 	return ST_OK;
 }
 
@@ -272,7 +272,7 @@ static st_status determinism_check(vctx *v, const layout *L, const st_size_set *
 	char why[1024] = "";
 	if (!vx_judge(v, L, set, v->cand, 1, outs, why, sizeof why))
 		vx_fail(v, "incorrect", "set %s: a second run of seed 1 on other buffers gave a different "
-		     "answer (race, stale or uninitialised reads?): %s", set->label, why);
+		        "answer (race, stale or uninitialised reads?): %s", set->label, why);
 	json_decref(outs);
 	return ST_OK;
 }

@@ -115,7 +115,7 @@ json_t *vx_runners_json(vctx *v)
 /* After the verify: a healthy runner goes back to the pool when what it ran can be trusted: a
  * trusted solution (kept loaded), or nothing at all (a spare again, e.g. a candidate that did not
  * compile). Never after an error of the harness or a broken baseline. */
-int vx_keep_runner(const vctx *v, int i, st_status s)
+static int keep_runner(const vctx *v, int i, st_status s)
 {
 	const sol *so = &v->sols[i];
 	if (!vx_pooling(v) || s || !so->runner.alive || so->failed || (so->flags & ST_RUNNER_NCU))
@@ -187,13 +187,13 @@ void vx_release_runners(vctx *v, st_status s)
 	const st_verify_opts *o = v->o;
 	st_gpu_hold_use(&v->gpu); /* runners free their memory and close the device */
 	for (int i = 0; i < v->n_sols; i++)
-		if (v->sols[i].started && !vx_keep_runner(v, i, s))
+		if (v->sols[i].started && !keep_runner(v, i, s))
 			st_runner_quit(&v->sols[i].runner);
 	vx_phase(v, "stop");
 	/* Apart from "stop" (runners told to quit), so that a slow end of a verify says which it is:
 	 * the runners' folders, the shared memory unmapped, the pool given its runners back. */
 	for (int i = 0; i < v->n_sols; i++) {
-		if (v->sols[i].started && vx_keep_runner(v, i, s))
+		if (v->sols[i].started && keep_runner(v, i, s))
 			st_runner_pool_give(o->runner_pool, &v->sols[i].runner, o->backend, v->sols[i].flags,
 			                    o->devices, v->sols[i].loaded ? v->sols[i].pool_key : NULL);
 		else if (v->sols[i].started)

@@ -35,7 +35,7 @@ st_status vx_check_sets_option(const char *list, st_err *err)
 	return ST_OK;
 }
 
-const char *vx_time_set(const vctx *v)
+static const char *time_set(const vctx *v)
 {
 	int host = !strcmp(v->o->backend, "host");
 	return v->o->time_set ? v->o->time_set : host && !v->stored ? "small" : "eval";
@@ -47,7 +47,7 @@ int vx_set_runs(const vctx *v, const st_size_set *set, int *timed)
 	int host = !strcmp(v->o->backend, "host");
 	/* An imported task has its eval set only, on either backend. */
 	const char *sel = v->o->sets ? v->o->sets : host && !v->stored ? "small" : NULL;
-	*timed = !strcmp(set->label, vx_time_set(v));
+	*timed = !strcmp(set->label, time_set(v));
 	return *timed || set_selected(sel, set->label);
 }
 
@@ -210,7 +210,7 @@ static st_status run_set(vctx *v, const st_size_set *set, int timed, json_t *pea
 		s = vx_run_seed(v, &L, set, k, err);
 		if (!s)
 			vx_progress(v, "set %-8s seed %d/%d %s", set->label, k + 1, seeds,
-			         v->verdict_final ? "FAILED" : "ok");
+			            v->verdict_final ? "FAILED" : "ok");
 	}
 	vx_phase(v, "correctness");
 	s = measure_set(v, set, &L, timed, peaks, s, err);
@@ -233,6 +233,6 @@ st_status vx_run_sets(vctx *v, json_t *peaks, st_err *err)
 		s = run_set(v, sets[k], timed, peaks, err);
 	}
 	if (!s && v->o->timing && !timed_any && !v->verdict_final)
-		s = st_err_set(err, ST_E_INVALID, "no size set named '%s' to time", vx_time_set(v));
+		s = st_err_set(err, ST_E_INVALID, "no size set named '%s' to time", time_set(v));
 	return s;
 }

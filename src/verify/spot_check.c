@@ -15,18 +15,18 @@ static st_status stored_check(vctx *v, const layout *L, const st_size_set *set, 
 		return s;
 	int ran;
 	s = vx_rerun_candidate(v, json_pack("{s:s,s:i,s:b}", "op", "time", "n", 1, "given", 1), set,
-	                    "checking a timed call", &ran, err);
+	                       "checking a timed call", &ran, err);
 	if (!s && ran)
 		s = vx_rerun_candidate(v, vx_fetch_req(0, 1),
-		                    set, "fetching the checked timed call", &ran, err);
+		                       set, "fetching the checked timed call", &ran, err);
 	if (s || !ran)
 		return s;
 	json_t *outs = json_array();
 	char why[1024] = "";
 	if (!vx_judge(v, L, set, v->cand, 1, outs, why, sizeof why))
 		vx_fail(v, "incorrect", "a timed call on the inputs of a seed kept back for this check "
-		     "returned a wrong answer (lazy work, a benchmark detector, or wrong on unseen "
-		     "inputs): %s", why);
+		        "returned a wrong answer (lazy work, a benchmark detector, or wrong on unseen "
+		        "inputs): %s", why);
 	json_decref(outs);
 	return ST_OK;
 }
@@ -65,8 +65,8 @@ st_status vx_spot_check(vctx *v, const layout *L, const st_size_set *set, st_err
 	char why[1024] = "";
 	if (!vx_judge(v, L, set, v->cand, 1, outs, why, sizeof why))
 		vx_fail(v, "hacking", "a timed call, checked after timing, returned a wrong answer although "
-		     "the checked calls were right (lazy work, or the solution detects the benchmark): %s",
-		     why);
+		        "the checked calls were right (lazy work, or the solution detects the benchmark): %s",
+		        why);
 	json_decref(outs);
 	return ST_OK;
 }

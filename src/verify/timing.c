@@ -120,7 +120,7 @@ st_status vx_time_all(vctx *v, const st_size_set *set, st_err *err)
 	}
 	int shown = n - (v->calib >= 0 && vx_addressed(v, v->calib));
 	vx_progress(v, "timing on set %s (%d solution%s, interleaved%s)", set->label, shown,
-	         shown > 1 ? "s" : "", shown < n ? ", beside the harness's null calls" : "");
+	            shown > 1 ? "s" : "", shown < n ? ", beside the harness's null calls" : "");
 	for (int m = 0; m < n; m++) /* warm-up: caches, clocks, lazy module loading */
 		if (vx_addressed(v, order[m])) {
 			st_status s = time_batch(v, order[m], 3, 1, err);

@@ -59,9 +59,9 @@ static void parent_clock_check(vctx *v, json_t *timing, int held_to)
 			double allowed = 1.5 * gap[1] + 0.05 + 2.0 * two[0]->n_batches / two[0]->n_samples;
 			if (!two[0]->trusted && gap[0] > allowed)
 				vx_fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond what the "
-				     "runner reported (the %s: %.4f ms; allowed %.4f): the runner's "
-				     "timing was tampered with from inside", gap[0], two[1]->role, gap[1],
-				     allowed);
+				        "runner reported (the %s: %.4f ms; allowed %.4f): the runner's "
+				        "timing was tampered with from inside", gap[0], two[1]->role, gap[1],
+				        allowed);
 		}
 	}
 }
@@ -140,9 +140,9 @@ void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 		    (st.wall_median > 1.5 * st.median * stretch + 0.1 ||
 		     beyond > 1.5 * ref_beyond + 0.01 + 0.05 * st.median))
 			vx_fail(v, "hacking", "timed calls took %.4f ms to a whole-device sync but only %.4f ms "
-			     "on the solution's stream (the %s: %.4f ms past its stream's end): work "
-			     "runs where the timer cannot see it", st.wall_median, st.median,
-			     v->sols[held_to].role, ref_beyond);
+			        "on the solution's stream (the %s: %.4f ms past its stream's end): work "
+			        "runs where the timer cannot see it", st.wall_median, st.median,
+			        v->sols[held_to].role, ref_beyond);
 	}
 	parent_clock_check(v, timing, held_to);
 	/* A solution that is both (e.g. the expert verified as a candidate) reports under each name. */

@@ -190,7 +190,6 @@ st_status vx_spot_check(vctx *v, const layout *L, const st_size_set *set, st_err
 
 /* sets.c */
 st_status vx_check_sets_option(const char *list, st_err *err);
-const char *vx_time_set(const vctx *v);
 int vx_set_runs(const vctx *v, const st_size_set *set, int *timed);
 st_status vx_run_sets(vctx *v, json_t *peaks, st_err *err);
 
@@ -200,7 +199,6 @@ int vx_poolable(const vctx *v, int i);
 void vx_swap_in_loaded(vctx *v);
 st_status vx_acquire_runners(vctx *v, int compiled, st_err *err);
 json_t *vx_runners_json(vctx *v);
-int vx_keep_runner(const vctx *v, int i, st_status s);
 st_status vx_load_solutions(vctx *v, const char *solution, st_err *err);
 void vx_release_runners(vctx *v, st_status s);
 
