@@ -110,7 +110,7 @@ typedef struct vctx {
 	const char *params_path; /* that file's name */
 	int stored;            /* an imported task: inputs and expected outputs from its files */
 	st_gpu_hold gpu;       /* this verify's hold on o->gpu_lock (gpu_hold.h) */
-	double wait_mark;      /* gpu_wait_s at the last phase mark */
+	double wait_mark;      /* gpu.wait_s at the last phase mark */
 	json_t *gpu_waits;     /* per phase, the part of it spent waiting for the GPU */
 	json_t *runner_ms;     /* the runners' own account of set-up and teardown ("setup.alloc":
 	                        * ms, summed over runners and sets) */
