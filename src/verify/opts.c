@@ -1,5 +1,5 @@
-/* st_verify_opts: the defaults, the options a request may set (stitch serve's "options"), and
- * the options as the verdict records them. */
+/* st_verify_opts: the defaults, the options a request may set (the "options" of a stitch serve
+ * request or a queued job), and those options as a job carries them (st_verify_opts_json). */
 #include <string.h>
 
 #include "verify/verify_int.h"

@@ -143,6 +143,8 @@ static st_status measure_peaks(vctx *v, json_t **peaks, st_err *err)
 	return ST_OK;
 }
 
+/* The stages, in order. A stage that decides the verdict (a failure of the candidate) ends the
+ * verify there; an error of the harness ends it with that error. */
 static st_status pipeline(vctx *v, const char *solution, st_err *err)
 {
 	int compiled;
