@@ -42,13 +42,17 @@ ST_DIGEST_HD uint64_t st_call_seed(uint64_t batch_seed, uint64_t i)
 	return x ^ (x >> 31);
 }
 
-#ifndef __CUDACC__
+#ifdef __cplusplus
+extern "C" {
+#endif
 /* The word sum of `bytes` bytes at p, on this CPU. */
 uint64_t st_digest_sum(const void *p, size_t bytes);
 /* A digest as the 16 lowercase hex digits it travels as (JSON integers are signed). */
 void st_digest_hex(uint64_t d, char out[17]);
 /* Parse 16 hex digits; 0 on success, -1 when `s` is not exactly that. */
 int st_digest_parse(const char *s, uint64_t *d);
+#ifdef __cplusplus
+}
 #endif
 
 #endif

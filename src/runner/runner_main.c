@@ -992,7 +992,7 @@ int main(int argc, char **argv)
 		int sent = st_proto_send(sock, rep, -1, &err) == ST_OK;
 		json_decref(rep);
 		if (!sent || fatal)
-			_exit(fatal ? 4 : 3); /* a lost device context cannot be torn down cleanly */
+			_exit(fatal ? 4 : ST_PROTO_EXIT_CHANNEL); /* a lost context cannot be torn down */
 	}
 	teardown();
 	dk_drop_all();

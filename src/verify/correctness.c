@@ -82,7 +82,8 @@ static st_status rerun_candidate_on(vctx *v, json_t *req, const st_size_set *set
 	json_t *rep = NULL;
 	st_err e;
 	st_gpu_hold_for(&v->gpu, on_gpu);
-	st_status s = st_runner_call(&v->sols[v->cand].runner, req, -1, &rep, v->o->timeout_s, &e);
+	st_status s = st_runner_call(&v->sols[v->cand].runner, req, -1, &rep,
+	                             vx_time_left(v, v->o->timeout_s), &e);
 	json_decref(req);
 	*ran = !s && st_reply_ok(rep);
 	if (!*ran) {

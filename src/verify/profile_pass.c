@@ -19,7 +19,8 @@ st_status vx_profile_candidate(vctx *v, const st_size_set *set, const json_t *pe
 	sol *c = &v->sols[v->cand];
 	vx_progress(v, "profile on set %s", set->label);
 	json_t *req = json_pack("{s:s}", "op", "profile"), *rep = NULL;
-	st_status s = st_runner_call(&c->runner, req, -1, &rep, v->o->timeout_s, err);
+	st_status s = st_runner_call(&c->runner, req, -1, &rep,
+	                             vx_time_left(v, v->o->timeout_s), err);
 	json_decref(req);
 	const char *cls = st_reply_string(rep, "class");
 	if (!s && !st_reply_ok(rep) && cls && !strcmp(cls, "profiler")) {

@@ -281,6 +281,7 @@ static void describe_exit(st_runner *r, int status)
 		snprintf(r->death, sizeof r->death, "the %s process was killed by signal %d (%s)",
 		         r->label, sig, strsignal(sig));
 	} else if (WIFEXITED(status)) {
+		r->exit_code = WEXITSTATUS(status);
 		snprintf(r->death, sizeof r->death, "the %s process exited with status %d", r->label,
 		         WEXITSTATUS(status));
 	}
@@ -414,6 +415,9 @@ st_status st_runner_recv(st_runner *r, json_t **reply, double timeout_s, st_err 
 		return protocol_fault(r, err, "%s", e.msg);
 	if (reap(r, 0))
 		return protocol_fault(r, err, "it closed its end of the channel and lived on");
+	if (r->exit_code == ST_PROTO_EXIT_CHANNEL)
+		return protocol_fault(r, err, "its channel to the parent broke inside it (closed or "
+		                      "replaced), and it exited");
 	if (!r->death[0])
 		snprintf(r->death, sizeof r->death, "the %s process went away", r->label);
 	return st_err_set(err, ST_E_IO, "%s", r->death);

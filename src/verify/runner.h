@@ -19,6 +19,7 @@ typedef struct st_runner {
 	int alive;
 	int killed;         /* st_runner_quit killed it after its goodbye */
 	int term_signal;    /* the signal that ended it (SIGSYS: the sandbox killed it), or 0 */
+	int exit_code;      /* its exit status when it exited by itself, or 0 */
 	char death[512];    /* why it is gone, when !alive */
 	char ncu[1024];     /* with ST_RUNNER_NCU: the ncu program it runs under */
 	uint64_t next_id;   /* the id the next request carries (random start, then counting) */

@@ -127,7 +127,7 @@ static int keep_runner(const vctx *v, int i, st_status s)
 
 /* Each runner loads its solution, unless it came from the pool with it loaded. Returns with the
  * verdict decided when the candidate's load failed. */
-st_status vx_load_solutions(vctx *v, const char *solution, st_err *err)
+st_status vx_load_solutions(vctx *v, st_err *err)
 {
 	st_status s = ST_OK;
 	st_gpu_hold_use(&v->gpu); /* loading a module allocates on the device */
@@ -153,15 +153,18 @@ st_status vx_load_solutions(vctx *v, const char *solution, st_err *err)
 			json_object_set_new(req, "hooks", json_string(hooks_path));
 		st_err e;
 		v->sols[i].touched = 1;
-		s = st_runner_call(&v->sols[i].runner, req, -1, &rep, v->o->timeout_s, &e);
+		s = st_runner_call(&v->sols[i].runner, req, -1, &rep,
+		                   vx_time_left(v, v->o->timeout_s), &e);
 		json_decref(req);
 		const char *st = st_reply_string(rep, "status");
+		/* A candidate that misses a function of the ABI, or cannot be loaded (a symbol its
+		 * code uses and nothing defines), is a candidate's problem: a verdict with its reward,
+		 * never a caller's error. */
 		if (!s && i == v->cand && st && !strcmp(st, "abi")) {
 			const char *why = st_reply_string(rep, "reason");
 			vx_fail(v, "compile_error", "%s", why ? why : "not a solution");
-			s = st_err_set(err, ST_E_INVALID, "%s: %s", solution, why ? why : "not a solution");
 			json_decref(rep);
-			return s;
+			return ST_OK;
 		}
 		if (s || !st_reply_ok(rep)) {
 			s = vx_runner_failed(v, i, "loading the solution", s, rep, &e);
@@ -201,6 +204,7 @@ void vx_release_runners(vctx *v, st_status s)
 		vx_close_shm(&v->sols[i], o->shm_cache);
 		st_compile_result_free(&v->sols[i].cr);
 		free(v->sols[i].samples);
+		st_commits_free(&v->sols[i].commits);
 		free(v->sols[i].path);
 	}
 	st_gpu_hold_release(&v->gpu);

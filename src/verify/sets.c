@@ -140,7 +140,7 @@ static st_status setup_runners(vctx *v, const st_size_set *set, const layout *L,
 	return s;
 }
 
-/* On the timed set: timing, the check of a timed call, the timing verdict and the profile, the
+/* On the timed set: timing, the audit of timed calls, the timing verdict and the profile, the
  * GPU held alone while they measure. `s`: the set's status so far, returned updated. */
 static st_status measure_set(vctx *v, const st_size_set *set, const layout *L, int timed,
                              json_t *peaks, st_status s, st_err *err)
@@ -150,12 +150,18 @@ static st_status measure_set(vctx *v, const st_size_set *set, const layout *L, i
 		st_gpu_hold_exclusive(&v->gpu);
 	if (!s && timed && v->o->timing && vx_usable(v, v->cand))
 		s = vx_time_all(v, set, err);
-	/* The check of a timed call (a run of the reference, then a comparison on the CPU) measures
+	/* Before the parent's clock condemns anything, the candidate and its baseline are timed
+	 * again, alone on the GPU (clock_bound.h). */
+	if (!s && timed && v->o->timing && vx_usable(v, v->cand) && vx_clock_gross(v)) {
+		v->clock_confirmed = 1;
+		s = vx_time_confirm(v, err);
+	}
+	/* The audit of timed calls (a run of the reference, then a comparison on the CPU) measures
 	 * nothing: another verify measures meanwhile, unless a profile is still to be taken. */
 	if (measuring && !vx_profiling(v))
 		st_gpu_hold_release(&v->gpu);
 	if (!s && timed && v->o->timing && vx_usable(v, v->cand))
-		s = vx_spot_check(v, L, set, err);
+		s = vx_audit(v, L, set, err);
 	if (!s && timed && v->o->timing && vx_usable(v, v->cand))
 		vx_timing_verdict(v, set, peaks);
 	if (timed)

@@ -79,7 +79,20 @@ st_status vx_runner_failed(vctx *v, int i, const char *phase, st_status s, json_
 {
 	char reason[2048];
 	const char *status = "runtime_error";
-	if (s == ST_E_IO && v->sols[i].runner.term_signal == SIGSYS) {
+	/* Past the verify's deadline every runner's wait ends: whoever's runner it was, the verify
+	 * ran as long as it may, and the candidate (the one party that can make it run long) gets
+	 * the timeout. */
+	if (s == ST_E_TIMEOUT && vx_past_deadline(v)) {
+		vx_fail(v, "timeout", "%s: the verify reached its deadline (%.0f s after it began): %s",
+		        phase, v->deadline - v->t_start, err->msg);
+		if (i != v->cand)
+			v->sols[i].failed = 1;
+		return ST_OK;
+	}
+	if (s == ST_E_IO && v->sols[i].runner.protocol_fault) {
+		status = "hacking";
+		snprintf(reason, sizeof reason, "%s: %s", phase, err->msg);
+	} else if (s == ST_E_IO && v->sols[i].runner.term_signal == SIGSYS) {
 		status = "hacking";
 		snprintf(reason, sizeof reason, "%s: the solution made a system call the sandbox forbids "
 		         "(a new process or program, a network socket, ptrace, ...) and was killed",
@@ -193,7 +206,8 @@ st_status vx_broadcast_on(vctx *v, json_t *const *reqs, const int *fds, const ch
 		if (!sent[i])
 			continue;
 		st_err e;
-		st_status s = st_runner_recv(&v->sols[i].runner, &reps[i], timeout_s, &e);
+		st_status s = st_runner_recv(&v->sols[i].runner, &reps[i],
+		                             vx_time_left(v, timeout_s), &e);
 		if (s || !st_reply_ok(reps[i])) {
 			st_status r = vx_runner_failed(v, i, phase, s, reps[i], &e);
 			json_decref(reps[i]);

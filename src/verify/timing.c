@@ -1,13 +1,69 @@
 /* Timing on the timed set: batches of timed calls of every solution, interleaved, each batch's
  * parent-side overhead kept for the timing checks, until each meets the stop rule. */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "common/clock.h"
 #include "common/cpus.h"
 #include "verify/reply.h"
 #include "verify/verify_int.h"
 
-static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
+/* A batch's reply that does not fit its request (other counts of samples or digests, impossible
+ * figures): from the candidate, a broken protocol; from a trusted runner, a broken harness. */
+static st_status bad_batch(vctx *v, int i, const char *why, st_err *err)
+{
+	if (i == v->cand) {
+		vx_fail(v, "hacking", "timing: the runner's reply to a batch of timed calls broke the "
+		        "runner protocol: %s", why);
+		return ST_OK;
+	}
+	return st_err_set(err, ST_E_SYSTEM, "the %s's runner answered a timing batch wrongly: %s",
+	                  v->sols[i].role, why);
+}
+
+/* The kernel's count of this batch's waits for a CPU, outside the calls the runner reported.
+ * On a host with more runnable threads than CPUs the runner waits for one a scheduler slice at
+ * a time (some ms), and so does this thread once the reply is in; a few such waits in a
+ * candidate's batches and none in the reference's made an honest fast candidate look like one
+ * that under-reports (two verifies in six under two busy loops on two cores). This thread's wait
+ * is taken off whole (it sleeps while the runner works), the runner's in the share that fell
+ * outside its timed calls, in proportion to the time spent there (a wait inside a call is in
+ * what it reported). A solution cannot forge a wait to hide work: while its thread waits,
+ * nothing of it runs. */
+static double waits_outside(const double w[4], double took_ms, double reported)
+{
+	double waited = w[0] >= 0 && w[1] >= w[0] ? w[1] - w[0] : 0;
+	double outside = took_ms > reported ? took_ms - reported : 0;
+	double out = took_ms > 0 ? waited * outside / took_ms : 0;
+	if (w[2] >= 0 && w[3] >= w[2])
+		out += w[3] - w[2];
+	return out < outside ? out : outside;
+}
+
+/* Keep a batch's samples, its record for the parent-clock bound and its committed calls. */
+static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t seed,
+                            const uint64_t *digests, double took_ms, const double w[4],
+                            st_err *err)
+{
+	sol *so = &v->sols[i];
+	int before = so->n_samples;
+	if (st_reply_add_samples(json_object_get(rep, "samples"), &so->samples, &so->n_samples,
+	                         &so->cap_samples) ||
+	    (digests && st_commits_add_batch(&so->commits, seed, n, digests)))
+		return st_err_set(err, ST_E_NOMEM, "out of memory for timing samples");
+	double reported = 0;
+	for (int k = before; k < so->n_samples; k++)
+		reported += so->samples[k].wall_ms;
+	double waited = waits_outside(w, took_ms, reported);
+	so->cpu_wait_ms += waited;
+	if (so->n_recs < MAX_GAPS)
+		so->recs[so->n_recs++] = (st_batch_rec){n, took_ms, reported, waited};
+	so->timing_wall_ms += took_ms;
+	so->n_batches++;
+	return ST_OK;
+}
+
+static st_status time_batch(vctx *v, int i, int n, st_err *err)
 {
 	sol *so = &v->sols[i];
 	double est = 1.0;
@@ -19,67 +75,89 @@ static st_status time_batch(vctx *v, int i, int n, int keep, st_err *err)
 	json_t *req = json_pack("{s:s,s:i}", "op", "time", "n", n), *rep = NULL;
 	/* Fresh inputs before every timed call cost device time outside the measurement; only an
 	 * untrusted candidate needs them. Then every solution gets them, so that all are timed alike
-	 * and the baselines' round trips measure what the candidate's should cost (timing_verdict). */
-	if (!v->sols[v->cand].trusted)
-		json_object_set_new(req, "seed", json_integer((json_int_t)vx_next_seed(v)));
-	/* the waits for a CPU, counted for an untrusted runner's batches only (see below) */
-	double wait0 = so->trusted ? -1 : st_runner_cpu_wait_ms(&so->runner);
-	double self0 = so->trusted ? -1 : st_cpu_wait_ms(0);
+	 * and the baselines' round trips measure what the candidate's should cost (timing_verdict).
+	 * The parent knows every call's seed from the batch's (st_call_seed); each call commits a
+	 * digest of its outputs, audited after timing (audit.c). */
+	uint64_t seed = 0;
+	if (!v->sols[v->cand].trusted) {
+		seed = vx_next_seed(v);
+		json_object_set_new(req, "seed", json_integer((json_int_t)seed));
+	}
+	so->committing = !v->sols[v->cand].trusted && !vx_task_staged(v->task);
+	/* the waits for a CPU, counted for an untrusted runner's batches only: a long CPU-bound call
+	 * is preempted mostly inside it, so the share over-corrects a slow baseline's, and the
+	 * baseline's gap, kept whole, errs toward the candidate */
+	double w[4] = {so->trusted ? -1 : st_runner_cpu_wait_ms(&so->runner), -1,
+	               so->trusted ? -1 : st_cpu_wait_ms(0), -1};
 	double t0 = st_now_s();
 	/* A batch may take longer than one request's limit, but never unboundedly so: `est` comes
 	 * from figures the runner reported. */
 	double extra = n * est * 4e-3;
 	extra = extra < 4 * v->o->timeout_s ? extra : 4 * v->o->timeout_s;
-	st_status s = st_runner_call(&so->runner, req, -1, &rep, v->o->timeout_s + extra,
-	                             err);
+	st_status s = st_runner_call(&so->runner, req, -1, &rep,
+	                             vx_time_left(v, v->o->timeout_s + extra), err);
 	json_decref(req);
+	double took_ms = (st_now_s() - t0) * 1e3;
 	if (s || !st_reply_ok(rep)) {
 		s = vx_runner_failed(v, i, "timing", s, rep, err);
 		json_decref(rep);
 		return s;
 	}
-	if (keep) {
-		int before = so->n_samples;
-		if (st_reply_add_samples(json_object_get(rep, "samples"), &so->samples, &so->n_samples,
-		                         &so->cap_samples)) {
-			json_decref(rep);
-			return st_err_set(err, ST_E_NOMEM, "out of memory for timing samples");
-		}
-		double took_ms = (st_now_s() - t0) * 1e3, reported = 0;
-		for (int k = before; k < so->n_samples; k++)
-			reported += so->samples[k].wall_ms;
-		/* On a host with more runnable threads than CPUs the runner waits for one a scheduler
-		 * slice at a time (some ms), and so does this thread once the reply is in; a few such
-		 * waits in a candidate's batches and none in the reference's made an honest fast
-		 * candidate look like one that under-reports (two verifies in six under two busy loops
-		 * on two cores). The kernel counts those waits. This thread's is taken off whole (it
-		 * sleeps while the runner works), the runner's in the share that fell outside its
-		 * timed calls, in proportion to the time spent there (a wait inside a call is in what
-		 * it reported). Only from an untrusted runner's: a long CPU-bound call is preempted
-		 * mostly inside it, so the share over-corrects a slow baseline's, and the baseline's
-		 * gap, kept whole, errs toward the candidate. A solution cannot forge a wait to hide
-		 * work: while its thread waits, nothing of it runs. */
-		double wait1 = wait0 >= 0 ? st_runner_cpu_wait_ms(&so->runner) : -1;
-		double self1 = self0 >= 0 ? st_cpu_wait_ms(0) : -1;
-		double waited = wait0 >= 0 && wait1 >= wait0 ? wait1 - wait0 : 0;
-		double outside = took_ms > reported ? took_ms - reported : 0;
-		double waited_outside = took_ms > 0 ? waited * outside / took_ms : 0;
-		if (self0 >= 0 && self1 >= self0)
-			waited_outside += self1 - self0;
-		if (waited_outside > outside)
-			waited_outside = outside;
-		so->cpu_wait_ms += waited_outside;
-		if (so->n_gaps < MAX_GAPS && so->n_samples > before)
-			so->gap_ms[so->n_gaps++] = (outside - waited_outside) / (so->n_samples - before);
-		so->timing_wall_ms += took_ms;
-		so->n_batches++;
-	}
-	json_t *ls = json_object_get(rep, "last_seeds");
-	so->have_seeds = json_array_size(ls) == 2;
-	for (int k = 0; k < 2 && so->have_seeds; k++)
-		so->last_seed[k] = (uint64_t)json_integer_value(json_array_get(ls, (size_t)k));
+	w[1] = w[0] >= 0 ? st_runner_cpu_wait_ms(&so->runner) : -1;
+	w[3] = w[2] >= 0 ? st_cpu_wait_ms(0) : -1;
+	uint64_t *digests = so->committing ? malloc((size_t)n * sizeof *digests) : NULL;
+	char why[256];
+	if (so->committing && !digests)
+		s = st_err_set(err, ST_E_NOMEM, "out of memory for %d digests", n);
+	else if (st_reply_check_time(rep, n, so->committing, digests, why, sizeof why))
+		s = bad_batch(v, i, why, err);
+	else
+		s = keep_batch(v, i, rep, n, seed, digests, took_ms, w, err);
+	free(digests);
 	json_decref(rep);
-	return ST_OK;
+	return s;
+}
+
+/* One bare round trip to the baseline's runner, the least of a few: what each batch's reply
+ * costs besides its calls (clock_bound.h). A trusted runner: nothing of the candidate's can
+ * make it look dearer. */
+static void measure_rtt(vctx *v)
+{
+	int b = vx_held_to(v);
+	if (b < 0 || !vx_addressed(v, b))
+		return;
+	json_t *ping = json_pack("{s:s}", "op", "ping");
+	double best = -1;
+	for (int k = 0; k < 5; k++) {
+		json_t *rep = NULL;
+		st_err e;
+		double t0 = st_now_s();
+		if (st_runner_call(&v->sols[b].runner, ping, -1, &rep, vx_time_left(v, 10), &e) ||
+		    !st_reply_ok(rep)) {
+			json_decref(rep);
+			break;
+		}
+		double ms = (st_now_s() - t0) * 1e3;
+		best = best < 0 || ms < best ? ms : best;
+		json_decref(rep);
+	}
+	json_decref(ping);
+	v->rtt_ms = best > 0 ? best : 0;
+}
+
+int vx_held_to(const vctx *v)
+{
+	if (v->sols[v->ref].n_samples || v->sols[v->ref].n_recs)
+		return v->ref;
+	if (v->calib >= 0)
+		return v->calib;
+	return v->ref;
+}
+
+void vx_clock_bound(const vctx *v, st_clock_bound *b)
+{
+	const sol *c = &v->sols[v->cand], *h = &v->sols[vx_held_to(v)];
+	st_clock_bound_compute(c->recs, c->n_recs, h->recs, h->n_recs, v->rtt_ms, b);
 }
 
 json_t *vx_raw_samples(const sol *so)
@@ -121,22 +199,28 @@ st_status vx_time_all(vctx *v, const st_size_set *set, st_err *err)
 	int shown = n - (v->calib >= 0 && vx_addressed(v, v->calib));
 	vx_progress(v, "timing on set %s (%d solution%s, interleaved%s)", set->label, shown,
 	            shown > 1 ? "s" : "", shown < n ? ", beside the harness's null calls" : "");
+	measure_rtt(v);
 	for (int m = 0; m < n; m++) /* warm-up: caches, clocks, lazy module loading */
 		if (vx_addressed(v, order[m])) {
-			st_status s = time_batch(v, order[m], 3, 1, err);
+			st_status s = time_batch(v, order[m], 3, err);
 			if (s)
 				return s;
 			v->sols[order[m]].n_samples = 0;
 			v->sols[order[m]].timing_wall_ms = 0;
 			v->sols[order[m]].n_batches = 0;
-			v->sols[order[m]].n_gaps = 0;
+			v->sols[order[m]].n_recs = 0;
 			v->sols[order[m]].cpu_wait_ms = 0;
-			s = time_batch(v, order[m], 2, 1, err);
+			s = time_batch(v, order[m], 2, err);
 			if (s)
 				return s;
 		}
 	for (int left = n; left > 0;) {
 		left = 0;
+		if (vx_past_deadline(v)) {
+			vx_fail(v, "timeout", "timing: the verify reached its deadline (%.0f s after it "
+			        "began)", v->deadline - v->t_start);
+			return ST_OK;
+		}
 		for (int m = 0; m < n; m++) {
 			sol *so = &v->sols[order[m]];
 			if (so->timing_done || !vx_addressed(v, order[m]))
@@ -144,7 +228,7 @@ st_status vx_time_all(vctx *v, const st_size_set *set, st_err *err)
 			st_stats st;
 			st_stats_compute(so->samples, so->n_samples, &st);
 			const sol *c = &v->sols[v->cand];
-			if (so->calib ? c->timing_done || !vx_usable(v, v->cand) || so->n_gaps >= CALIB_BATCHES
+			if (so->calib ? c->timing_done || !vx_usable(v, v->cand) || so->n_recs >= CALIB_BATCHES
 			              : st_stop_reached(&st, &v->o->stop, so->timing_wall_ms)) {
 				so->timing_done = 1;
 				continue;
@@ -182,10 +266,54 @@ st_status vx_time_all(vctx *v, const st_size_set *set, st_err *err)
 					cap = (int)left;
 			}
 			int batch = !(want >= 1) ? 1 : want > cap ? cap : (int)want;
-			st_status s = time_batch(v, order[m], batch, 1, err);
+			st_status s = time_batch(v, order[m], batch, err);
 			if (s)
 				return s;
 		}
+	}
+	return ST_OK;
+}
+
+/* Batches of about 25 ms of wall time (8 for the harness's null calls), as the main loop sizes
+ * them. */
+static int plain_batch(const sol *so)
+{
+	st_stats st;
+	st_stats_compute(so->samples, so->n_samples, &st);
+	double est = st.median > 0 ? st.median : 1;
+	if (so->n_samples && so->timing_wall_ms / so->n_samples > est)
+		est = so->timing_wall_ms / so->n_samples;
+	double want = (so->calib ? 8.0 : 25.0) / est;
+	return !(want >= 1) ? 1 : want > 2000 ? 2000 : (int)want;
+}
+
+int vx_clock_gross(const vctx *v)
+{
+	const sol *c = &v->sols[v->cand];
+	if (v->cand == v->ref || c->trusted || !c->n_samples)
+		return 0;
+	st_clock_bound b;
+	vx_clock_bound(v, &b);
+	st_stats st;
+	st_stats_compute(c->samples, c->n_samples, &st);
+	return st_clock_bound_gross(&b, st.median);
+}
+
+st_status vx_time_confirm(vctx *v, st_err *err)
+{
+	int pair[2] = {v->cand, vx_held_to(v)};
+	vx_progress(v, "the parent's clock disagrees with the candidate's reports: timing again to "
+	            "confirm");
+	measure_rtt(v);
+	for (int k = 0; k < 2; k++)
+		v->sols[pair[k]].n_recs = 0;
+	for (int b = 0; b < 2 * MIN_BATCHES; b++) {
+		int i = pair[b % 2];
+		if (!vx_addressed(v, i) || vx_past_deadline(v))
+			return ST_OK;
+		st_status s = time_batch(v, i, plain_batch(&v->sols[i]), err);
+		if (s)
+			return s;
 	}
 	return ST_OK;
 }

@@ -28,42 +28,38 @@ static void imported_baselines(vctx *v, const json_t *b, double cand_ms, json_t 
 		vx_flag(v, "baselines_from_other_device");
 }
 
-/* The parent's own clock. Per timed call, the time a batch took beyond the wall times the
- * runner reported is the harness's own work (fresh inputs, poison, flush, round trips), the
- * same for every solution of this task. A runner whose clock or CUDA calls were patched from
- * inside (the solution shares its process) reports less than passed; the parent sees it.
- * What is held to the reference's is the third quartile over batches, not the total: on a
- * busy host (a service compiling on every core) one batch held up for 0.3 s made an honest
- * expert's mean 0.35 ms a call against the reference's 0.15. A quarter of the batches may
- * be held up so; a runner that under-reports in no more than a quarter of them moves its
- * median time by little (within the lower half of its honest spread). */
-static void parent_clock_check(vctx *v, json_t *timing, int held_to)
+/* The parent's own clock (clock_bound.h): what the candidate's batches took beyond its reports,
+ * the harness's work and the round trips is work its timed calls did not show. It is added to
+ * its time, whatever its reason; only when the reports leave out most of the time, in the
+ * timing and again in the confirmation round (sets.c), is the runner's timing called tampered
+ * with. A busy host can make a verify slower, never a cheat of an honest candidate. Returns what
+ * is added to the candidate's median. */
+static double parent_clock(vctx *v, json_t *timing, double median)
 {
-	if (v->cand != v->ref && !v->verdict_final) {
-		double gap[2] = {0, 0};
-		const sol *two[2] = {&v->sols[v->cand], &v->sols[held_to]};
-		for (int k = 0; k < 2; k++)
-			if (two[k]->n_gaps) {
-				double g[MAX_GAPS];
-				memcpy(g, two[k]->gap_ms, (size_t)two[k]->n_gaps * sizeof *g);
-				gap[k] = st_quantile(g, two[k]->n_gaps, 0.75);
-			}
-		if (two[0]->n_gaps && two[1]->n_gaps) {
-			json_object_set_new(timing, "parent_overhead_ms",
-			                    json_pack("{s:f,s:f}", "candidate", gap[0], two[1]->role, gap[1]));
-			json_object_set_new(timing, "cpu_wait_ms",
-			                    json_pack("{s:f,s:f}", "candidate", two[0]->cpu_wait_ms,
-			                              two[1]->role, two[1]->cpu_wait_ms));
-			/* Slack: half the reference's overhead again, 50 us of scheduling noise, and 2 ms
-			 * per round trip (a slow candidate's batches are single calls). */
-			double allowed = 1.5 * gap[1] + 0.05 + 2.0 * two[0]->n_batches / two[0]->n_samples;
-			if (!two[0]->trusted && gap[0] > allowed)
-				vx_fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond what the "
-				        "runner reported (the %s: %.4f ms; allowed %.4f): the runner's "
-				        "timing was tampered with from inside", gap[0], two[1]->role, gap[1],
-				        allowed);
-		}
+	const sol *c = &v->sols[v->cand];
+	if (v->cand == v->ref || v->verdict_final || c->trusted)
+		return 0;
+	st_clock_bound b;
+	vx_clock_bound(v, &b);
+	if (!b.batches)
+		return 0;
+	const sol *h = &v->sols[vx_held_to(v)];
+	json_object_set_new(timing, "parent_clock",
+	                    json_pack("{s:f,s:f,s:f,s:i,s:b,s:f,s:f}", "excess_ms", b.excess_ms,
+	                              "harness_ms", b.harness_ms, "rtt_ms", b.rtt_ms, "batches",
+	                              b.batches, "confirmed", v->clock_confirmed, "cpu_wait_ms",
+	                              c->cpu_wait_ms, "baseline_cpu_wait_ms", h->cpu_wait_ms));
+	if (st_clock_bound_gross(&b, median) && v->clock_confirmed) {
+		vx_fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond what the "
+		        "runner reported (%.4f ms) and the harness's own work (the %s's: %.4f ms), in the "
+		        "timing and again when timed alone to confirm: the runner's timing was tampered "
+		        "with from inside", b.excess_ms, median, h->role, b.harness_ms);
+		return 0;
 	}
+	double charge = st_clock_bound_charge(&b, median);
+	if (charge > 0)
+		vx_flag(v, "time_from_parent_clock");
+	return charge;
 }
 
 /* The roofline: the task's cost at this set's sizes against the device's peaks, where both are
@@ -103,8 +99,7 @@ void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 	double med[MAX_SOLS] = {0};
 	/* Against what the candidate's timing is held: the reference, timed beside it, or for an
 	 * imported task the harness's null calls (add_calib). */
-	int held_to = v->sols[v->ref].n_samples ? v->ref
-	            : v->calib >= 0 && v->sols[v->calib].n_samples ? v->calib : v->ref;
+	int held_to = vx_held_to(v);
 	for (int i = 0; i < v->n_sols; i++) {
 		if (!v->sols[i].n_samples || v->sols[i].calib)
 			continue;
@@ -144,7 +139,13 @@ void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 			        "runs where the timer cannot see it", st.wall_median, st.median,
 			        v->sols[held_to].role, ref_beyond);
 	}
-	parent_clock_check(v, timing, held_to);
+	double charge = med[v->cand] > 0 ? parent_clock(v, timing, med[v->cand]) : 0;
+	if (charge > 0) { /* the candidate's time is what the parent's clock says it took */
+		json_t *cj = json_object_get(timing, "candidate");
+		json_object_set_new(cj, "reported_median_ms", json_real(med[v->cand]));
+		med[v->cand] += charge;
+		json_object_set_new(cj, "median_ms", json_real(med[v->cand]));
+	}
 	/* A solution that is both (e.g. the expert verified as a candidate) reports under each name. */
 	if (v->expert >= 0 && med[v->expert] > 0 && !json_object_get(timing, "expert"))
 		json_object_set(timing, "expert", json_object_get(timing, vx_role_of(v, v->expert)));

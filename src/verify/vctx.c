@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/clock.h"
 #include "verify/verify_int.h"
 
 void vx_progress(vctx *v, const char *fmt, ...)
@@ -40,4 +41,30 @@ uint64_t vx_next_seed(vctx *v)
 	while (getrandom(&s, sizeof s, 0) != sizeof s)
 		;
 	return s;
+}
+
+/* What the verify may still wait for one request: `want_s`, but never past the verify's deadline
+ * (st_verify sets it from the task and --timeout). At least a millisecond, so that a request
+ * past the deadline ends in a timeout of its runner rather than a wait. */
+double vx_time_left(const vctx *v, double want_s)
+{
+	if (!(v->deadline > 0))
+		return want_s;
+	double left = v->deadline - st_now_s();
+	return left < want_s ? (left > 1e-3 ? left : 1e-3) : want_s;
+}
+
+int vx_past_deadline(const vctx *v)
+{
+	return v->deadline > 0 && st_now_s() >= v->deadline;
+}
+
+/* Do a timed call's inputs come from a seed (fresh per call, committed to by digests), or from
+ * the task's own host generator, too slow to redo per call (then the runner reuses them)? */
+int vx_task_staged(const st_task *t)
+{
+	for (int i = 0; i < t->n_inputs; i++)
+		if (t->inputs[i].init.dist == ST_DIST_TASK)
+			return 1;
+	return 0;
 }

@@ -39,12 +39,18 @@ void vx_phase(vctx *v, const char *name)
 	}
 }
 
-void vx_flag(vctx *v, const char *name)
+int vx_has_flag(const vctx *v, const char *name)
 {
 	size_t i;
 	json_t *f;
-	json_array_foreach(v->flags, i, f) if (!strcmp(json_string_value(f), name)) return;
-	json_array_append_new(v->flags, json_string(name));
+	json_array_foreach(v->flags, i, f) if (!strcmp(json_string_value(f), name)) return 1;
+	return 0;
+}
+
+void vx_flag(vctx *v, const char *name)
+{
+	if (!vx_has_flag(v, name))
+		json_array_append_new(v->flags, json_string(name));
 }
 
 void vx_fail(vctx *v, const char *status, const char *fmt, ...)

@@ -163,7 +163,7 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 			return s;
 		vx_swap_in_loaded(v);
 	}
-	s = vx_load_solutions(v, solution, err);
+	s = vx_load_solutions(v, err);
 	if (s || v->verdict_final)
 		return s;
 	vx_phase(v, "load");
@@ -202,6 +202,29 @@ static st_status check_request(const char *solution, const st_verify_opts *o, st
 	return ST_OK;
 }
 
+/* The bound on the whole verify, from the task and the options alone (docs/architecture.md):
+ * compiling, starting the runners, the device's peaks where they are not cached yet, and per
+ * size set that runs a generous count of requests (setup, every seed's run and fetch, the
+ * determinism and metamorphic re-runs, the audit, teardown) each at --timeout, plus timing, which
+ * the stop rule caps on the parent's own clock. Whatever the candidate does, its runners are
+ * killed and the verify answers by then. */
+static void set_deadline(vctx *v)
+{
+	const st_verify_opts *o = v->o;
+	const st_size_set *sets[64];
+	int n_sets = st_task_size_sets(v->task, sets, 64), running = 0;
+	for (int k = 0; k < n_sets; k++) {
+		int timed;
+		running += vx_set_runs(v, sets[k], &timed);
+	}
+	double per_set = (2.0 * (v->stored ? v->task->n_data_seeds : o->seeds) + 12) * o->timeout_s;
+	double timing = o->timing ? MAX_SOLS * (3 * o->stop.max_wall_ms / 1e3 + 2 * o->timeout_s) : 0;
+	double bound = o->compile_timeout_s + 120 + (o->timing || o->profile ? 600 : 0) +
+	               running * per_set + timing + 30;
+	v->deadline = v->t_start + bound;
+	json_object_set_new(v->verdict, "deadline_s", json_real(bound));
+}
+
 static void init_ctx(vctx *v, const st_task *task, const st_verify_opts *o, const char *solution,
                      const st_safetensors *params, const char *params_path)
 {
@@ -228,6 +251,7 @@ static void init_ctx(vctx *v, const st_task *task, const st_verify_opts *o, cons
 	json_object_set_new(v->verdict, "backend", json_string(o->backend));
 	v->correctness = json_array();
 	v->flags = json_array();
+	set_deadline(v);
 }
 
 st_status st_verify(const char *task_dir, const char *solution, const st_verify_opts *o,

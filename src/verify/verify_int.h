@@ -13,6 +13,8 @@
 #include "stitch/task_hooks.h"
 #include "task/safetensors.h"
 #include "task/task.h"
+#include "verify/clock_bound.h"
+#include "verify/commits.h"
 #include "verify/compile.h"
 #include "verify/gpu_hold.h"
 #include "verify/runner.h"
@@ -62,14 +64,13 @@ typedef struct sol {
 	int n_samples, cap_samples;
 	double timing_wall_ms;
 	int n_batches;        /* timed batches behind timing_wall_ms (each one round trip) */
-	/* per kept batch, the parent's time per call beyond what the runner reported, less the
-	 * waits for a CPU time_batch takes off (the first MAX_GAPS batches) */
-	double gap_ms[MAX_GAPS];
-	int n_gaps;
+	/* the kept batches as the parent's clock saw them (the first MAX_GAPS): clock_bound.h */
+	st_batch_rec recs[MAX_GAPS];
+	int n_recs;
 	double cpu_wait_ms;   /* the waits for a CPU taken off those, over all kept batches */
 	int timing_done;
-	uint64_t last_seed[2]; /* inputs each buffer set holds after the last timed batch */
-	int have_seeds;
+	st_commits commits;   /* every timed call with its seed and committed digest (commits.h) */
+	int committing;       /* its timed calls commit digests (fresh inputs every call) */
 } sol;
 
 typedef struct layout {
@@ -114,17 +115,24 @@ typedef struct vctx {
 	json_t *gpu_waits;     /* per phase, the part of it spent waiting for the GPU */
 	json_t *runner_ms;     /* the runners' own account of set-up and teardown ("setup.alloc":
 	                        * ms, summed over runners and sets) */
+	double deadline;       /* st_now_s() by which the verify ends, whatever the candidate does */
+	double rtt_ms;         /* one bare round trip to the baseline's runner (clock_bound.h) */
+	int clock_confirmed;   /* the candidate was timed again to confirm a gross parent-clock gap */
 } vctx;
 
 /* vctx.c */
 void vx_progress(vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int vx_profiling(const vctx *v);
 uint64_t vx_next_seed(vctx *v);
+double vx_time_left(const vctx *v, double want_s);
+int vx_past_deadline(const vctx *v);
+int vx_task_staged(const st_task *t);
 
 /* verdict_build.c */
 void vx_json_add(json_t *obj, const char *key, double x);
 void vx_phase(vctx *v, const char *name);
 void vx_flag(vctx *v, const char *name);
+int vx_has_flag(const vctx *v, const char *name);
 /* Decide the candidate's verdict as a failure; the first failure wins. */
 void vx_fail(vctx *v, const char *status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -181,12 +189,22 @@ st_status vx_run_seed(vctx *v, const layout *L, const st_size_set *set, int k, s
 json_t *vx_raw_samples(const sol *so);
 json_t *vx_stats_json(const st_stats *s);
 st_status vx_time_all(vctx *v, const st_size_set *set, st_err *err);
+/* Where the parent's clock and the candidate's reports disagree grossly: time the candidate and
+ * its baseline again, alone on the GPU, and keep only these batches for the bound. */
+st_status vx_time_confirm(vctx *v, st_err *err);
+/* The baseline the candidate's timing is held to: the reference timed beside it, or for an
+ * imported task the harness's null calls; -1 when neither was timed. */
+int vx_held_to(const vctx *v);
+/* The parent-clock bound of the candidate against that baseline (clock_bound.h). */
+void vx_clock_bound(const vctx *v, st_clock_bound *b);
+/* Does that bound leave most of the candidate's time out of its reports (st_clock_bound_gross)? */
+int vx_clock_gross(const vctx *v);
 
 /* timing_verdict.c */
 void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks);
 
-/* spot_check.c */
-st_status vx_spot_check(vctx *v, const layout *L, const st_size_set *set, st_err *err);
+/* audit.c */
+st_status vx_audit(vctx *v, const layout *L, const st_size_set *set, st_err *err);
 
 /* sets.c */
 st_status vx_check_sets_option(const char *list, st_err *err);
@@ -199,7 +217,7 @@ int vx_poolable(const vctx *v, int i);
 void vx_swap_in_loaded(vctx *v);
 st_status vx_acquire_runners(vctx *v, int compiled, st_err *err);
 json_t *vx_runners_json(vctx *v);
-st_status vx_load_solutions(vctx *v, const char *solution, st_err *err);
+st_status vx_load_solutions(vctx *v, st_err *err);
 void vx_release_runners(vctx *v, st_status s);
 
 /* profile_pass.c */
