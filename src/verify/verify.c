@@ -41,6 +41,7 @@
 #include "task/expr.h"
 #include "task/safetensors.h"
 #include "task/task.h"
+#include "verify/admit.h"
 #include "verify/compile.h"
 #include "verify/peaks.h"
 #include "verify/policy.h"
@@ -2192,6 +2193,8 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	if ((s = acquire_runners(v, compile_first, err)))
 		return s;
 	phase(v, "start");
+	if ((s = st_admit_device(t, o, v->sols[v->cand].runner.info, err)))
+		return s;
 	json_object_set_new(v->verdict, "runners", runners_json(v));
 	const json_t *info = v->sols[v->ref].runner.info;
 	json_object_set(v->verdict, "device", (json_t *)info);
@@ -2484,6 +2487,8 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 
 	st_task task;
 	s = st_task_load(task_dir, &task, err);
+	if (!s && (s = st_admit_verify(&task, o, NULL, err))) /* before anything is mapped */
+		st_task_free(&task);
 	if (s)
 		return s;
 	st_safetensors params;
