@@ -1,6 +1,6 @@
 /* Reading the machine's memory figures (see host_mem.h): /proc/meminfo for the whole machine and
- * the cgroup v2 files of this process's cgroup and every ancestor, since a limit set on a parent
- * (a container, a systemd slice) binds as much as one on the process's own group. */
+ * the cgroup files (v2, or v1's memory controller) of this process's cgroup and every ancestor,
+ * since a limit set on a parent (a container, a systemd slice) binds as much as its own. */
 #include "host_mem.h"
 
 #include <errno.h>
@@ -19,11 +19,11 @@ static uint64_t meminfo_field(const char *text, const char *key)
 	return 0;
 }
 
-/* The number in a cgroup file; "max" (no limit) and a missing file give 0. */
-static uint64_t cgroup_number(const char *dir, const char *file)
+/* The number in a cgroup file; "max", v1's "no limit" (about 2^63), a missing file: 0. */
+static uint64_t cgroup_number(const char *base, const char *dir, const char *file)
 {
-	char path[4352], buf[64];
-	snprintf(path, sizeof path, "/sys/fs/cgroup%s/%s", dir, file);
+	char path[4400], buf[64];
+	snprintf(path, sizeof path, "%s%s/%s", base, dir, file);
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return 0;
@@ -32,41 +32,48 @@ static uint64_t cgroup_number(const char *dir, const char *file)
 	buf[n] = '\0';
 	if (!n || !strncmp(buf, "max", 3))
 		return 0;
-	return strtoull(buf, NULL, 10);
+	uint64_t x = strtoull(buf, NULL, 10);
+	return x >= (uint64_t)1 << 62 ? 0 : x;
 }
 
-/* This process's cgroup v2 path ("/user.slice/..."), or "" where there is none (v1 only, or no
- * /proc): then only the root of /sys/fs/cgroup is looked at, as inside a container. */
-static void own_cgroup(char *path, size_t len)
+/* This process's cgroup path ("/user.slice/...") in the hierarchy whose /proc/self/cgroup line
+ * starts with `prefix` ("0::" for v2, a line ending ":memory:" for v1's memory controller), or ""
+ * where there is none: then only the hierarchy's root is looked at, as inside a container. */
+static void own_cgroup(const char *prefix, char *path, size_t len)
 {
 	char line[4096];
 	path[0] = '\0';
 	FILE *f = fopen("/proc/self/cgroup", "r");
 	if (!f)
 		return;
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, "0::", 3)) {
-			line[strcspn(line, "\n")] = '\0';
-			snprintf(path, len, "%s", strcmp(line + 3, "/") ? line + 3 : "");
-			break;
-		}
+	while (fgets(line, sizeof line, f)) {
+		char *p = strstr(line, prefix);
+		if (!p || (prefix[0] == '0' && p != line))
+			continue;
+		p += strlen(prefix);
+		p[strcspn(p, "\n")] = '\0';
+		snprintf(path, len, "%s", strcmp(p, "/") ? p : "");
+		break;
+	}
 	fclose(f);
 }
 
-static void read_cgroups(st_host_mem *m)
+/* The tightest limit from the cgroup up to the hierarchy's root, and that group's room. */
+static void read_cgroups(st_host_mem *m, const char *base, const char *prefix, const char *max_file,
+                         const char *cur_file)
 {
 	char dir[4096];
-	own_cgroup(dir, sizeof dir);
+	own_cgroup(prefix, dir, sizeof dir);
 	for (;;) {
-		uint64_t max = cgroup_number(dir, "memory.max");
+		uint64_t max = cgroup_number(base, dir, max_file);
 		if (max && (!m->cg_limit || max < m->cg_limit)) {
-			uint64_t cur = cgroup_number(dir, "memory.current");
+			uint64_t cur = cgroup_number(base, dir, cur_file);
 			m->cg_limit = max;
 			m->cg_room = cur < max ? max - cur : 0;
 		}
-		char *slash = strrchr(dir, '/');
 		if (!dir[0])
 			break;
+		char *slash = strrchr(dir, '/');
 		if (slash)
 			*slash = '\0';
 		else
@@ -90,7 +97,9 @@ st_status st_host_mem_read(st_host_mem *m, st_err *err)
 	if (bad || !m->total)
 		return st_err_set(err, ST_E_SYSTEM, "/proc/meminfo: %s", bad ? "read error"
 		                  : "no MemTotal line");
-	read_cgroups(m);
+	read_cgroups(m, "/sys/fs/cgroup", "0::", "memory.max", "memory.current");
+	read_cgroups(m, "/sys/fs/cgroup/memory", ":memory:", "memory.limit_in_bytes",
+	             "memory.usage_in_bytes");
 	return ST_OK;
 }
 

@@ -1,7 +1,8 @@
 /* What memory this machine has for a verify: MemTotal and MemAvailable from /proc/meminfo and the
- * tightest memory.max of this process's cgroup (v2) and its ancestors. stitch verify's admission
- * compares a task's bytes with it before anything is mapped, and a host runner's sandbox derives
- * its address-space limit from it, so that a memory hog meets ENOMEM instead of the OOM killer. */
+ * tightest memory limit of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes) and
+ * its ancestors. stitch verify's admission compares a task's bytes with it before anything is
+ * mapped, and a host runner's sandbox derives its address-space limit from it, so that a memory
+ * hog meets ENOMEM instead of the OOM killer. */
 #ifndef ST_HOST_MEM_H
 #define ST_HOST_MEM_H
 
