@@ -71,4 +71,16 @@ check "as_limit: a limit is set (st_init returned $got: $(field "$WORK/as.json" 
 check "as_limit: $((got - 100)) GiB <= 7/8 of MemTotal ($total_gib GiB)" \
 	[ $((got - 100)) -le "$total_gib" ]
 check "as_limit: $((got - 100)) GiB <= 32 GiB" [ $((got - 100)) -le 32 ]
+
+# stitch serve's per-request cap: 16 KiB is less than the scale task's small set takes (three
+# shared blocks of three pages), so the request gets 422 with the message
+. "$(dirname "$0")/../serve_lib.sh"
+serve_start cap "${FAST[@]}" --no-timing --sets small --seeds 1 --workers 1 \
+	--max-request-gb 0.000015 || exit 1
+body "$WORK/cap.req" '{"task": "t1/scale"}' "$FIX/good.c"
+http cap POST /v1/verify "$WORK/cap.req"
+check "serve --max-request-gb: 422 (got $CODE: $(head -c 300 "$WORK/cap.body"))" [ "$CODE" = 422 ]
+check "serve --max-request-gb: the message names the cap" grep -q -- "--max-request-gb" "$WORK/cap.body"
+"$STITCH" serve --max-request-gb lots >/dev/null 2>"$WORK/cap.err"
+check "serve --max-request-gb lots: exit 2" [ $? -eq 2 ]
 finish
