@@ -74,7 +74,7 @@ check "as_limit: $((got - 100)) GiB <= 32 GiB" [ $((got - 100)) -le 32 ]
 
 # stitch serve's per-request cap: 16 KiB is less than the scale task's small set takes (three
 # shared blocks of three pages), so the request gets 422 with the message
-. "$(dirname "$0")/../serve_lib.sh"
+. "$STITCH_SRC/tests/serve_lib.sh"
 serve_start cap "${FAST[@]}" --no-timing --sets small --seeds 1 --workers 1 \
 	--max-request-gb 0.000015 || exit 1
 body "$WORK/cap.req" '{"task": "t1/scale"}' "$FIX/good.c"
