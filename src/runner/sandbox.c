@@ -180,10 +180,10 @@ static int limits(const st_sandbox_opts *o, char *err, size_t len)
 	    limit(RLIMIT_FSIZE, 64u << 20, "FSIZE", err, len) || limit(RLIMIT_CORE, 0, "CORE", err, len) ||
 	    limit(RLIMIT_NPROC, 4096, "NPROC", err, len))
 		return -1;
-	/* Only the host runner: the CUDA driver reserves far more address space than it uses (a
-	 * unified address range the size of host and device memory together), so an AS limit would
-	 * fail cuInit rather than a hog; a CUDA candidate's host allocations go unbounded here. The
-	 * host runner's limit stays below what the machine (or its cgroup) has, so that a candidate
+	/* Only the host runner, as before: the CUDA driver reserves virtual ranges far larger than
+	 * what it uses (unified addressing over host and device memory), which an AS limit sized to
+	 * the host's memory would deny it; a CUDA candidate's host allocations stay unbounded here.
+	 * The host runner's limit is below what the machine (or its cgroup) has, so that a candidate
 	 * allocating without bound meets ENOMEM (a runtime_error) before the OOM killer. */
 	st_host_mem m;
 	st_err e;
