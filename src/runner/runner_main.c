@@ -64,7 +64,6 @@ static struct runner {
 	unsigned char *shm;
 	size_t shm_len;
 	int in_ready[N_SETS]; /* the set's inputs hold generated data */
-	uint64_t last_seed[N_SETS]; /* seed of the inputs each set holds after timing */
 	uint64_t param_seed;
 } R;
 
@@ -723,9 +722,8 @@ static json_t *op_time(json_t *req)
 	for (int i = 0; i < n; i++) {
 		timed_set = i % N_SETS;
 		if (fresh || given) {
-			R.last_seed[timed_set] = st_call_seed(seed, (uint64_t)i);
 			if (given ? given_inputs(timed_set)
-			          : generate_inputs(timed_set, R.last_seed[timed_set])) {
+			          : generate_inputs(timed_set, st_call_seed(seed, (uint64_t)i))) {
 				free(poison);
 				json_decref(samples);
 				json_decref(digests);
@@ -763,9 +761,6 @@ static json_t *op_time(json_t *req)
 		json_object_set_new(r, "digests", digests);
 	else
 		json_decref(digests);
-	if (fresh)
-		json_object_set_new(r, "last_seeds", json_pack("[I,I]", (json_int_t)R.last_seed[0],
-		                                               (json_int_t)R.last_seed[1]));
 	return r;
 }
 

@@ -23,6 +23,8 @@ typedef struct st_clock_bound {
 	double excess_ms;  /* per call, the median over the solution's batches of what its batches
 	                    * took beyond what it reported, the harness's work and the round trip */
 	int batches;       /* the solution's batches behind it */
+	double noise_ms;   /* three standard errors of excess_ms, from the spread of both solutions'
+	                    * per-batch figures: an excess below it may be chance */
 } st_clock_bound;
 
 /* The bound of a solution's batches sol[0..ns) against the baseline's base[0..nb), with rtt_ms one
@@ -31,12 +33,12 @@ void st_clock_bound_compute(const st_batch_rec *sol, int ns, const st_batch_rec 
                             double rtt_ms, st_clock_bound *out);
 
 /* What to add to a solution's median time of median_ms: the excess, where it is more than noise
- * (2 us and 2 % of the call), else 0. */
+ * (its standard errors, and at least 2 us and 2 % of the call), else 0. */
 double st_clock_bound_charge(const st_clock_bound *b, double median_ms);
 
-/* Do the reports leave out so much (more than four times what they show, and over 50 us a call)
- * that the runner's clock or timing was tampered with? Asked twice, the second time of a
- * confirmation round, before a verdict says so. */
+/* Do the reports leave out so much (more than four times what they show, over 50 us a call and
+ * twice the noise) that the runner's clock or timing was tampered with? Asked twice, the second
+ * time of a confirmation round, before a verdict says so. */
 int st_clock_bound_gross(const st_clock_bound *b, double median_ms);
 
 #endif

@@ -322,7 +322,7 @@ st_status vx_run_seed(vctx *v, const layout *L, const st_size_set *set, int k, s
 			                  why);
 	}
 	for (int i = 0; i < v->n_sols; i++) {
-		if (i == v->ref || !vx_usable(v, i) || !vx_runs_seed(v, i, k))
+		if ((i == v->ref && i != v->cand) || !vx_usable(v, i) || !vx_runs_seed(v, i, k))
 			continue;
 		json_t *outs = json_array();
 		char why[1024] = "";

@@ -4,23 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "verify/set_select.h"
 #include "verify/verify_int.h"
-
-/* Is size set `label` named in the comma list? "hidden" names every hidden set, "hidden1" one. */
-static int set_selected(const char *list, const char *label)
-{
-	if (!list)
-		return 1;
-	int hidden = !strncmp(label, "hidden", 6);
-	for (const char *p = list; *p;) {
-		size_t len = strcspn(p, ",");
-		if ((len == strlen(label) && !strncmp(p, label, len)) ||
-		    (hidden && len == 6 && !strncmp(p, "hidden", 6)))
-			return 1;
-		p += len + (p[len] == ',');
-	}
-	return 0;
-}
 
 st_status vx_check_sets_option(const char *list, st_err *err)
 {
@@ -35,20 +20,10 @@ st_status vx_check_sets_option(const char *list, st_err *err)
 	return ST_OK;
 }
 
-static const char *time_set(const vctx *v)
-{
-	int host = !strcmp(v->o->backend, "host");
-	return v->o->time_set ? v->o->time_set : host && !v->stored ? "small" : "eval";
-}
-
 /* Does size set `set` run in this verify, and is it the timed one? */
 int vx_set_runs(const vctx *v, const st_size_set *set, int *timed)
 {
-	int host = !strcmp(v->o->backend, "host");
-	/* An imported task has its eval set only, on either backend. */
-	const char *sel = v->o->sets ? v->o->sets : host && !v->stored ? "small" : NULL;
-	*timed = !strcmp(set->label, time_set(v));
-	return *timed || set_selected(sel, set->label);
+	return st_verify_set_runs(v->o, v->stored, set->label, timed);
 }
 
 /* The params of --params (or an imported task's) against the shapes size set `set` needs. */
@@ -239,6 +214,7 @@ st_status vx_run_sets(vctx *v, json_t *peaks, st_err *err)
 		s = run_set(v, sets[k], timed, peaks, err);
 	}
 	if (!s && v->o->timing && !timed_any && !v->verdict_final)
-		s = st_err_set(err, ST_E_INVALID, "no size set named '%s' to time", time_set(v));
+		s = st_err_set(err, ST_E_INVALID, "no size set named '%s' to time",
+		               st_verify_time_set(v->o, v->stored));
 	return s;
 }

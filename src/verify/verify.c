@@ -17,6 +17,7 @@
 #include "common/cpus.h"
 #include "common/fs.h"
 #include "task/dtype.h"
+#include "verify/admit.h"
 #include "verify/peaks.h"
 #include "verify/runner_pool.h"
 #include "verify/verify_int.h"
@@ -106,6 +107,8 @@ static st_status start_runners(vctx *v, int *compiled, const char **arch, st_err
 	if ((s = vx_acquire_runners(v, compile_first, err)))
 		return s;
 	vx_phase(v, "start");
+	if ((s = st_admit_device(v->task, o, v->sols[v->cand].runner.info, err)))
+		return s;
 	json_object_set_new(v->verdict, "runners", vx_runners_json(v));
 	const json_t *info = v->sols[v->ref].runner.info;
 	json_object_set(v->verdict, "device", (json_t *)info);
@@ -263,6 +266,8 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 		return s;
 	st_task task;
 	s = st_task_load(task_dir, &task, err);
+	if (!s && (s = st_admit_verify(&task, o, NULL, err))) /* before anything is mapped */
+		st_task_free(&task);
 	if (s)
 		return s;
 	st_safetensors params;

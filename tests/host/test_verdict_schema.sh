@@ -64,8 +64,8 @@ run nonfinite incorrect 1 "$WORK/nan.c"
 # A raw fork the source check would refuse: without it the sandbox kills the runner.
 run hacking hacking 1 "$STITCH_SRC/tests/redteam/host/fork_raw.c" --no-policy
 run refcopy ok 0 "$WORK/refcopy.c"
-# Not a solution (no st_free): bad input, exit 2, though the JSON printed says compile_error.
-run noabi compile_error 2 "$FIX/noabi.c"
+# Not a whole solution (no st_free): the candidate's problem, a compile_error verdict.
+run noabi compile_error 1 "$FIX/noabi.c"
 # The examples docs/verdict.md points at.
 VERDICTS+=("$STITCH_SRC"/examples/verdict-*.json)
 

@@ -77,6 +77,32 @@ static void test_busy_host_quarter(void **state)
 	assert_true(b.excess_ms < 1e-9);
 }
 
+/* A host backend's harness: 8 ms of flush per call, varying by a millisecond from batch to batch,
+ * beside a call of 1 us. Chance alone moves the candidate's median off the baseline's by a good
+ * share of a millisecond; that is noise, charged nothing and never called tampering. */
+static void test_noisy_harness(void **state)
+{
+	(void)state;
+	st_batch_rec base[12], sol[12];
+	for (int i = 0; i < 12; i++) {
+		double jb = ((i * 7) % 12 - 5.5) / 5.5, js = ((i * 5 + 3) % 12 - 4.0) / 5.5;
+		base[i] = rec(3, 0.001, 8.0 + jb, 0.02, 0);
+		sol[i] = rec(3, 0.001, 8.0 + js, 0.02, 0);
+	}
+	st_clock_bound b;
+	st_clock_bound_compute(sol, 12, base, 12, 0.02, &b);
+	assert_true(b.excess_ms > 0.05); /* the chance gap itself */
+	assert_true(b.noise_ms > b.excess_ms);
+	assert_true(st_clock_bound_charge(&b, 0.001) == 0);
+	assert_false(st_clock_bound_gross(&b, 0.001));
+	/* The same noise with 9 ms a call hidden is still seen. */
+	for (int i = 0; i < 12; i++)
+		sol[i].took_ms += 3 * 9.0;
+	st_clock_bound_compute(sol, 12, base, 12, 0.02, &b);
+	assert_true(st_clock_bound_charge(&b, 0.001) > 8.5);
+	assert_true(st_clock_bound_gross(&b, 0.001));
+}
+
 static void test_nothing_to_compare(void **state)
 {
 	(void)state;
@@ -94,6 +120,7 @@ int main(void)
 		cmocka_unit_test(test_honest_any_batch_size),
 		cmocka_unit_test(test_hidden_work_is_charged),
 		cmocka_unit_test(test_busy_host_quarter),
+		cmocka_unit_test(test_noisy_harness),
 		cmocka_unit_test(test_nothing_to_compare),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
