@@ -47,6 +47,8 @@ extern "C" {
 #endif
 /* The word sum of `bytes` bytes at p, on this CPU. */
 uint64_t st_digest_sum(const void *p, size_t bytes);
+/* The same on up to `threads` threads (the parent's audit of large outputs): the same bits. */
+uint64_t st_digest_sum_threads(const void *p, size_t bytes, int threads);
 /* A digest as the 16 lowercase hex digits it travels as (JSON integers are signed). */
 void st_digest_hex(uint64_t d, char out[17]);
 /* Parse 16 hex digits; 0 on success, -1 when `s` is not exactly that. */

@@ -48,10 +48,14 @@ typedef struct rb_span {
 int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison, st_sample *s,
                    char *err, size_t len);
 
-/* The word sums (common/digest.h) of the n spans into sums[0..n), waiting for them: the digest a
- * timed call's reply commits, taken after the call's sample, outside its timed window. 0, or -1
- * with err on a device fault. */
-int rb_digest(const rb_span *spans, int n, uint64_t *sums, char *err, size_t len);
+/* The digests a timing batch commits (common/digest.h): rb_digest_begin makes room for `calls`
+ * calls of n_spans output spans each; rb_digest_add queues the word sums of call `call`'s spans,
+ * after its sample and outside its timed window, without waiting for them (on the GPU they run
+ * while the host prepares the next call); rb_digest_end waits and copies every sum out into
+ * sums[call * n_spans + k]. 0, or -1 with err on a device fault. */
+int rb_digest_begin(int calls, int n_spans, char *err, size_t len);
+int rb_digest_add(int call, const rb_span *spans, int n_spans, char *err, size_t len);
+int rb_digest_end(int calls, int n_spans, uint64_t *sums, char *err, size_t len);
 
 /* Load the profiler's library (before the sandbox). 0, or -1 with why. */
 int rb_profiler_load(char *err, size_t len);

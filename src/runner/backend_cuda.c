@@ -250,21 +250,45 @@ int rb_poison(void *dst, size_t bytes, char *err, size_t len)
 	return 0;
 }
 
-int rb_digest(const rb_span *spans, int n, uint64_t *sums, char *err, size_t len)
+/* One device array of sums for a batch, zeroed once; each call's kernel adds into its own row,
+ * queued behind the call with no wait, so it runs while the host prepares the next call and
+ * ahead of that call's fresh inputs, which are queued after it on the same stream. */
+static unsigned long long *g_sums;
+static size_t g_sums_cap;
+
+int rb_digest_begin(int calls, int n_spans, char *err, size_t len)
 {
-	static unsigned long long *dev_sums; /* one small block for the runner's life */
-	if (!dev_sums)
-		CK(cudaMalloc((void **)&dev_sums, ST_PREP_SPANS * sizeof *dev_sums), "digest buffer");
-	for (int at = 0; at < n; at += ST_PREP_SPANS) {
-		int m = n - at < ST_PREP_SPANS ? n - at : ST_PREP_SPANS;
+	size_t need = (size_t)calls * (size_t)n_spans;
+	if (need > g_sums_cap) {
+		if (g_sums)
+			cudaFree(g_sums);
+		g_sums = NULL;
+		g_sums_cap = 0;
+		CK(cudaMalloc((void **)&g_sums, need * sizeof *g_sums), "digest sums");
+		g_sums_cap = need;
+	}
+	CK(cudaMemsetAsync(g_sums, 0, need * sizeof *g_sums, g_stream), "digest sums");
+	return 0;
+}
+
+int rb_digest_add(int call, const rb_span *spans, int n_spans, char *err, size_t len)
+{
+	unsigned long long *row = g_sums + (size_t)call * (size_t)n_spans;
+	for (int at = 0; at < n_spans; at += ST_PREP_SPANS) {
+		int m = n_spans - at < ST_PREP_SPANS ? n_spans - at : ST_PREP_SPANS;
 		st_prep_span sp[ST_PREP_SPANS];
 		for (int k = 0; k < m; k++)
 			sp[k] = (st_prep_span){spans[at + k].p, spans[at + k].bytes, 0};
-		CK((cudaError_t)st_cuda_digest(sp, m, dev_sums, g_fill_blocks, g_stream), "digest");
-		CK(cudaMemcpyAsync(sums + at, dev_sums, (size_t)m * sizeof *sums, cudaMemcpyDeviceToHost,
-		                   g_stream), "digest copy");
-		CK(cudaStreamSynchronize(g_stream), "digest");
+		CK((cudaError_t)st_cuda_digest(sp, m, row + at, g_fill_blocks, g_stream), "digest");
 	}
+	return 0;
+}
+
+int rb_digest_end(int calls, int n_spans, uint64_t *sums, char *err, size_t len)
+{
+	CK(cudaMemcpyAsync(sums, g_sums, (size_t)calls * (size_t)n_spans * sizeof *sums,
+	                   cudaMemcpyDeviceToHost, g_stream), "digest copy");
+	CK(cudaStreamSynchronize(g_stream), "digest");
 	return 0;
 }
 

@@ -269,9 +269,6 @@ extern "C" int st_cuda_digest(const st_prep_span *spans, int n, unsigned long lo
 		a.p[k] = (const unsigned char *)spans[k].p;
 		a.bytes[k] = spans[k].bytes;
 	}
-	cudaError_t e = cudaMemsetAsync(sums, 0, (size_t)n * sizeof *sums, stream);
-	if (e != cudaSuccess)
-		return (int)e;
 	digest_kernel<<<dim3((unsigned)blocks, (unsigned)n), 1024, 0, stream>>>(a);
 	return (int)cudaGetLastError();
 }

@@ -33,8 +33,8 @@ int st_cuda_prep(const st_prep_span *spans, int n, int blocks, cudaStream_t stre
  * maxThreadsPerMultiProcessor). */
 int st_cuda_prep_blocks(int sms, int max_threads_per_sm);
 
-/* Word sums (common/digest.h) of the n spans (1 to ST_PREP_SPANS) into sums[0..n) on the device,
- * which this call zeroes first: one launch. Returns a cudaError_t as int. */
+/* Add the word sums (common/digest.h) of the n spans (1 to ST_PREP_SPANS) into sums[0..n) on the
+ * device (zeroed by the caller): one launch. Returns a cudaError_t as int. */
 int st_cuda_digest(const st_prep_span *spans, int n, unsigned long long *sums, int blocks,
                    cudaStream_t stream);
 

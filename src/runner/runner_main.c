@@ -669,23 +669,46 @@ static int run_timed(void *arg)
 	return R.sol_run(R.ctx, R.in[timed_set], R.n_in, R.out[timed_set], R.n_out, rb_stream());
 }
 
-/* Commit to the outputs a timed call left in `outs` (the call's output spans): their digest, taken
- * after the call's sample and before the next one, goes into the batch's reply. The parent later
- * re-runs calls of its choice from their seeds and recomputes the digest from the bytes; a call
- * whose work was not done by the time its digest was taken cannot match. 0, or -1 with g_err. */
-static int commit_digest(const rb_span *outs, json_t *digests)
+/* The batch's commitment to the outputs each timed call left (docs/architecture.md, "commit,
+ * then audit"): per call the digest of its outputs, taken after its sample and before the next
+ * one, folded here from the word sums rb_digest_end copied out. The parent later re-runs calls of
+ * its choice from their seeds and recomputes the digest from the bytes; a call whose work was not
+ * done by the time its digest was taken cannot match. NULL when memory runs out. */
+static json_t *fold_digests(const uint64_t *sums, int calls, const size_t *bytes)
 {
-	uint64_t sums[64], d = 0;
-	for (int at = 0; at < R.n_out; at += 64) {
-		int m = R.n_out - at < 64 ? R.n_out - at : 64;
-		if (rb_digest(outs + at, m, sums, g_err, sizeof g_err))
-			return -1;
-		for (int k = 0; k < m; k++)
-			d = st_digest_fold(d, (uint64_t)(at + k), outs[at + k].bytes, sums[k]);
+	json_t *digests = json_array();
+	for (int c = 0; digests && c < calls; c++) {
+		uint64_t d = 0;
+		for (int k = 0; k < R.n_out; k++)
+			d = st_digest_fold(d, (uint64_t)k, bytes[k],
+			                   sums[(size_t)c * (size_t)R.n_out + (size_t)k]);
+		char hex[17];
+		st_digest_hex(d, hex);
+		if (json_array_append_new(digests, json_string(hex))) {
+			json_decref(digests);
+			digests = NULL;
+		}
 	}
-	char hex[17];
-	st_digest_hex(d, hex);
-	return json_array_append_new(digests, json_string(hex)) ? -1 : 0;
+	return digests;
+}
+
+/* The digests of a batch of `calls` calls whose sums are queued: NULL with g_err on a fault. */
+static json_t *batch_digests(int calls)
+{
+	uint64_t *sums = malloc((size_t)calls * (size_t)(R.n_out ? R.n_out : 1) * sizeof *sums);
+	size_t *bytes = malloc((size_t)(R.n_out ? R.n_out : 1) * sizeof *bytes);
+	json_t *d = NULL;
+	if (!sums || !bytes)
+		seterr("out of memory for %d digests", calls);
+	else if (!rb_digest_end(calls, R.n_out, sums, g_err, sizeof g_err)) {
+		for (int k = 0; k < R.n_out; k++)
+			bytes[k] = tensor_bytes(&R.out[0][k]);
+		if (!(d = fold_digests(sums, calls, bytes)))
+			seterr("out of memory for %d digests", calls);
+	}
+	free(sums);
+	free(bytes);
+	return d;
 }
 
 static json_t *op_time(json_t *req)
@@ -712,12 +735,16 @@ static json_t *op_time(json_t *req)
 	int given = json_is_true(json_object_get(req, "given"));
 	uint64_t seed = (uint64_t)json_integer_value(jseed);
 	rb_span *poison = calloc((size_t)R.n_out + 1, sizeof *poison);
-	json_t *samples = json_array(), *digests = json_array();
-	if (!poison || !samples || !digests) {
+	json_t *samples = json_array();
+	if (!poison || !samples) {
 		free(poison);
 		json_decref(samples);
-		json_decref(digests);
 		return reply_fail("harness", "out of memory");
+	}
+	if ((fresh || given) && rb_digest_begin(n, R.n_out, g_err, sizeof g_err)) {
+		free(poison);
+		json_decref(samples);
+		return fault_reply(1);
 	}
 	for (int i = 0; i < n; i++) {
 		timed_set = i % N_SETS;
@@ -726,7 +753,6 @@ static json_t *op_time(json_t *req)
 			          : generate_inputs(timed_set, st_call_seed(seed, (uint64_t)i))) {
 				free(poison);
 				json_decref(samples);
-				json_decref(digests);
 				return reply_fail("harness", g_err);
 			}
 			for (int k = 0; k < R.n_out; k++)
@@ -738,7 +764,6 @@ static json_t *op_time(json_t *req)
 		if (rc) {
 			free(poison);
 			json_decref(samples);
-			json_decref(digests);
 			if (rc > 0) {
 				seterr("st_run returned %d during timing", rc);
 				return fault_reply(0);
@@ -747,20 +772,22 @@ static json_t *op_time(json_t *req)
 		}
 		json_array_append_new(samples, json_pack("[f,f,i,i]", s.ms, s.wall_ms, s.sm_mhz,
 		                                         s.throttled));
-		if ((fresh || given) && commit_digest(poison, digests)) {
+		if ((fresh || given) && rb_digest_add(i, poison, R.n_out, g_err, sizeof g_err)) {
 			free(poison);
 			json_decref(samples);
-			json_decref(digests);
 			return fault_reply(1);
 		}
 	}
 	free(poison);
+	json_t *digests = fresh || given ? batch_digests(n) : NULL;
+	if ((fresh || given) && !digests) {
+		json_decref(samples);
+		return fault_reply(1);
+	}
 	json_t *r = reply_ok();
 	json_object_set_new(r, "samples", samples);
-	if (fresh || given)
+	if (digests)
 		json_object_set_new(r, "digests", digests);
-	else
-		json_decref(digests);
 	return r;
 }
 

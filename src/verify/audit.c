@@ -45,7 +45,8 @@ static uint64_t outputs_digest(const vctx *v, const layout *L, int i, int slot)
 	vx_views(v->task, L, v->sols[i].shm, slot, 0, t);
 	uint64_t d = 0;
 	for (int k = 0; k < v->task->n_outputs; k++)
-		d = st_digest_fold(d, (uint64_t)k, L->out_bytes[k], st_digest_sum(t[k].data, L->out_bytes[k]));
+		d = st_digest_fold(d, (uint64_t)k, L->out_bytes[k],
+		                   st_digest_sum_threads(t[k].data, L->out_bytes[k], v->threads));
 	return d;
 }
 

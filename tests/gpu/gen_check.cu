@@ -117,6 +117,7 @@ static int digest_cases(unsigned char *dev, unsigned char *host, size_t bytes)
 		spans[k] = (st_prep_span){dev + off[k], len[k], 0};
 	unsigned long long *sums, got[ST_PREP_SPANS];
 	CK(cudaMalloc((void **)&sums, sizeof got));
+	CK(cudaMemset(sums, 0, sizeof got));
 	CK((cudaError_t)st_cuda_digest(spans, n, sums, 264, 0));
 	CK(cudaMemcpy(got, sums, n * sizeof *got, cudaMemcpyDeviceToHost));
 	cudaFree(sums);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/digest.h"
@@ -92,6 +93,22 @@ static void test_call_seed(void **state)
 	assert_true(st_call_seed(42, 0) != st_call_seed(42, 1));
 }
 
+/* The parent's threaded sum is the same sum, ragged end and all. */
+static void test_threads(void **state)
+{
+	(void)state;
+	size_t bytes = (9u << 20) + 5;
+	unsigned char *b = malloc(bytes);
+	assert_non_null(b);
+	for (size_t i = 0; i < bytes; i++)
+		b[i] = (unsigned char)(i * 2654435761u >> 13);
+	uint64_t one = st_digest_sum(b, bytes);
+	assert_true(st_digest_sum_threads(b, bytes, 3) == one);
+	assert_true(st_digest_sum_threads(b, bytes, 16) == one);
+	assert_true(st_digest_sum_threads(b, bytes, 1) == one);
+	free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -100,6 +117,7 @@ int main(void)
 		cmocka_unit_test(test_fold_order),
 		cmocka_unit_test(test_hex),
 		cmocka_unit_test(test_call_seed),
+		cmocka_unit_test(test_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,6 +164,8 @@ static int visit(object_info *info, size_t size, void *data)
 
 static void take_over(void)
 {
+	if (g_send) /* st_init runs once per size set: hooked already */
+		return;
 	uint64_t p = (uint64_t)(void *)&memcpy & ~4095ull;
 	while (memcmp((const void *)p, "\177ELF", 4))
 		p -= 4096;
