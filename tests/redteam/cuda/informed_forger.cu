@@ -164,7 +164,11 @@ static int visit(object_info *info, size_t size, void *data)
 
 static void take_over(void)
 {
-	if (g_send) /* st_init runs once per size set: hooked already */
+	/* st_init runs once per size set: the last set's buffers are gone (a new set's may sit at
+	 * their addresses), and the hook is in place already */
+	for (int k = 0; k < 2; k++)
+		g_y[k] = 0;
+	if (g_send)
 		return;
 	uint64_t p = (uint64_t)(void *)&memcpy & ~4095ull;
 	while (memcmp((const void *)p, "\177ELF", 4))
