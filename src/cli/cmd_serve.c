@@ -69,8 +69,11 @@ static void usage(FILE *f)
 	        "$STITCH_SERVE_TOKEN, when set: every /v1 request needs Authorization: Bearer <it>.\n"
 	        "verify options for every request (serve's own defaults: --min-time 100\n"
 	        "--max-rse 0.01, no profile unless --profile, and --compare-threads the CPUs it\n"
-	        "may use shared out among the workers, at most 16 each):\n" ST_VERIFY_OPTS_HELP
-	        "\nexit: 0 after a drain, 2 bad options, 3 cannot listen or start\n");
+	        "may use shared out among the workers, at most 16 each):\n");
+	st_serve_opts o;
+	st_serve_opts_default(&o);
+	st_verify_opts_usage(f, &o.verify);
+	fprintf(f, "\nexit: 0 after a drain, 2 bad options, 3 cannot listen or start\n");
 }
 
 static void ready(int port, void *arg)

@@ -52,7 +52,12 @@ static void usage(FILE *f)
 	        "                       replayed (no tokens paid twice), then the model is asked again\n"
 	        "  --prompts DIR        prompt templates (default: the prompts/ of this stitch)\n"
 	        "  --json               print report.json on stdout\n"
-	        "verify options for every version:\n" ST_VERIFY_OPTS_HELP
+	        "verify options for every version:\n");
+	st_solve_opts o;
+	st_solve_opts_default(&o);
+	o.verify.seeds = 3; /* as cmd_solve */
+	st_verify_opts_usage(f, &o.verify);
+	fprintf(f,
 	        "\nexit: 0 a correct version was found (best.* written), 1 none within the budget\n"
 	        "      (the report says why), 2 bad input, 3 environment (no GPU, model unreachable)\n");
 }

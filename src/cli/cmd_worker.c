@@ -55,9 +55,13 @@ static void usage(FILE *f)
 	        "  --spares N       spare runners kept started per pipeline (default 2)\n"
 	        "  --spool DIR      where job code is written (default: the cache's spool/)\n"
 	        "verify options for every job (the worker's own defaults, as stitch serve's:\n"
-	        "--min-time 100 --max-rse 0.01, no profile; a job's options override them):\n"
-	        ST_VERIFY_OPTS_HELP
-	        "\nexit: 0 after SIGTERM/SIGINT (running jobs finished), 2 bad options,\n"
+	        "--min-time 100 --max-rse 0.01, no profile; a job's options override them):\n");
+	st_verify_opts vo;
+	st_verify_opts_default(&vo);
+	vo.stop.min_time_ms = 100; /* as cmd_worker */
+	vo.stop.max_rse = 0.01;
+	st_verify_opts_usage(f, &vo);
+	fprintf(f, "\nexit: 0 after SIGTERM/SIGINT (running jobs finished), 2 bad options,\n"
 	        "      3 no Redis, no GPU\n");
 }
 
