@@ -49,7 +49,7 @@ void st_verify_opt_table(st_verify_opts *o, int *quiet, int profile, st_opt *t)
 		{ST_OPT_INT, .name = "seeds", 0, &o->seeds, "N",
 		 "correctness seeds per size set, 1 to 100", 1, 100},
 		{ST_OPT_UINT64, .name = "seed", 0, &o->seed, "N",
-		 "reproducible seeds from N (a positive integer) instead of fresh secret ones",
+		 "reproducible seeds from N, a positive integer",
 		 .min = 1, .unset = "fresh secret seeds"},
 		{ST_OPT_FLAG_OFF, .name = "no-timing", 0, &o->timing, NULL,
 		 profile ? "do not time (the default here; undoes --timing)" : "check correctness only"},
@@ -103,8 +103,8 @@ void st_profile_opt_table(st_verify_opts *o, st_opt *t)
 {
 	const st_opt table[] = {
 		{ST_OPT_STRING, .name = "trace", 0, &o->trace_path, "FILE",
-		 "write the profiled st_run as a Chrome trace (Perfetto, chrome://tracing);\n"
-		 "cuda backend"},
+		 "write the profiled st_run as a Chrome trace (Perfetto,\n"
+		 "chrome://tracing); cuda backend"},
 		{ST_OPT_FLAG, .name = "ncu", 0, &o->ncu, NULL,
 		 "also measure the kernels with Nsight Compute ($STITCH_NCU or ncu on\n"
 		 "PATH): a second pass on the timed set, one seed, NOT sandboxed (run it\n"
@@ -200,7 +200,9 @@ int st_verify_cli_run(const char *task, const char *solution, const st_verify_op
 	}
 	if (s) {
 		json_decref(v);
-		if (s == ST_E_NODEVICE && !strcmp(o->backend, "cuda"))
+		/* no GPU, or a build without the CUDA runner: the host backend still works */
+		if (!strcmp(o->backend, "cuda") &&
+		    (s == ST_E_NODEVICE || strstr(err.msg, "backend 'cuda' not built")))
 			st_cli_error("%s; without a GPU, '--backend host' verifies a C solution (.c) on "
 			             "the CPU", err.msg);
 		else

@@ -40,7 +40,7 @@ static st_status bad_number(const st_opt *o, const char *v, const char *what, st
 	if (o->max > o->min)
 		return st_err_set(err, ST_E_INVALID, "--%s: '%s' is not %s between %.15g and %.15g",
 		                  o->name, v, what, o->min, o->max);
-	if (o->min > 0)
+	if (o->min > 1)
 		return st_err_set(err, ST_E_INVALID, "--%s: '%s' is not %s of at least %.15g", o->name,
 		                  v, what, o->min);
 	return st_err_set(err, ST_E_INVALID, "--%s: '%s' is not %s", o->name, v, what);
@@ -95,8 +95,8 @@ static st_status set_list(const st_opt *o, const char *v, st_err *err)
 		const char *c = strchr(p, ',');
 		size_t len = c ? (size_t)(c - p) : strlen(p);
 		if (!len)
-			return st_err_set(err, ST_E_INVALID, "--%s: '%s' is not a list of %s (an item is "
-			                  "empty)", o->name, v, o->arg ? o->arg : "values");
+			return st_err_set(err, ST_E_INVALID, "--%s: '%s' is not a comma list (an item is "
+			                  "empty)", o->name, v);
 		if (!c)
 			break;
 		p = c;
