@@ -351,6 +351,76 @@ static json_t *run_facts(const bench_args *a, const st_verify_opts *o, int argc,
 	return run;
 }
 
+/* The sweep's rows, score and run facts: stored, reported and printed in the chosen format.
+ * The exit code: 0 all correct, 1 some not, 3 something could not be stored or verified. */
+static int finish_run(const bench_args *a, const st_verify_opts *o, int argc, char **argv,
+                      const job_list *L, json_t **verdicts, st_bench_db *db, const char *db_path)
+{
+	int rc = 0;
+	st_err err;
+	json_t *rows = json_array(), *vs = json_array();
+	int failed = 0, broken = 0;
+	for (int k = 0; k < L->n; k++) {
+		json_t *row = st_bench_row(L->jobs[k].task_id, L->jobs[k].tier, verdicts[k]);
+		failed += !json_is_true(json_object_get(row, "correct"));
+		broken += !strcmp(json_string_value(json_object_get(row, "status")), "error");
+		json_array_append_new(rows, row);
+		json_array_append(vs, verdicts[k] ? verdicts[k] : json_null());
+	}
+	json_t *score = st_bench_score(rows);
+	json_t *run = run_facts(a, o, argc, argv, verdicts, L->n);
+	if (db) {
+		long long id;
+		if (st_bench_db_save(db, run, rows, vs, &id, &err)) {
+			st_cli_error("%s (the results are printed but not stored)", err.msg);
+			rc = ST_EXIT_ENV;
+		} else {
+			json_object_set_new(run, "id", json_integer(id));
+			if (!a->quiet)
+				fprintf(stderr, "recorded as run %lld in %s\n", id, db_path);
+		}
+	}
+	if (a->report && st_bench_report(a->report, run, rows, score, a->baseline, &err)) {
+		st_cli_error("%s", err.msg);
+		rc = ST_EXIT_ENV;
+	}
+	if (a->format == FMT_JSON) {
+		/* verdicts without raw samples: those are in the store */
+		size_t i;
+		json_t *v;
+		json_array_foreach(vs, i, v) {
+			const char *key;
+			json_t *role;
+			json_object_foreach(json_object_get(v, "timing"), key, role)
+				if (json_is_object(role))
+					json_object_del(role, "raw");
+		}
+		json_t *all = json_pack("{s:O,s:O,s:O,s:O}", "run", run, "score", score, "rows", rows,
+		                        "verdicts", vs);
+		json_dumpf(all, stdout, JSON_INDENT(2));
+		fputc('\n', stdout);
+		json_decref(all);
+	} else if (a->format == FMT_CSV) {
+		st_bench_print_csv(rows, stdout);
+	} else if (a->format == FMT_MD) {
+		st_bench_print_md(run, rows, score, a->baseline, stdout);
+	} else {
+		st_bench_print_table(rows, score, a->baseline, stdout);
+	}
+	if (!rc && broken) {
+		st_cli_error("bench: %d task%s could not be verified (status error: a broken task or "
+		             "baseline, see the reasons above)", broken, broken == 1 ? "" : "s");
+		rc = ST_EXIT_ENV;
+	}
+	if (!rc && failed)
+		rc = ST_EXIT_NO;
+	json_decref(run);
+	json_decref(score);
+	json_decref(rows);
+	json_decref(vs);
+	return rc;
+}
+
 /* ---- the command ------------------------------------------------------------------------------ */
 
 int cmd_bench(int argc, char **argv)
@@ -414,68 +484,8 @@ int cmd_bench(int argc, char **argv)
 		rc = s == ST_E_INVALID ? ST_EXIT_USAGE : ST_EXIT_ENV;
 	}
 
-	if (!rc) {
-		json_t *rows = json_array(), *vs = json_array();
-		int failed = 0, broken = 0;
-		for (int k = 0; k < L.n; k++) {
-			json_t *row = st_bench_row(L.jobs[k].task_id, L.jobs[k].tier, verdicts[k]);
-			failed += !json_is_true(json_object_get(row, "correct"));
-			broken += !strcmp(json_string_value(json_object_get(row, "status")), "error");
-			json_array_append_new(rows, row);
-			json_array_append(vs, verdicts[k] ? verdicts[k] : json_null());
-		}
-		json_t *score = st_bench_score(rows);
-		json_t *run = run_facts(&a, &o, argc, argv, verdicts, L.n);
-		if (db) {
-			long long id;
-			if (st_bench_db_save(db, run, rows, vs, &id, &err)) {
-				st_cli_error("%s (the results are printed but not stored)", err.msg);
-				rc = ST_EXIT_ENV;
-			} else {
-				json_object_set_new(run, "id", json_integer(id));
-				if (!a.quiet)
-					fprintf(stderr, "recorded as run %lld in %s\n", id, db_path);
-			}
-		}
-		if (a.report && st_bench_report(a.report, run, rows, score, a.baseline, &err)) {
-			st_cli_error("%s", err.msg);
-			rc = ST_EXIT_ENV;
-		}
-		if (a.format == FMT_JSON) {
-			/* verdicts without raw samples: those are in the store */
-			size_t i;
-			json_t *v;
-			json_array_foreach(vs, i, v) {
-				const char *key;
-				json_t *role;
-				json_object_foreach(json_object_get(v, "timing"), key, role)
-					if (json_is_object(role))
-						json_object_del(role, "raw");
-			}
-			json_t *all = json_pack("{s:O,s:O,s:O,s:O}", "run", run, "score", score, "rows", rows,
-			                        "verdicts", vs);
-			json_dumpf(all, stdout, JSON_INDENT(2));
-			fputc('\n', stdout);
-			json_decref(all);
-		} else if (a.format == FMT_CSV) {
-			st_bench_print_csv(rows, stdout);
-		} else if (a.format == FMT_MD) {
-			st_bench_print_md(run, rows, score, a.baseline, stdout);
-		} else {
-			st_bench_print_table(rows, score, a.baseline, stdout);
-		}
-		if (!rc && broken) {
-			st_cli_error("bench: %d task%s could not be verified (status error: a broken task or "
-			             "baseline, see the reasons above)", broken, broken == 1 ? "" : "s");
-			rc = ST_EXIT_ENV;
-		}
-		if (!rc && failed)
-			rc = ST_EXIT_NO;
-		json_decref(run);
-		json_decref(score);
-		json_decref(rows);
-		json_decref(vs);
-	}
+	if (!rc)
+		rc = finish_run(&a, &o, argc, argv, &L, verdicts, db, db_path);
 	for (int k = 0; k < L.n; k++)
 		json_decref(verdicts[k]);
 	free(verdicts);

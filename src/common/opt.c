@@ -137,6 +137,13 @@ static st_status set_value(const st_opt *o, const char *v, st_err *err)
 		return set_list(o, v, err);
 	case ST_OPT_ENUM:
 		return set_enum(o, v, err);
+	case ST_OPT_MULTI: {
+		st_opt_strings *m = o->target;
+		if (m->n >= m->max)
+			return st_err_set(err, ST_E_INVALID, "--%s: more than %d given", o->name, m->max);
+		m->v[m->n++] = v;
+		return ST_OK;
+	}
 	default:
 		*(const char **)o->target = v;
 		return ST_OK;
@@ -186,11 +193,14 @@ int st_opt_parse_one(const st_opt *const *tables, int argc, char **argv, int *i,
 {
 	const char *a = argv[*i];
 	int k;
-	size_t len = strcspn(a + 2, "=");
 	if (a[0] != '-' || !a[1])
 		return 0;
-	if (a[1] == '-' ? !find(tables, a + 2, len, 0, &k) : a[2] || !find(tables, NULL, 0, a[1], &k))
+	if (a[1] == '-') {
+		if (!find(tables, a + 2, strcspn(a + 2, "="), 0, &k))
+			return 0;
+	} else if (a[2] || !find(tables, NULL, 0, a[1], &k)) {
 		return 0;
+	}
 	return parse_one(tables, argc, argv, i, NULL, err) ? -1 : 1;
 }
 
@@ -220,6 +230,8 @@ st_status st_opt_parse(const st_opt *const *tables, const st_opt_conflict *confl
 				return s;
 			continue;
 		}
+		if (*n_pos >= max_pos && !max_pos)
+			return st_err_set(err, ST_E_INVALID, "unexpected argument '%s'", a);
 		if (*n_pos >= max_pos)
 			return st_err_set(err, ST_E_INVALID, "too many arguments at '%s' (at most %d)", a,
 			                  max_pos);
@@ -259,11 +271,23 @@ static void default_text(const st_opt *o, char *buf, size_t len)
 		if (*(const char *const *)o->target)
 			snprintf(buf, len, " (default %s)", *(const char *const *)o->target);
 		break;
+	case ST_OPT_MULTI:
+		break;
 	default:
 		return;
 	}
 	if (!buf[0] && o->unset)
 		snprintf(buf, len, " (default: %s)", o->unset);
+}
+
+/* text, its lines after the first indented by col (a default may take two lines). */
+static void put_indented(FILE *f, const char *text, int col)
+{
+	for (; *text; text++) {
+		fputc(*text, f);
+		if (*text == '\n')
+			fprintf(f, "%*s", col, "");
+	}
 }
 
 void st_opt_usage(FILE *f, const st_opt *table)
@@ -287,10 +311,16 @@ void st_opt_usage(FILE *f, const st_opt *table)
 			int len = nl ? (int)(nl - h) : (int)strlen(h);
 			int last = !nl || !nl[1];
 			/* the default goes after the last line, or under it where it would not fit */
-			int fits = COL + len + (int)strlen(dflt) <= 96;
-			fprintf(f, "%.*s%s\n", len, h, last && fits ? dflt : "");
-			if (last && !fits && dflt[0])
-				fprintf(f, "%*s%s\n", COL, "", dflt + 1);
+			int fits = COL + len + (int)strcspn(dflt, "\n") <= 96;
+			fprintf(f, "%.*s", len, h);
+			if (last && fits)
+				put_indented(f, dflt, COL);
+			fputc('\n', f);
+			if (last && !fits && dflt[0]) {
+				fprintf(f, "%*s", COL, "");
+				put_indented(f, dflt + 1, COL);
+				fputc('\n', f);
+			}
 			if (last)
 				break;
 			h = nl + 1;

@@ -24,7 +24,14 @@ typedef enum st_opt_kind {
 	ST_OPT_STRING,    /* const char * target: not empty */
 	ST_OPT_LIST,      /* const char * target: comma list with no empty item */
 	ST_OPT_ENUM,      /* const char * target: one of .values */
+	ST_OPT_MULTI,     /* st_opt_strings target: repeatable, each value (not empty) appended */
 } st_opt_kind;
+
+/* The values of a repeatable option: v has room for max. */
+typedef struct st_opt_strings {
+	const char **v;
+	int n, max;
+} st_opt_strings;
 
 typedef struct st_opt {
 	st_opt_kind kind;

@@ -53,6 +53,7 @@ bad "eval: samples not a number" "--samples: 'many' is not an integer" eval --mo
 bad "queue: unknown option" "unknown option '--frobnicate'" queue status --frobnicate
 bad "tasks: unknown option" "unknown option '--frobnicate'" tasks --frobnicate
 bad "redteam: bad timeout" "--timeout: 'nan' is not a finite number" redteam --backend host --timeout nan
+bad "worker: nan reclaim time" "--reclaim-after: 'nan' is not a" worker --queue redis://127.0.0.1:1 --reclaim-after nan
 # Options that cannot go together are named, both of them.
 bad "bench: two formats" "--json and --csv cannot be given together" bench --backend host --json --csv
 bad "verify: no timing but a timed set" "--no-timing and --time-set cannot be given together" verify --backend host --no-timing --time-set eval "$TASK" "$FIX/good.c"
