@@ -54,6 +54,10 @@ bad "queue: unknown option" "unknown option '--frobnicate'" queue status --frobn
 bad "tasks: unknown option" "unknown option '--frobnicate'" tasks --frobnicate
 bad "redteam: bad timeout" "--timeout: 'nan' is not a finite number" redteam --backend host --timeout nan
 bad "worker: nan reclaim time" "--reclaim-after: 'nan' is not a" worker --queue redis://127.0.0.1:1 --reclaim-after nan
+bad "solve: nan time budget" "--max-time: 'nan' is not a finite number" solve --model openai:x --max-time nan "$TASK"
+bad "export: unknown skill" "--skill: 'foo' is not one of: gen, opt" export --skill foo
+bad "import: fractional seeds" "--seeds: '1.5' is not an integer" import kernelbench "$WORK/x.py" --seeds 1.5
+bad "eval --compare: a page with --list" "--list and --html cannot be given together" eval --list --html "$WORK/p.html"
 # Options that cannot go together are named, both of them.
 bad "bench: two formats" "--json and --csv cannot be given together" bench --backend host --json --csv
 bad "verify: no timing but a timed set" "--no-timing and --time-set cannot be given together" verify --backend host --no-timing --time-set eval "$TASK" "$FIX/good.c"

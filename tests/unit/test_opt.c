@@ -177,6 +177,36 @@ static void test_parse_one(void **state)
 	assert_non_null(strstr(err.msg, "--time: 'x'"));
 }
 
+static void test_repeatable_and_no_positionals(void **state)
+{
+	(void)state;
+	const char *v[2];
+	st_opt_strings dirs = {v, 0, 2};
+	const st_opt t[] = {
+		{ST_OPT_MULTI, .name = "dir", 0, &dirs, "DIR", "repeatable"},
+		{ST_OPT_END},
+	};
+	const st_opt *const tables[] = {t, NULL};
+	char *ok[] = {"cmd", "--dir", "a", "--dir=b", NULL};
+	st_err err;
+	int n;
+	assert_int_equal(st_opt_parse(tables, NULL, 4, ok, NULL, 0, &n, &err), ST_OK);
+	assert_int_equal(dirs.n, 2);
+	assert_string_equal(v[0], "a");
+	assert_string_equal(v[1], "b");
+	dirs.n = 0;
+	char *three[] = {"cmd", "--dir", "a", "--dir", "b", "--dir", "c", NULL};
+	assert_int_equal(st_opt_parse(tables, NULL, 7, three, NULL, 0, &n, &err), ST_E_INVALID);
+	assert_non_null(strstr(err.msg, "--dir: more than 2 given"));
+	dirs.n = 0;
+	char *empty[] = {"cmd", "--dir", "", NULL};
+	assert_int_equal(st_opt_parse(tables, NULL, 3, empty, NULL, 0, &n, &err), ST_E_INVALID);
+	assert_int_equal(dirs.n, 0);
+	char *stray[] = {"cmd", "x", NULL};
+	assert_int_equal(st_opt_parse(tables, NULL, 2, stray, NULL, 0, &n, &err), ST_E_INVALID);
+	assert_non_null(strstr(err.msg, "unexpected argument 'x'"));
+}
+
 static void test_usage_from_table(void **state)
 {
 	(void)state;
@@ -208,6 +238,7 @@ int main(void)
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_conflicts),
 		cmocka_unit_test(test_parse_one),
+		cmocka_unit_test(test_repeatable_and_no_positionals),
 		cmocka_unit_test(test_usage_from_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
