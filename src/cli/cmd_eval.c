@@ -57,7 +57,8 @@ static void own_table(eval_args *a, st_opt *t)
 		{ST_OPT_INT, .name = "rounds", 0, &a->rounds, "R",
 		 "refine rounds or agent attempts, 1 to " ST_STR(ST_EVAL_MAX_ROUNDS)
 		 " (oneshot: 1 and no other)", 1, ST_EVAL_MAX_ROUNDS, .unset = "3 refine, 4 agent"},
-		{ST_OPT_INT, .name = "tier", 0, &a->tier, "N", "only tasks of tier N, 1 to 4", 1, 4, .unset = "all"},
+		{ST_OPT_INT, .name = "tier", 0, &a->tier, "N", "only tasks of tier N, 1 to 4", 1, 4,
+		 .unset = "all"},
 		{ST_OPT_STRING, .name = "task", 0, &a->glob, "GLOB",
 		 "only tasks whose id matches GLOB", .unset = "all"},
 		{ST_OPT_STRING, .name = "out", 0, &a->out, "DIR",
