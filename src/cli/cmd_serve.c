@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "request_cap.h"
 #include "common/fs.h"
 #include "common/paths.h"
 #include "serve/serve.h"
@@ -15,7 +16,7 @@ static const char *const baselines[] = {"reference", "expert", NULL};
 /* serve's own options over o (and *body_max, an int for the table; o->body_max is a size_t). */
 #define SERVE_OPT_N 28
 
-static void own_table(st_serve_opts *o, int *body_max, st_opt *t)
+static void own_table(st_serve_opts *o, int *body_max, double *cap_gib, st_opt *t)
 {
 	const st_opt table[] = {
 		{ST_OPT_STRING, .name = "listen", 0, &o->listen, "HOST:PORT",
@@ -83,6 +84,7 @@ static void own_table(st_serve_opts *o, int *body_max, st_opt *t)
 		 "reward: reference or expert, which speedup counts", .values = baselines},
 		{ST_OPT_FLAG, .name = "profile", 0, &o->verify.profile, NULL,
 		 "add the CUPTI profile to every verdict (costs a run)"},
+		ST_REQUEST_CAP_OPT(cap_gib),
 		{ST_OPT_END},
 	};
 	_Static_assert(sizeof table / sizeof table[0] <= SERVE_OPT_N, "SERVE_OPT_N");
@@ -109,8 +111,9 @@ static void usage(FILE *f)
 	st_serve_opts o;
 	st_serve_opts_default(&o);
 	int body_max = (int)o.body_max;
+	double cap_gib = st_cli_request_cap_default_gib();
 	st_opt own[SERVE_OPT_N];
-	own_table(&o, &body_max, own);
+	own_table(&o, &body_max, &cap_gib, own);
 	st_opt_usage(f, own);
 	fprintf(f,
 	        "$STITCH_SERVE_TOKEN, when set: every /v1 request needs Authorization: Bearer <it>.\n"
@@ -141,12 +144,14 @@ int cmd_serve(int argc, char **argv)
 	o.tasks_root = st_cli_tasks_root();
 	int quiet = 0, body_max = (int)o.body_max, n_pos;
 	st_opt own[SERVE_OPT_N], ver[ST_VERIFY_OPT_N];
-	own_table(&o, &body_max, own);
+	double cap_gib = st_cli_request_cap_default_gib();
+	own_table(&o, &body_max, &cap_gib, own);
 	st_verify_opt_table(&o.verify, &quiet, 0, ver);
 	const st_opt *const tables[] = {own, ver, NULL};
 	if (st_cli_parse("serve", tables, conflicts, argc, argv, NULL, 0, &n_pos))
 		return ST_EXIT_USAGE;
 	o.body_max = (size_t)body_max;
+	o.verify.max_request_bytes = st_cli_request_cap_bytes(cap_gib);
 	char db[PATH_MAX], spool[PATH_MAX], prompts[PATH_MAX], cache[PATH_MAX], judge_cache[PATH_MAX];
 	st_err err;
 	if (!o.db_path) {

@@ -6,6 +6,7 @@
  * heartbeats and the leases of running jobs alive; pending jobs of consumers whose heartbeat
  * expired are claimed. SIGTERM finishes the running jobs and leaves. */
 #include "cli.h"
+#include "request_cap.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -39,7 +40,8 @@ typedef struct worker_args {
 
 #define WORKER_ARGS_DEFAULTS {.gpus = "0", .per_gpu = 1, .host_workers = 1, .keep = 48, .spares = 2}
 
-static void own_table(const char **url, double *reclaim_s, worker_args *a, st_opt *t)
+static void own_table(const char **url, double *reclaim_s, double *cap_gib, worker_args *a,
+                      st_opt *t)
 {
 	const st_opt table[] = {
 		{ST_OPT_STRING, .name = "queue", 0, url, "URL",
@@ -64,6 +66,7 @@ static void own_table(const char **url, double *reclaim_s, worker_args *a, st_op
 		 "spare runners kept started per pipeline, 1 to 4096", 1, 4096},
 		{ST_OPT_STRING, .name = "spool", 0, &a->spool, "DIR", "where job code is written",
 		 .unset = "the cache's spool/"},
+		ST_REQUEST_CAP_OPT(cap_gib),
 		{ST_OPT_END},
 	};
 	memcpy(t, table, sizeof table);
@@ -92,8 +95,9 @@ static void usage(FILE *f)
 	const char *url = NULL;
 	double reclaim_s = 10;
 	worker_args wa = WORKER_ARGS_DEFAULTS;
-	st_opt own[10];
-	own_table(&url, &reclaim_s, &wa, own);
+	double cap_gib = st_cli_request_cap_default_gib();
+	st_opt own[12];
+	own_table(&url, &reclaim_s, &cap_gib, &wa, own);
 	st_opt_usage(f, own);
 	fprintf(f,
 	        "verify options for every job (the worker's own defaults, as stitch serve's:\n"
@@ -403,12 +407,14 @@ int cmd_worker(int argc, char **argv)
 	w.lease_s = 10;
 	worker_args wa = WORKER_ARGS_DEFAULTS;
 	int quiet = 0, n_pos;
-	st_opt own[10], ver[ST_VERIFY_OPT_N];
-	own_table(&w.url, &w.reclaim_s, &wa, own);
+	double cap_gib = st_cli_request_cap_default_gib();
+	st_opt own[12], ver[ST_VERIFY_OPT_N];
+	own_table(&w.url, &w.reclaim_s, &cap_gib, &wa, own);
 	st_verify_opt_table(&w.vo, &quiet, 0, ver);
 	const st_opt *const tables[] = {own, ver, NULL};
 	if (st_cli_parse("worker", tables, conflicts, argc, argv, NULL, 0, &n_pos))
 		return ST_EXIT_USAGE;
+	w.vo.max_request_bytes = st_cli_request_cap_bytes(cap_gib);
 	const char *gpus = wa.gpus, *spool = wa.spool, *name = wa.name;
 	int per_gpu = wa.per_gpu, host_workers = wa.host_workers, keep = wa.keep,
 	    spares = wa.spares;
