@@ -24,7 +24,7 @@ static void own_table(int *json, const char **root, st_opt *t)
 {
 	const st_opt table[] = {
 		{ST_OPT_FLAG, .name = "json", 0, json, NULL, "print a JSON array instead of a table"},
-		{ST_OPT_STRING, .name = "root", 0, root, "DIR", "the suite folder"},
+		{ST_OPT_STRING, .name = "root", 0, root, "DIR", "the suite folder; without it $STITCH_TASKS, else\nthe source tree's tasks/"},
 		{ST_OPT_END},
 	};
 	memcpy(t, table, sizeof table);
