@@ -20,7 +20,8 @@ typedef enum st_dtype { ST_F32, ST_F16, ST_BF16, ST_F64, ST_I32, ST_I64, ST_I8, 
                         ST_F8E4M3, ST_F8E5M2 } st_dtype;
 
 typedef struct st_tensor { const char *name; st_dtype dtype; int32_t ndim; int64_t shape[8];
-                           void *data; /* device memory, contiguous, row-major */ } st_tensor;
+                           void *data; /* contiguous, row-major: device memory on the cuda
+                                          backend, host memory on the host backend */ } st_tensor;
 
 typedef struct st_config { int32_t n; const char *const *names; const int64_t *values; } st_config;
 

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,8 +21,76 @@
 #include "task/task.h"
 #include "verify_opts.h"
 
+typedef struct bench_args {
+	const char *solutions, *glob, *baseline, *report, *db, *cmp[2], *queue, *queue_arch;
+	int tier, format, no_db, jobs, verbose, quiet;
+} bench_args;
+
+enum { FMT_TABLE, FMT_JSON, FMT_CSV, FMT_MD };
+
+static const char *const baselines[] = {"reference", "expert", NULL};
+
+/* bench's own options, over a; room for 20 entries. */
+static void own_table(bench_args *a, st_opt *t)
+{
+	const st_opt table[] = {
+		{ST_OPT_STRING, .name = "solutions", 0, &a->solutions, "DIR",
+		 "solutions to run: DIR/<tier>/<task>.cu (.c for --backend host),\n"
+		 "e.g. DIR/t1/softmax.cu; a task without one counts as missing",
+		 .unset = "each task's bundled expert (trusted)"},
+		{ST_OPT_INT, .name = "tier", 0, &a->tier, "N",
+		 "only tasks of tier N (1 kernels, 2 modules, 3 applications,\n4 challenges)", 1, 4,
+		 .unset = "all"},
+		{ST_OPT_STRING, .name = "task", 0, &a->glob, "GLOB",
+		 "only tasks whose id matches GLOB (e.g. 't1/*')", .unset = "all"},
+		{ST_OPT_ENUM, .name = "baseline", 0, &a->baseline, "B",
+		 "reference or expert: the headline speedup", .values = baselines},
+		{ST_OPT_CONST, .name = "json", 0, &a->format, NULL,
+		 "print {run, score, rows, verdicts} as JSON instead of the table", .value = FMT_JSON},
+		{ST_OPT_CONST, .name = "csv", 0, &a->format, NULL,
+		 "print one CSV line per task instead of the table", .value = FMT_CSV},
+		{ST_OPT_CONST, .name = "md", 0, &a->format, NULL,
+		 "print the Markdown report instead of the table", .value = FMT_MD},
+		{ST_OPT_STRING, .name = "report", 0, &a->report, "DIR",
+		 "also write DIR/report.md and DIR/report.html (self-contained,\n"
+		 "SVG charts, opens with no network)"},
+		{ST_OPT_STRING, .name = "db", 0, &a->db, "FILE",
+		 "results store (SQLite)", .unset = "$STITCH_BENCH_DB, else\n"
+		 "$XDG_DATA_HOME/stitch/bench.db or ~/.local/share/stitch/bench.db"},
+		{ST_OPT_FLAG, .name = "no-db", 0, &a->no_db, NULL, "do not record the run"},
+		{ST_OPT_STRING, .name = "compare", 0, &a->cmp[0], "A B",
+		 "compare two recorded runs (ids, 'last' or 'last~N') and exit"},
+		{ST_OPT_INT, .name = "jobs", 0, &a->jobs, "N",
+		 "compile workers ahead of the GPU, 1 to 64", 1, 64,
+		 .unset = "the CPUs this process may use, at most 16"},
+		{ST_OPT_STRING, .name = "queue", 0, &a->queue, "URL",
+		 "run the sweep on the `stitch worker`s of a Redis queue\n"
+		 "(redis://HOST:PORT) instead of this machine: every job is\n"
+		 "submitted at once, the results gathered in order (docs/queue.md)"},
+		{ST_OPT_STRING, .name = "queue-arch", 0, &a->queue_arch, "A",
+		 "the arch whose workers take the jobs",
+		 .unset = "--arch, else sm_90a; host with --backend host"},
+		{ST_OPT_FLAG, .name = "verbose", 0, &a->verbose, NULL,
+		 "the verifier's progress lines for every task"},
+		{ST_OPT_END},
+	};
+	_Static_assert(sizeof table / sizeof table[0] <= 20, "room for bench's table");
+	memcpy(t, table, sizeof table);
+}
+
+static const st_opt_conflict conflicts[] = {
+	{"json", "csv"}, {"json", "md"}, {"csv", "md"}, {"db", "no-db"},
+	{"no-timing", "time-set"}, {NULL, NULL},
+};
+
 static void usage(FILE *f)
 {
+	bench_args a = {.baseline = "reference"};
+	st_verify_opts o;
+	st_verify_opts_default(&o);
+	st_opt own[20], ver[ST_VERIFY_OPT_N];
+	own_table(&a, own);
+	st_verify_opt_table(&o, &a.quiet, 0, ver);
 	fprintf(f,
 	        "usage: stitch bench [options]\n"
 	        "       stitch bench --compare A B [--db FILE]\n\n"
@@ -34,122 +101,42 @@ static void usage(FILE *f)
 	        "rates, fast_p (correct and more than p times faster, p = 1, 1.5, 2, 5) against the\n"
 	        "reference and the expert, geometric-mean speedups and mean SOL. Rows that look too\n"
 	        "good (over 3x the expert, above the roofline) are flagged suspicious.\n\n"
-	        "options:\n"
-	        "  --solutions DIR  solutions to run: DIR/<tier>/<task>.cu (.c for --backend host),\n"
-	        "                   e.g. DIR/t1/softmax.cu; a task without one counts as missing.\n"
-	        "                   Default: each task's bundled expert (trusted)\n"
-	        "  --tier N         only tasks of tier N (1 kernels, 2 modules, 3 applications,\n"
-	        "                   4 challenges)\n"
-	        "  --task GLOB      only tasks whose id matches GLOB (e.g. 't1/*')\n"
-	        "  --baseline B     reference (default) or expert: the headline speedup\n"
-	        "  --json           print {run, score, rows, verdicts} as JSON instead of the table\n"
-	        "  --csv            print one CSV line per task instead of the table\n"
-	        "  --md             print the Markdown report instead of the table\n"
-	        "  --report DIR     also write DIR/report.md and DIR/report.html (self-contained,\n"
-	        "                   SVG charts, opens with no network)\n"
-	        "  --db FILE        results store (SQLite; default $STITCH_BENCH_DB, else\n"
-	        "                   $XDG_DATA_HOME/stitch/bench.db or ~/.local/share/stitch/bench.db)\n"
-	        "  --no-db          do not record the run\n"
-	        "  --compare A B    compare two recorded runs (ids, 'last' or 'last~N') and exit\n"
-	        "  --jobs N         compile workers ahead of the GPU (default: online CPUs)\n"
-	        "  --queue URL      run the sweep on the `stitch worker`s of a Redis queue\n"
-	        "                   (redis://HOST:PORT) instead of this machine: every job is\n"
-	        "                   submitted at once, the results gathered in order (docs/queue.md)\n"
-	        "  --queue-arch A   the arch whose workers take the jobs (default: --arch, else\n"
-	        "                   sm_90a; host with --backend host)\n"
-	        "  --verbose        the verifier's progress lines for every task\n" ST_VERIFY_OPTS_HELP
+	        "options:\n",
+	        st_cli_tasks_root());
+	st_opt_usage(f, own);
+	st_opt_usage(f, ver);
+	fprintf(f,
+	        "\nNot together: --json, --csv, --md; --db and --no-db; --no-timing and --time-set.\n"
 	        "\nA task the verifier cannot run (a broken task file or baseline) gets status 'error'\n"
 	        "and the run goes on.\n"
 	        "\nexit: 0 every solution correct, 1 some solution missing or not correct, 2 bad\n"
-	        "      input, 3 no GPU, or some task could not be verified (status error)\n",
-	        st_cli_tasks_root());
-}
-
-typedef struct bench_args {
-	const char *solutions, *glob, *baseline, *report, *db, *cmp[2], *queue, *queue_arch;
-	int tier, format, no_db, jobs, verbose, quiet;
-} bench_args;
-
-enum { FMT_TABLE, FMT_JSON, FMT_CSV, FMT_MD };
-
-static int need_value(int argc, char **argv, int i)
-{
-	if (i + 1 >= argc) {
-		st_cli_error("%s needs a value; see 'stitch bench --help'", argv[i]);
-		return 0;
-	}
-	return 1;
+	        "      input, 3 no GPU, or some task could not be verified (status error)\n");
 }
 
 /* 0 ok, otherwise an exit code */
 static int parse(int argc, char **argv, bench_args *a, st_verify_opts *o)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *x = argv[i];
-		if (!strcmp(x, "--json") || !strcmp(x, "--csv") || !strcmp(x, "--md")) {
-			a->format = x[2] == 'j' ? FMT_JSON : x[2] == 'c' ? FMT_CSV : FMT_MD;
-		} else if (!strcmp(x, "--no-db")) {
-			a->no_db = 1;
-		} else if (!strcmp(x, "--verbose")) {
-			a->verbose = 1;
-		} else if (!strcmp(x, "--compare")) {
-			if (i + 2 >= argc) {
-				st_cli_error("--compare needs two runs, e.g. --compare last~1 last");
-				return ST_EXIT_USAGE;
-			}
-			a->cmp[0] = argv[++i];
-			a->cmp[1] = argv[++i];
-		} else if (!strcmp(x, "--solutions") || !strcmp(x, "--task") || !strcmp(x, "--baseline") ||
-		           !strcmp(x, "--report") || !strcmp(x, "--db") || !strcmp(x, "--tier") ||
-		           !strcmp(x, "--jobs") || !strcmp(x, "--queue") || !strcmp(x, "--queue-arch")) {
-			if (!need_value(argc, argv, i))
-				return ST_EXIT_USAGE;
-			const char *v = argv[++i];
-			if (!strcmp(x, "--solutions"))
-				a->solutions = v;
-			else if (!strcmp(x, "--task"))
-				a->glob = v;
-			else if (!strcmp(x, "--baseline"))
-				a->baseline = v;
-			else if (!strcmp(x, "--report"))
-				a->report = v;
-			else if (!strcmp(x, "--db"))
-				a->db = v;
-			else if (!strcmp(x, "--queue"))
-				a->queue = v;
-			else if (!strcmp(x, "--queue-arch"))
-				a->queue_arch = v;
-			else {
-				char *end;
-				long n = strtol(v, &end, 10);
-				int is_tier = !strcmp(x, "--tier");
-				if (*v == 0 || *end || n < 1 || n > (is_tier ? 4 : 64)) {
-					st_cli_error("%s: '%s' is not %s", x, v,
-					             is_tier ? "a tier (1 to 4)" : "a worker count (1 to 64)");
-					return ST_EXIT_USAGE;
-				}
-				*(is_tier ? &a->tier : &a->jobs) = (int)n;
-			}
-		} else {
-			int r = st_verify_opt_parse(o, argc, argv, &i, &a->quiet);
-			if (r < 0)
-				return ST_EXIT_USAGE;
-			if (!r) {
-				st_cli_error("bench: unknown argument '%s'; see 'stitch bench --help'", x);
-				return ST_EXIT_USAGE;
-			}
-		}
-	}
-	if (strcmp(a->baseline, "reference") && strcmp(a->baseline, "expert")) {
-		st_cli_error("--baseline: '%s' is not reference or expert", a->baseline);
+	st_opt own[20], ver[ST_VERIFY_OPT_N];
+	own_table(a, own);
+	st_verify_opt_table(o, &a->quiet, 0, ver);
+	const st_opt *const tables[] = {own, ver, NULL};
+	const char *pos[1];
+	int n_pos;
+	if (st_cli_parse("bench", tables, conflicts, argc, argv, pos, 1, &n_pos))
+		return ST_EXIT_USAGE;
+	/* --compare takes two runs: the second is bench's only positional argument */
+	if (a->cmp[0] && n_pos == 1) {
+		a->cmp[1] = pos[0];
+	} else if (a->cmp[0]) {
+		st_cli_error("bench: --compare needs two runs, e.g. --compare last~1 last");
+		return ST_EXIT_USAGE;
+	} else if (n_pos) {
+		st_cli_error("bench: unexpected argument '%s'; see 'stitch bench --help'", pos[0]);
 		return ST_EXIT_USAGE;
 	}
-	if (a->solutions) {
-		struct stat sb;
-		if (stat(a->solutions, &sb) || !S_ISDIR(sb.st_mode)) {
-			st_cli_error("--solutions %s: no such folder", a->solutions);
-			return ST_EXIT_USAGE;
-		}
+	if (a->solutions && !st_dir_exists(a->solutions)) {
+		st_cli_error("--solutions %s: no such folder", a->solutions);
+		return ST_EXIT_USAGE;
 	}
 	return 0;
 }
@@ -364,6 +351,76 @@ static json_t *run_facts(const bench_args *a, const st_verify_opts *o, int argc,
 	return run;
 }
 
+/* The sweep's rows, score and run facts: stored, reported and printed in the chosen format.
+ * The exit code: 0 all correct, 1 some not, 3 something could not be stored or verified. */
+static int finish_run(const bench_args *a, const st_verify_opts *o, int argc, char **argv,
+                      const job_list *L, json_t **verdicts, st_bench_db *db, const char *db_path)
+{
+	int rc = 0;
+	st_err err;
+	json_t *rows = json_array(), *vs = json_array();
+	int failed = 0, broken = 0;
+	for (int k = 0; k < L->n; k++) {
+		json_t *row = st_bench_row(L->jobs[k].task_id, L->jobs[k].tier, verdicts[k]);
+		failed += !json_is_true(json_object_get(row, "correct"));
+		broken += !strcmp(json_string_value(json_object_get(row, "status")), "error");
+		json_array_append_new(rows, row);
+		json_array_append(vs, verdicts[k] ? verdicts[k] : json_null());
+	}
+	json_t *score = st_bench_score(rows);
+	json_t *run = run_facts(a, o, argc, argv, verdicts, L->n);
+	if (db) {
+		long long id;
+		if (st_bench_db_save(db, run, rows, vs, &id, &err)) {
+			st_cli_error("%s (the results are printed but not stored)", err.msg);
+			rc = ST_EXIT_ENV;
+		} else {
+			json_object_set_new(run, "id", json_integer(id));
+			if (!a->quiet)
+				fprintf(stderr, "recorded as run %lld in %s\n", id, db_path);
+		}
+	}
+	if (a->report && st_bench_report(a->report, run, rows, score, a->baseline, &err)) {
+		st_cli_error("%s", err.msg);
+		rc = ST_EXIT_ENV;
+	}
+	if (a->format == FMT_JSON) {
+		/* verdicts without raw samples: those are in the store */
+		size_t i;
+		json_t *v;
+		json_array_foreach(vs, i, v) {
+			const char *key;
+			json_t *role;
+			json_object_foreach(json_object_get(v, "timing"), key, role)
+				if (json_is_object(role))
+					json_object_del(role, "raw");
+		}
+		json_t *all = json_pack("{s:O,s:O,s:O,s:O}", "run", run, "score", score, "rows", rows,
+		                        "verdicts", vs);
+		json_dumpf(all, stdout, JSON_INDENT(2));
+		fputc('\n', stdout);
+		json_decref(all);
+	} else if (a->format == FMT_CSV) {
+		st_bench_print_csv(rows, stdout);
+	} else if (a->format == FMT_MD) {
+		st_bench_print_md(run, rows, score, a->baseline, stdout);
+	} else {
+		st_bench_print_table(rows, score, a->baseline, stdout);
+	}
+	if (!rc && broken) {
+		st_cli_error("bench: %d task%s could not be verified (status error: a broken task or "
+		             "baseline, see the reasons above)", broken, broken == 1 ? "" : "s");
+		rc = ST_EXIT_ENV;
+	}
+	if (!rc && failed)
+		rc = ST_EXIT_NO;
+	json_decref(run);
+	json_decref(score);
+	json_decref(rows);
+	json_decref(vs);
+	return rc;
+}
+
 /* ---- the command ------------------------------------------------------------------------------ */
 
 int cmd_bench(int argc, char **argv)
@@ -427,68 +484,8 @@ int cmd_bench(int argc, char **argv)
 		rc = s == ST_E_INVALID ? ST_EXIT_USAGE : ST_EXIT_ENV;
 	}
 
-	if (!rc) {
-		json_t *rows = json_array(), *vs = json_array();
-		int failed = 0, broken = 0;
-		for (int k = 0; k < L.n; k++) {
-			json_t *row = st_bench_row(L.jobs[k].task_id, L.jobs[k].tier, verdicts[k]);
-			failed += !json_is_true(json_object_get(row, "correct"));
-			broken += !strcmp(json_string_value(json_object_get(row, "status")), "error");
-			json_array_append_new(rows, row);
-			json_array_append(vs, verdicts[k] ? verdicts[k] : json_null());
-		}
-		json_t *score = st_bench_score(rows);
-		json_t *run = run_facts(&a, &o, argc, argv, verdicts, L.n);
-		if (db) {
-			long long id;
-			if (st_bench_db_save(db, run, rows, vs, &id, &err)) {
-				st_cli_error("%s (the results are printed but not stored)", err.msg);
-				rc = ST_EXIT_ENV;
-			} else {
-				json_object_set_new(run, "id", json_integer(id));
-				if (!a.quiet)
-					fprintf(stderr, "recorded as run %lld in %s\n", id, db_path);
-			}
-		}
-		if (a.report && st_bench_report(a.report, run, rows, score, a.baseline, &err)) {
-			st_cli_error("%s", err.msg);
-			rc = ST_EXIT_ENV;
-		}
-		if (a.format == FMT_JSON) {
-			/* verdicts without raw samples: those are in the store */
-			size_t i;
-			json_t *v;
-			json_array_foreach(vs, i, v) {
-				const char *key;
-				json_t *role;
-				json_object_foreach(json_object_get(v, "timing"), key, role)
-					if (json_is_object(role))
-						json_object_del(role, "raw");
-			}
-			json_t *all = json_pack("{s:O,s:O,s:O,s:O}", "run", run, "score", score, "rows", rows,
-			                        "verdicts", vs);
-			json_dumpf(all, stdout, JSON_INDENT(2));
-			fputc('\n', stdout);
-			json_decref(all);
-		} else if (a.format == FMT_CSV) {
-			st_bench_print_csv(rows, stdout);
-		} else if (a.format == FMT_MD) {
-			st_bench_print_md(run, rows, score, a.baseline, stdout);
-		} else {
-			st_bench_print_table(rows, score, a.baseline, stdout);
-		}
-		if (!rc && broken) {
-			st_cli_error("bench: %d task%s could not be verified (status error: a broken task or "
-			             "baseline, see the reasons above)", broken, broken == 1 ? "" : "s");
-			rc = ST_EXIT_ENV;
-		}
-		if (!rc && failed)
-			rc = ST_EXIT_NO;
-		json_decref(run);
-		json_decref(score);
-		json_decref(rows);
-		json_decref(vs);
-	}
+	if (!rc)
+		rc = finish_run(&a, &o, argc, argv, &L, verdicts, db, db_path);
 	for (int k = 0; k < L.n; k++)
 		json_decref(verdicts[k]);
 	free(verdicts);

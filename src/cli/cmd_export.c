@@ -12,31 +12,79 @@
 #include "common/buf.h"
 #include "verify_opts.h"
 #include "common/fs.h"
+#include "common/opt.h"
 #include "common/paths.h"
+
+#define MAX_DIRS 256
+
+typedef struct export_args {
+	st_export_opts o;
+	const char *out, *format, *prompts;
+	const char *traj[MAX_DIRS], *tdirs[MAX_DIRS];
+	st_opt_strings traj_list, tdir_list;
+} export_args;
+
+static const char *const skills[] = {"gen", "opt", NULL};
+static const char *const backends[] = {"cuda", "host", NULL};
+static const char *const formats[] = {"jsonl", NULL};
+
+static void export_defaults(export_args *a)
+{
+	memset(a, 0, sizeof *a);
+	a->o.tasks_root = st_cli_tasks_root();
+	a->format = "jsonl";
+	a->traj_list = (st_opt_strings){a->traj, 0, MAX_DIRS};
+	a->tdir_list = (st_opt_strings){a->tdirs, 0, MAX_DIRS};
+}
+
+static void own_table(export_args *a, st_opt *t)
+{
+	const st_opt table[] = {
+		{ST_OPT_ENUM, .name = "skill", 0, &a->o.skill, "gen|opt", "which prompts (required)",
+		 .values = skills},
+		{ST_OPT_MULTI, .name = "trajectories", 0, &a->traj_list, "DIR",
+		 "a `stitch solve` output folder (with trajectory.jsonl), or a\n"
+		 "folder of such folders; repeatable; opt only"},
+		{ST_OPT_STRING, .name = "tasks", 0, &a->o.glob, "GLOB",
+		 "only tasks whose id matches (fnmatch), e.g. 't1/*'", .unset = "all"},
+		{ST_OPT_MULTI, .name = "task-dir", 0, &a->tdir_list, "DIR",
+		 "a task folder to use instead of the suite; repeatable",
+		 .unset = "the suite, $STITCH_TASKS or this stitch's tasks/"},
+		{ST_OPT_ENUM, .name = "backend", 0, &a->o.backend, "B",
+		 "cuda or host; gen: the backend the prompts are for; opt: only\n"
+		 "runs made on this backend", .values = backends,
+		 .unset = "gen: cuda; opt: runs of every backend"},
+		{ST_OPT_STRING, .name = "prompts", 0, &a->prompts, "DIR", "prompt templates",
+		 .unset = "the prompts/ of this stitch"},
+		{ST_OPT_STRING, .name = "out", 0, &a->out, "FILE", "write FILE atomically (- : stdout)",
+		 .unset = "stdout"},
+		{ST_OPT_ENUM, .name = "format", 0, &a->format, "jsonl", "the only format",
+		 .values = formats},
+		{ST_OPT_END},
+	};
+	memcpy(t, table, sizeof table);
+}
 
 static void usage(FILE *f)
 {
+	export_args a;
+	export_defaults(&a);
+	st_opt own[10];
+	own_table(&a, own);
 	fprintf(f,
 	        "usage: stitch export --skill gen|opt [options]\n\n"
 	        "Write a training dataset for RL trainers (verl, TRL): one JSON object per line, each\n"
 	        "a prompt as the Coder agent is sent it plus what a reward function needs.\n"
-	        "  gen  one record per task of the suite: the first-draft prompt (coder-draft)\n"
+	        "  gen  one record per task of the suite (%s): the first-draft prompt\n"
+	        "       (coder-draft)\n"
 	        "  opt  one record per verified version with feedback in the --trajectories runs:\n"
 	        "       coder-optimise for a correct version, coder-repair for any other, with that\n"
 	        "       version's code and the Verifier's recorded feedback\n\n"
-	        "options:\n"
-	        "  --skill gen|opt      which prompts (required)\n"
-	        "  --trajectories DIR   a `stitch solve` output folder (with trajectory.jsonl), or a\n"
-	        "                       folder of such folders; repeatable; opt only\n"
-	        "  --tasks GLOB         only tasks whose id matches (fnmatch), e.g. 't1/*'\n"
-	        "  --task-dir DIR       a task folder to use instead of the suite; repeatable\n"
-	        "                       (default: the suite, %s)\n"
-	        "  --backend cuda|host  gen: the backend the prompts are for (default cuda);\n"
-	        "                       opt: only runs made on this backend (default all)\n"
-	        "  --prompts DIR        prompt templates (default: the prompts/ of this stitch)\n"
-	        "  --out FILE           write FILE atomically (default: stdout)\n"
-	        "  --format jsonl       the only format (default)\n\n"
-	        "record (one line; docs/datasets.md has an example):\n"
+	        "options:\n",
+	        st_cli_tasks_root());
+	st_opt_usage(f, own);
+	fprintf(f,
+	        "\nrecord (one line; docs/datasets.md has an example):\n"
 	        "  {\"prompt\": [{\"role\": \"user\", \"content\": PROMPT}],\n"
 	        "   \"data_source\": \"stitch\", \"ability\": \"cuda\",\n"
 	        "   \"reward_model\": {\"style\": \"rule\", \"ground_truth\": \"\"},\n"
@@ -46,8 +94,7 @@ static void usage(FILE *f)
 	        "                  \"source\": \"suite\" or TRAJECTORY#VERSION, \"index\"}}\n"
 	        "Order: tasks by id; trajectories by path, then attempt.\n\n"
 	        "exit: 0 written, 2 bad input (a line that is not JSON is named FILE:LINE),\n"
-	        "      3 environment (cannot write, out of memory)\n",
-	        st_cli_tasks_root());
+	        "      3 environment (cannot write, out of memory)\n");
 }
 
 /* ---- the command ----------------------------------------------------------------------------- */
@@ -84,60 +131,31 @@ static int write_output(const json_t *records, const char *out, st_err *err)
 	return s;
 }
 
-#define MAX_DIRS 256
-
 int cmd_export(int argc, char **argv)
 {
 	if (st_cli_wants_help(argc, argv)) {
 		usage(stdout);
 		return ST_EXIT_OK;
 	}
-	st_export_opts o = {.tasks_root = st_cli_tasks_root()};
-	const char *traj[MAX_DIRS], *tdirs[MAX_DIRS];
-	const char *out = NULL, *format = "jsonl", *prompts_arg = NULL;
-	o.traj_dirs = traj;
-	o.task_dirs = tdirs;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char **str = !strcmp(a, "--skill")     ? &o.skill
-		                   : !strcmp(a, "--tasks")   ? &o.glob
-		                   : !strcmp(a, "--backend") ? &o.backend
-		                   : !strcmp(a, "--out")     ? &out
-		                   : !strcmp(a, "--format")  ? &format
-		                   : !strcmp(a, "--prompts") ? &prompts_arg
-		                                             : NULL;
-		int *count = !strcmp(a, "--trajectories") ? &o.n_traj_dirs
-		             : !strcmp(a, "--task-dir")   ? &o.n_task_dirs
-		                                          : NULL;
-		if (!str && !count) {
-			st_cli_error("export: %s '%s'; see 'stitch export --help'",
-			             a[0] == '-' ? "unknown option" : "unexpected argument", a);
-			return ST_EXIT_USAGE;
-		}
-		if (i + 1 >= argc || !argv[i + 1][0]) {
-			st_cli_error("export: %s needs a value", a);
-			return ST_EXIT_USAGE;
-		}
-		if (str) {
-			*str = argv[++i];
-		} else if (*count == MAX_DIRS) {
-			st_cli_error("export: more than %d %s folders", MAX_DIRS, a);
-			return ST_EXIT_USAGE;
-		} else {
-			(count == &o.n_traj_dirs ? traj : tdirs)[(*count)++] = argv[++i];
-		}
-	}
-	if (!o.skill || (strcmp(o.skill, "gen") && strcmp(o.skill, "opt"))) {
-		st_cli_error("export: --skill must be gen or opt%s%s%s; see 'stitch export --help'",
-		             o.skill ? " (not '" : "", o.skill ? o.skill : "", o.skill ? "')" : "");
+	static export_args a; /* two arrays of MAX_DIRS: not on the stack */
+	export_defaults(&a);
+	st_opt own[10];
+	own_table(&a, own);
+	const st_opt *const tables[] = {own, NULL};
+	int n_pos;
+	st_err err;
+	if (st_opt_parse(tables, NULL, argc, argv, NULL, 0, &n_pos, &err)) {
+		st_cli_error("export: %s; see 'stitch export --help'", err.msg);
 		return ST_EXIT_USAGE;
 	}
-	if (strcmp(format, "jsonl")) {
-		st_cli_error("export: --format %s: the only format is jsonl", format);
-		return ST_EXIT_USAGE;
-	}
-	if (o.backend && strcmp(o.backend, "cuda") && strcmp(o.backend, "host")) {
-		st_cli_error("export: --backend %s: expected cuda or host", o.backend);
+	st_export_opts o = a.o;
+	const char *out = a.out, *prompts_arg = a.prompts, **tdirs = a.tdirs;
+	o.traj_dirs = a.traj;
+	o.n_traj_dirs = a.traj_list.n;
+	o.task_dirs = a.tdirs;
+	o.n_task_dirs = a.tdir_list.n;
+	if (!o.skill) {
+		st_cli_error("export: --skill gen or opt is required; see 'stitch export --help'");
 		return ST_EXIT_USAGE;
 	}
 	int opt = !strcmp(o.skill, "opt");
@@ -168,7 +186,6 @@ int cmd_export(int argc, char **argv)
 		snprintf(prompts, sizeof prompts, "%s/prompts", st_home());
 	o.prompts_dir = prompts;
 	json_t *records = NULL;
-	st_err err;
 	st_status s = st_export_records(&o, &records, &err);
 	if (!s)
 		s = write_output(records, out, &err);

@@ -14,11 +14,48 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "common/opt.h"
 #include "kb_helper.h"
 #include "task/task.h"
 
+typedef struct import_args {
+	const char *out, *name, *device, *compile_mode;
+	int level, seeds, no_baselines, force;
+} import_args;
+
+#define IMPORT_DEFAULTS {.device = "auto", .compile_mode = "default", .seeds = 3}
+
+static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
+
+static void own_table(import_args *a, st_opt *t)
+{
+	const st_opt table[] = {
+		{ST_OPT_STRING, .name = "out", 0, &a->out, "DIR", "the task folder",
+		 .unset = "TASKS/kb/level<N>/<name>, TASKS being\n$STITCH_TASKS or the source tree's tasks/"},
+		{ST_OPT_STRING, .name = "name", 0, &a->name, "NAME", "task name, [A-Za-z0-9_] only",
+		 .unset = "the file's name"},
+		{ST_OPT_INT, .name = "level", 0, &a->level, "N",
+		 "KernelBench level 1-4; the task's tier is min(N, 3)", 1, 4,
+		 .unset = "from a 'levelN' in the path, else 1"},
+		{ST_OPT_INT, .name = "seeds", 0, &a->seeds, "N", "correctness seeds to store, 1 to 20",
+		 1, 20},
+		{ST_OPT_ENUM, .name = "device", 0, &a->device, "D",
+		 "where the model runs: auto (GPU if torch sees one), cpu, cuda", .values = devices},
+		{ST_OPT_STRING, .name = "compile-mode", 0, &a->compile_mode, "MODE",
+		 "torch.compile mode of the baseline ('none' skips torch.compile)"},
+		{ST_OPT_FLAG, .name = "no-baselines", 0, &a->no_baselines, NULL, "do not time PyTorch"},
+		{ST_OPT_FLAG, .name = "force", 0, &a->force, NULL,
+		 "replace a task folder that already has a task.json"},
+		{ST_OPT_END},
+	};
+	memcpy(t, table, sizeof table);
+}
+
 static void usage(FILE *f)
 {
+	import_args a = IMPORT_DEFAULTS;
+	st_opt own[10];
+	own_table(&a, own);
 	fprintf(f,
 	        "usage: stitch import kernelbench FILE.py [--out DIR] [--name NAME] [--level N]\n"
 	        "                                 [--seeds N] [--device auto|cpu|cuda]\n"
@@ -30,23 +67,13 @@ static void usage(FILE *f)
 	        "a timed call are stored as safetensors. Tolerances follow KernelBench: 1e-4 for fp32,\n"
 	        "1e-2 for fp16/bf16. On a GPU, PyTorch eager and torch.compile are timed (cold L2,\n"
 	        "medians) and stored as the task's baselines; `stitch verify DIR SOLUTION.cu` then\n"
-	        "reports speedups against them.\n\n"
-	        "  --out DIR           the task folder (default: TASKS/kb/level<N>/<name>, TASKS being\n"
-	        "                      $STITCH_TASKS or the source tree's tasks/)\n"
-	        "  --name NAME         task name (default: the file's name, [A-Za-z0-9_] only)\n"
-	        "  --level N           KernelBench level 1-4 (default: from a 'levelN' in the path,\n"
-	        "                      else 1); the task's tier is min(N, 3)\n"
-	        "  --seeds N           correctness seeds to store (default 3, at most 20)\n"
-	        "  --device D          where the model runs: auto (GPU if torch sees one), cpu, cuda\n"
-	        "  --compile-mode M    torch.compile mode of the baseline (default 'default'; 'none'\n"
-	        "                      skips torch.compile)\n"
-	        "  --no-baselines      do not time PyTorch\n"
-	        "  --force             replace a task folder that already has a task.json\n"
-	        "  -h, --help          this text\n\n"
-	        "Needs python3 with torch ($STITCH_PYTHON names another python).\n"
-	        "Exit codes: 0 imported, 2 bad usage or a program that cannot be imported (the message\n"
-	        "says why: no Model, a model that fails, unsupported dtypes, randomness in forward),\n"
-	        "3 no python or torch.\n");
+	        "reports speedups against them.\n\n");
+	st_opt_usage(f, own);
+	fprintf(f, "  -h, --help       this text\n\n"
+	           "Needs python3 with torch ($STITCH_PYTHON names another python).\n"
+	           "Exit codes: 0 imported, 2 bad usage or a program that cannot be imported (the "
+	           "message\nsays why: no Model, a model that fails, unsupported dtypes, randomness in "
+	           "forward),\n3 no python or torch.\n");
 }
 
 /* The file's base name without .py, reduced to [A-Za-z0-9_], as the helper names it. */
@@ -95,52 +122,27 @@ static int valid_name(const char *s)
 
 static int import_kernelbench(int argc, char **argv)
 {
-	const char *file = NULL, *out = NULL, *name = NULL, *seeds = "3", *device = "auto";
-	const char *compile_mode = "default";
-	int level = 0, no_baselines = 0, force = 0;
-	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i];
-		int has = i + 1 < argc;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			usage(stdout);
-			return ST_EXIT_OK;
-		} else if (!strcmp(a, "--out") && has) {
-			out = argv[++i];
-		} else if (!strcmp(a, "--name") && has) {
-			name = argv[++i];
-		} else if (!strcmp(a, "--level") && has) {
-			double x;
-			if (st_cli_number("--level", argv[++i], 1, 4, &x))
-				return ST_EXIT_USAGE;
-			level = (int)x;
-		} else if (!strcmp(a, "--seeds") && has) {
-			double x;
-			if (st_cli_number("--seeds", argv[++i], 1, 20, &x))
-				return ST_EXIT_USAGE;
-			seeds = argv[i];
-		} else if (!strcmp(a, "--device") && has) {
-			device = argv[++i];
-			if (strcmp(device, "auto") && strcmp(device, "cpu") && strcmp(device, "cuda")) {
-				st_cli_error("import: --device: '%s' is not auto, cpu or cuda", device);
-				return ST_EXIT_USAGE;
-			}
-		} else if (!strcmp(a, "--compile-mode") && has) {
-			compile_mode = argv[++i];
-		} else if (!strcmp(a, "--no-baselines")) {
-			no_baselines = 1;
-		} else if (!strcmp(a, "--force")) {
-			force = 1;
-		} else if (a[0] == '-') {
-			st_cli_error("import: unknown option '%s' (or it lacks its value); see "
-			             "stitch import --help", a);
-			return ST_EXIT_USAGE;
-		} else if (!file) {
-			file = a;
-		} else {
-			st_cli_error("import: one program at a time (got '%s' and '%s')", file, a);
-			return ST_EXIT_USAGE;
-		}
+	/* argv[0] is "kernelbench", the parser's command name */
+	if (st_cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return ST_EXIT_OK;
 	}
+	import_args ia = IMPORT_DEFAULTS;
+	st_opt own[10];
+	own_table(&ia, own);
+	const st_opt *const tables[] = {own, NULL};
+	const char *file = NULL;
+	int n_pos;
+	st_err err;
+	if (st_opt_parse(tables, NULL, argc, argv, &file, 1, &n_pos, &err)) {
+		st_cli_error("import: %s; see 'stitch import --help'", err.msg);
+		return ST_EXIT_USAGE;
+	}
+	const char *out = ia.out, *name = ia.name, *device = ia.device;
+	const char *compile_mode = ia.compile_mode;
+	int level = ia.level, no_baselines = ia.no_baselines, force = ia.force;
+	char seeds[16];
+	snprintf(seeds, sizeof seeds, "%d", ia.seeds);
 	if (!file) {
 		usage(stderr);
 		return ST_EXIT_USAGE;
@@ -179,7 +181,6 @@ static int import_kernelbench(int argc, char **argv)
 		             "after its task)", out, name);
 		return ST_EXIT_USAGE;
 	}
-	st_err err;
 	if (st_mkdirs(out, &err)) {
 		st_cli_error("import: %s", err.msg);
 		return ST_EXIT_ENV;
@@ -218,5 +219,5 @@ int cmd_import(int argc, char **argv)
 		st_cli_error("import: unknown source '%s' (known: kernelbench)", argv[1]);
 		return ST_EXIT_USAGE;
 	}
-	return import_kernelbench(argc - 2, argv + 2);
+	return import_kernelbench(argc - 1, argv + 1);
 }

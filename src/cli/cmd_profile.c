@@ -7,31 +7,46 @@
 #include "cli.h"
 #include "verify_opts.h"
 
-static void usage(FILE *f)
+static void own_table(int *json, st_verify_opts *o, st_opt *t)
 {
-	fprintf(f,
-	        "usage: stitch profile [options] TASK SOLUTION\n\n"
-	        "Check SOLUTION on one size set (eval unless --time-set), then record one st_run with\n"
-	        "CUPTI: every kernel, copy, memset, synchronisation and runtime call. Prints GPU busy\n"
-	        "time, idle gaps, launches, the top kernels, where the run sits under the device's\n"
-	        "roofline and ranked findings. Needs the cuda backend and CUPTI (CUDA toolkit).\n"
-	        "TASK is a task folder or an id under the suite (%s).\n\n"
-	        "options:\n"
-	        "  --json           print the verdict (with its \"profile\") as one JSON object\n"
-	        "  --timing         also time it against the baselines (the roofline then uses the\n"
-	        "                   median instead of the one profiled run)\n"
-	        ST_PROFILE_OPTS_HELP ST_VERIFY_OPTS_HELP
-	        "\nexit: 0 profiled, 1 not correct or not profiled, 2 bad input, 3 environment\n",
-	        st_cli_tasks_root());
+	const st_opt table[] = {
+		{ST_OPT_FLAG, .name = "json", 0, json, NULL,
+		 "print the verdict (with its \"profile\") as one JSON object"},
+		{ST_OPT_FLAG, .name = "timing", 0, &o->timing, NULL,
+		 "also time it against the baselines (the roofline then uses the\n"
+		 "median instead of the one profiled run)"},
+		{ST_OPT_END},
+	};
+	memcpy(t, table, sizeof table);
 }
 
-static int profile_flag(st_verify_opts *o, int argc, char **argv, int *i)
+static const st_opt_conflict conflicts[] = {{"timing", "no-timing"}, {NULL, NULL}};
+
+static void usage(FILE *f)
 {
-	(void)argc;
-	if (strcmp(argv[*i], "--timing"))
-		return 0;
-	o->timing = 1;
-	return 1;
+	st_verify_opts o;
+	st_verify_opts_default(&o);
+	o.timing = 0;
+	o.seeds = 1;
+	int json = 0, quiet = 0;
+	st_opt own[3], prof[ST_PROFILE_OPT_N], ver[ST_VERIFY_OPT_N];
+	own_table(&json, &o, own);
+	st_profile_opt_table(&o, prof);
+	st_verify_opt_table(&o, &quiet, 1, ver);
+	fprintf(f,
+	        "usage: stitch profile [options] TASK SOLUTION\n\n"
+	        "Check SOLUTION (.cu) on one size set (eval unless --time-set or --sets), then record\n"
+	        "one st_run with CUPTI: every kernel, copy, memset, synchronisation and runtime call.\n"
+	        "Prints GPU busy time, idle gaps, launches, the top kernels, where the run sits under\n"
+	        "the device's roofline and ranked findings. Needs a GPU, the cuda backend and CUPTI\n"
+	        "(CUDA toolkit). TASK is a task folder or an id under the suite (%s).\n\n"
+	        "options:\n",
+	        st_cli_tasks_root());
+	st_opt_usage(f, own);
+	st_opt_usage(f, prof);
+	st_opt_usage(f, ver);
+	fprintf(f, "\nexit: 0 profiled, 1 not correct or not profiled, 2 bad input, 3 environment\n"
+	           "      (no GPU, no CUPTI)\n");
 }
 
 int cmd_profile(int argc, char **argv)
@@ -46,15 +61,13 @@ int cmd_profile(int argc, char **argv)
 	o.seeds = 1;
 	int json = 0, quiet = 0;
 	const char *pos[2];
-	int r = st_verify_cli_args("profile", argc, argv, &o, profile_flag, &json, &quiet, pos);
+	st_opt own[3];
+	own_table(&json, &o, own);
+	int r = st_verify_cli_args("profile", own, conflicts, argc, argv, &o, &quiet, pos);
 	if (r == -2)
 		usage(stderr);
 	if (r)
 		return ST_EXIT_USAGE;
-	if (strcmp(o.backend, "cuda")) {
-		st_cli_error("profile: needs the cuda backend (CUPTI records GPU activity)");
-		return ST_EXIT_USAGE;
-	}
 	if (!o.sets)
 		o.sets = o.time_set ? o.time_set : "eval";
 	if (!quiet) {

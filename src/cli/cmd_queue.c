@@ -8,10 +8,51 @@
 #include <string.h>
 
 #include "common/fs.h"
+#include "common/opt.h"
 #include "queue/queue.h"
+
+typedef struct queue_args {
+	const char *url, *arch, *opts;
+	int wait, json, trusted, max_pending;
+	double timeout_s;
+	json_t *options; /* --options, parsed */
+} queue_args;
+
+#define QUEUE_DEFAULTS {.arch = "sm_90a", .timeout_s = 3600, .max_pending = 10000}
+
+static void own_table(queue_args *a, st_opt *t)
+{
+	const st_opt table[] = {
+		{ST_OPT_STRING, .name = "queue", 0, &a->url, "URL",
+		 "redis://[:PASSWORD@]HOST[:PORT][/DB] (required); rediss:// for\n"
+		 "TLS ($STITCH_REDIS_CA, $STITCH_REDIS_CERT, $STITCH_REDIS_KEY)"},
+		{ST_OPT_STRING, .name = "arch", 0, &a->arch, "A",
+		 "submit: the arch that runs the jobs: sm_90a or host (the host\n"
+		 "backend's workers, C solutions)"},
+		{ST_OPT_STRING, .name = "options", 0, &a->opts, "JSON",
+		 "submit: verify options of the jobs, e.g. '{\"sets\": \"small\",\n"
+		 "\"seeds\": 1, \"timing\": false}'"},
+		{ST_OPT_FLAG, .name = "wait", 0, &a->wait, NULL, "submit: wait for every result and print it"},
+		{ST_OPT_FLAG, .name = "trusted", 0, &a->trusted, NULL,
+		 "submit: verify as a shipped solution (linking what the task's own\n"
+		 "solutions link); workers accept it only for code that is one of\n"
+		 "the task's reference or expert files, byte for byte"},
+		{ST_OPT_DOUBLE, .name = "timeout", 0, &a->timeout_s, "S",
+		 "submit --wait: seconds per job, 0.1 to 1e7", 0.1, 1e7},
+		{ST_OPT_INT, .name = "max-pending", 0, &a->max_pending, "N",
+		 "submit: hold back while the stream has N jobs or more, 0 to 1e9\n"
+		 "(0: no limit)", 0, 1e9},
+		{ST_OPT_FLAG, .name = "json", 0, &a->json, NULL, "status: as JSON"},
+		{ST_OPT_END},
+	};
+	memcpy(t, table, sizeof table);
+}
 
 static void usage(FILE *f)
 {
+	queue_args a = QUEUE_DEFAULTS;
+	st_opt opts[10];
+	own_table(&a, opts);
 	fprintf(f,
 	        "usage: stitch queue submit --queue URL [--arch A] [--options JSON] [--wait]\n"
 	        "                           [--timeout S] [--max-pending N] [--trusted] TASK FILE...\n"
@@ -20,24 +61,13 @@ static void usage(FILE *f)
 	        "the options) onto the Redis queue that `stitch worker`s read. A job already answered\n"
 	        "or already queued is not added again (the id is a hash of what is verified). Prints\n"
 	        "one line per job, `<id> <file> queued|already-queued|answered`; with --wait, one JSON\n"
-	        "line per job with its result instead, in the order given.\n"
+	        "line per job with its result instead, in the order given. Every FILE is read before\n"
+	        "the queue is contacted.\n"
 	        "status: per arch stream the jobs waiting and in flight, the consumers with their\n"
 	        "pending jobs and whether their heartbeat lives, the workers, jobs done.\n\n"
-	        "options:\n"
-	        "  --queue URL      redis://[:PASSWORD@]HOST[:PORT][/DB] (required); rediss:// for\n"
-	        "                   TLS ($STITCH_REDIS_CA, $STITCH_REDIS_CERT, $STITCH_REDIS_KEY)\n"
-	        "  --arch A         the arch that runs the jobs: sm_90a (default) or host (the host\n"
-	        "                   backend's workers, C solutions)\n"
-	        "  --options JSON   verify options of the jobs, e.g. '{\"sets\": \"small\", \"seeds\": 1,\n"
-	        "                   \"timing\": false}'\n"
-	        "  --wait           wait for every result and print it\n"
-	        "  --trusted        verify as a shipped solution (linking what the task's own\n"
-	        "                   solutions link); workers accept it only for code that is one of\n"
-	        "                   the task's reference or expert files, byte for byte\n"
-	        "  --timeout S      with --wait: per job (default 3600)\n"
-	        "  --max-pending N  hold back while the stream has N jobs or more (default 10000)\n"
-	        "  --json           status as JSON\n"
-	        "\nexit: 0 done, 1 a job timed out, 2 bad input, 3 no Redis\n");
+	        "options:\n");
+	st_opt_usage(f, opts);
+	fprintf(f, "\nexit: 0 done, 1 a job timed out, 2 bad input, 3 no Redis\n");
 }
 
 static int open_queue(const char *url, st_queue *q)
@@ -57,44 +87,52 @@ static int open_queue(const char *url, st_queue *q)
 
 static const char *const state_names[] = {"queued", "already-queued", "answered"};
 
-static int submit(const char *url, const char *arch, json_t *options, int wait, double timeout_s,
-                  long max_pending, int trusted, const char *task, char **files, int n)
+/* Every file's code, read before the queue is contacted: a typo in a name is bad input
+ * (exit 2) whether or not the queue is up. */
+static int read_all(char **files, int n, char **code, size_t *len)
 {
-	st_queue q;
-	int rc = open_queue(url, &q);
-	if (rc)
-		return rc;
-	char (*ids)[65] = calloc((size_t)n, sizeof *ids);
-	if (!ids) {
-		st_queue_close(&q);
-		st_cli_error("queue: out of memory");
-		return ST_EXIT_ENV;
+	st_err err;
+	for (int i = 0; i < n; i++) {
+		if (st_dir_exists(files[i])) {
+			st_cli_error("queue: %s: is a directory, not a solution file", files[i]);
+			return ST_EXIT_USAGE;
+		}
+		if (st_read_file(files[i], &code[i], &len[i], &err)) {
+			st_cli_error("queue: %s", err.msg);
+			return ST_EXIT_USAGE;
+		}
 	}
+	return ST_EXIT_OK;
+}
+
+static int submit(const queue_args *a, const char *task, char **files, int n)
+{
+	char **code = calloc((size_t)n, sizeof *code);
+	size_t *len = calloc((size_t)n, sizeof *len);
+	char (*ids)[65] = calloc((size_t)n, sizeof *ids);
+	int rc = code && len && ids ? read_all(files, n, code, len) : ST_EXIT_ENV;
+	st_queue q;
+	int opened = 0;
+	if (!rc && !(rc = open_queue(a->url, &q)))
+		opened = 1;
 	st_err err;
 	for (int i = 0; i < n && !rc; i++) {
-		char *code;
-		size_t len;
-		if (st_read_file(files[i], &code, &len, &err)) {
-			st_cli_error("queue: %s", err.msg);
-			rc = ST_EXIT_USAGE;
-			break;
-		}
-		json_t *job = st_queue_verify_job(task, arch, code, len, options, trusted);
-		free(code);
+		json_t *job = st_queue_verify_job(task, a->arch, code[i], len[i], a->options,
+		                                  a->trusted);
 		int state = 0;
-		st_status s = st_queue_put(&q, job, max_pending, ids[i], &state, &err);
+		st_status s = st_queue_put(&q, job, a->max_pending, ids[i], &state, &err);
 		json_decref(job);
 		if (s) {
 			st_cli_error("queue: %s: %s", files[i], err.msg);
 			rc = s == ST_E_INVALID ? ST_EXIT_USAGE : ST_EXIT_ENV;
 			break;
 		}
-		if (!wait)
+		if (!a->wait)
 			printf("%s %s %s\n", ids[i], files[i], state_names[state]);
 	}
-	for (int i = 0; i < n && wait && !rc; i++) {
+	for (int i = 0; i < n && a->wait && !rc; i++) {
 		json_t *result = NULL;
-		st_status s = st_queue_wait(&q, ids[i], timeout_s, &result, &err);
+		st_status s = st_queue_wait(&q, ids[i], a->timeout_s, &result, &err);
 		if (s == ST_E_TIMEOUT) {
 			printf("{\"file\": \"%s\", \"id\": \"%s\", \"status\": \"no_result\"}\n", files[i],
 			       ids[i]);
@@ -113,8 +151,13 @@ static int submit(const char *url, const char *arch, json_t *options, int wait, 
 		json_decref(result);
 		fflush(stdout);
 	}
+	for (int i = 0; code && i < n; i++)
+		free(code[i]);
+	free(code);
+	free(len);
 	free(ids);
-	st_queue_close(&q);
+	if (opened)
+		st_queue_close(&q);
 	return rc;
 }
 
@@ -173,59 +216,41 @@ int cmd_queue(int argc, char **argv)
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? ST_EXIT_USAGE : ST_EXIT_OK;
 	}
-	const char *verb = argv[1], *url = NULL, *arch = "sm_90a", *opts = NULL;
-	int wait = 0, json = 0, trusted = 0;
-	double timeout_s = 3600, max_pending = 10000;
-	char **pos = calloc((size_t)argc, sizeof *pos);
+	const char *verb = argv[1];
+	queue_args a = QUEUE_DEFAULTS;
+	st_opt opts[10];
+	own_table(&a, opts);
+	const st_opt *const tables[] = {opts, NULL};
+	const char **pos = calloc((size_t)argc, sizeof *pos);
 	int n_pos = 0, rc = ST_EXIT_OK;
 	if (!pos)
 		return ST_EXIT_ENV;
-	for (int i = 2; i < argc && !rc; i++) {
-		const char *a = argv[i];
-		int has = i + 1 < argc;
-		if (!strcmp(a, "--wait"))
-			wait = 1;
-		else if (!strcmp(a, "--trusted"))
-			trusted = 1;
-		else if (!strcmp(a, "--json"))
-			json = 1;
-		else if (!strcmp(a, "--queue") && has)
-			url = argv[++i];
-		else if (!strcmp(a, "--arch") && has)
-			arch = argv[++i];
-		else if (!strcmp(a, "--options") && has)
-			opts = argv[++i];
-		else if (!strcmp(a, "--timeout") && has)
-			rc = st_cli_number(a, argv[++i], 0.1, 1e7, &timeout_s) ? ST_EXIT_USAGE : 0;
-		else if (!strcmp(a, "--max-pending") && has)
-			rc = st_cli_number(a, argv[++i], 0, 1e9, &max_pending) ? ST_EXIT_USAGE : 0;
-		else if (a[0] == '-') {
-			st_cli_error("queue: unknown option '%s' (or it lacks its value); see stitch queue "
-			             "--help", a);
-			rc = ST_EXIT_USAGE;
-		} else
-			pos[n_pos++] = argv[i];
+	st_err err;
+	/* argv + 1: the verb is the parser's command name, the rest its arguments */
+	if (st_opt_parse(tables, NULL, argc - 1, argv + 1, pos, argc, &n_pos, &err)) {
+		st_cli_error("queue: %s; see 'stitch queue --help'", err.msg);
+		rc = ST_EXIT_USAGE;
 	}
 	json_t *options = NULL;
-	if (!rc && opts) {
+	if (!rc && a.opts) {
 		json_error_t je;
-		options = json_loads(opts, 0, &je);
+		options = json_loads(a.opts, 0, &je);
 		if (!json_is_object(options)) {
 			st_cli_error("queue: --options: expected a JSON object (%s)", je.text);
 			rc = ST_EXIT_USAGE;
 		}
 	}
+	a.options = options;
 	if (!rc && !strcmp(verb, "submit")) {
 		if (n_pos < 2) {
 			st_cli_error("queue submit: TASK and at least one FILE");
 			rc = ST_EXIT_USAGE;
 		} else {
-			rc = submit(url, arch, options, wait, timeout_s, (long)max_pending, trusted, pos[0],
-			            pos + 1, n_pos - 1);
+			rc = submit(&a, pos[0], (char **)pos + 1, n_pos - 1);
 		}
 	} else if (!rc && !strcmp(verb, "status")) {
 		rc = n_pos ? (st_cli_error("queue status takes no arguments"), ST_EXIT_USAGE)
-		           : status(url, json);
+		           : status(a.url, a.json);
 	} else if (!rc) {
 		st_cli_error("queue: unknown command '%s' (known: submit, status)", verb);
 		rc = ST_EXIT_USAGE;

@@ -90,17 +90,46 @@ static int by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Exploits show in correctness and in the flags, not in fine timing: keep timing short. */
+static void redteam_defaults(st_verify_opts *o)
+{
+	st_verify_opts_default(o);
+	o->stop.min_time_ms = 20;
+	o->stop.max_rse = 0.05;
+	o->stop.max_samples = 400;
+	o->timeout_s = 20;
+	o->sets = "small,eval,hidden";
+}
+
+static void own_table(const char **dir, int *json, st_opt *t)
+{
+	const st_opt table[] = {
+		{ST_OPT_STRING, .name = "dir", 0, dir, "DIR", "folder of red-team files",
+		 .unset = "tests/redteam/<backend>"},
+		{ST_OPT_FLAG, .name = "json", 0, json, NULL,
+		 "print an array of {file, exploit, expect, got, caught, reason,\n"
+		 "wall_s, deadline_s}"},
+		{ST_OPT_END},
+	};
+	memcpy(t, table, sizeof table);
+}
+
 static void usage(FILE *f)
 {
+	st_verify_opts o;
+	redteam_defaults(&o);
+	const char *dir = NULL;
+	int json = 0, quiet = 0;
+	st_opt own[3], ver[ST_VERIFY_OPT_N];
+	own_table(&dir, &json, own);
+	st_verify_opt_table(&o, &quiet, 0, ver);
 	fprintf(f, "usage: stitch redteam [options]\n\n"
 	           "Verify every exploit in tests/redteam/<backend>/ (or --dir) and check that each\n"
 	           "gets the verdict its first line demands; print a table and 'caught N of M'.\n\n"
-	           "options:\n"
-	           "  --dir DIR        folder of red-team files (default: tests/redteam/<backend>)\n"
-	           "  --json           print an array of {file, exploit, expect, got, caught, reason,\n"
-	           "                   wall_s, deadline_s}\n"
-	           ST_VERIFY_OPTS_HELP
-	           "\nexit: 0 every file caught, 1 some missed or unclassified, 2 bad usage,\n"
+	           "options:\n");
+	st_opt_usage(f, own);
+	st_opt_usage(f, ver);
+	fprintf(f, "\nexit: 0 every file caught, 1 some missed or unclassified, 2 bad usage,\n"
 	           "      3 environment (no GPU, no compiler)\n");
 }
 
@@ -111,32 +140,17 @@ int cmd_redteam(int argc, char **argv)
 		return ST_EXIT_OK;
 	}
 	st_verify_opts o;
-	st_verify_opts_default(&o);
-	/* Exploits show in correctness and in the flags, not in fine timing: keep timing short. */
-	o.stop.min_time_ms = 20;
-	o.stop.max_rse = 0.05;
-	o.stop.max_samples = 400;
-	o.timeout_s = 20;
-	o.sets = "small,eval,hidden";
+	redteam_defaults(&o);
 	int json = 0, quiet = 0;
 	const char *dir = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-			continue;
-		}
-		if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
-			dir = argv[++i];
-			continue;
-		}
-		int r = st_verify_opt_parse(&o, argc, argv, &i, &quiet);
-		if (r < 0)
-			return ST_EXIT_USAGE;
-		if (!r) {
-			st_cli_error("redteam: unknown argument '%s'; see 'stitch redteam --help'", argv[i]);
-			return ST_EXIT_USAGE;
-		}
-	}
+	st_opt own[3], ver[ST_VERIFY_OPT_N];
+	own_table(&dir, &json, own);
+	st_verify_opt_table(&o, &quiet, 0, ver);
+	const st_opt *const tables[] = {own, ver, NULL};
+	const char *pos[1];
+	int n_pos;
+	if (st_cli_parse("redteam", tables, NULL, argc, argv, pos, 0, &n_pos))
+		return ST_EXIT_USAGE;
 	int host = !strcmp(o.backend, "host");
 	char dbuf[4200];
 	if (!dir) {

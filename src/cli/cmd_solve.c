@@ -10,6 +10,73 @@
 #include "task/task.h"
 #include "verify_opts.h"
 
+/* solve's own options over o, *json and *resume. */
+#define SOLVE_OPT_N 24
+
+static void own_table(st_solve_opts *o, int *json, const char **resume, st_opt *t)
+{
+	const st_opt table[] = {
+		{ST_OPT_STRING, .name = "model", 0, &o->model, "M", "the Coder's model (required)"},
+		{ST_OPT_STRING, .name = "planner-model", 0, &o->planner_model, "M", "the Planner's model",
+		 .unset = "the Coder's"},
+		{ST_OPT_STRING, .name = "verifier-model", 0, &o->verifier_model, "M",
+		 "also let a model turn each verdict into a short note for\n"
+		 "the Coder (prompts/verifier-summary.md), appended to the\n"
+		 "Verifier's facts", .unset = "the facts alone, no model"},
+		{ST_OPT_STRING, .name = "out", 0, &o->out_dir, "DIR", "artifact folder",
+		 .unset = "solve-<task>, e.g. solve-t1-softmax"},
+		{ST_OPT_INT, .name = "max-attempts", 0, &o->max_attempts, "N", "Coder rounds, 1 to 10000",
+		 1, 10000},
+		{ST_OPT_INT, .name = "samples", 0, &o->samples, "K",
+		 "answers per round, asked for at once, compiled at once and\n"
+		 "verified one after another (the GPU to itself); the best\n"
+		 "one goes on; 1 to 16", 1, 16},
+		{ST_OPT_INT, .name = "max-replans", 0, &o->max_replans, "N",
+		 "new plans after failures or stagnation, 0 to 1000", 0, 1000},
+		{ST_OPT_INT, .name = "replan-after", 0, &o->replan_after, "N",
+		 "failed or stagnating attempts in a row before one, 1 to 1000", 1, 1000},
+		{ST_OPT_DOUBLE, .name = "target-speedup", 0, &o->target_speedup, "X",
+		 "speedup vs the reference that ends the run", 0, 1e6},
+		{ST_OPT_UINT64, .name = "max-tokens", 0, &o->max_tokens, "N",
+		 "input + output tokens over the run (0: no limit)", 0, 1e12},
+		{ST_OPT_DOUBLE, .name = "max-time", 0, &o->max_time_s, "S",
+		 "wall time of the run in seconds", 1, 1e7},
+		{ST_OPT_DOUBLE, .name = "max-cost", 0, &o->max_cost_usd, "USD",
+		 "money, from --price-in/--price-out", 0, 1e6, .unset = "no limit"},
+		{ST_OPT_DOUBLE, .name = "price-in", 0, &o->llm.price_in_per_mtok, "P",
+		 "USD per million input tokens", 0, 1e4, .unset = "0, cost not counted"},
+		{ST_OPT_DOUBLE, .name = "price-out", 0, &o->llm.price_out_per_mtok, "P",
+		 "USD per million output tokens", 0, 1e4, .unset = "0, cost not counted"},
+		{ST_OPT_DOUBLE, .name = "temperature", 0, &o->temperature, "T",
+		 "sampling temperature, 0 to 2", 0, 2},
+		{ST_OPT_INT, .name = "max-output-tokens", 0, &o->max_output_tokens, "N", "per answer",
+		 1, 1e7},
+		{ST_OPT_DOUBLE, .name = "llm-timeout", 0, &o->llm.timeout_s, "S",
+		 "one HTTP request, in seconds", 1, 86400},
+		{ST_OPT_STRING, .name = "cache", 0, &o->llm.cache_path, "FILE", "response cache",
+		 .unset = "DIR/llm-cache.sqlite"},
+		{ST_OPT_FLAG, .name = "replay", 0, &o->llm.replay, NULL,
+		 "answer from the cache only; never call the model"},
+		{ST_OPT_STRING, .name = "resume", 0, resume, "DIR",
+		 "go on with an interrupted run in DIR: its cached answers are\n"
+		 "replayed (no tokens paid twice), then the model is asked again"},
+		{ST_OPT_STRING, .name = "prompts", 0, &o->prompts_dir, "DIR", "prompt templates",
+		 .unset = "the prompts/ of this stitch"},
+		{ST_OPT_FLAG, .name = "json", 0, json, NULL, "print report.json on stdout"},
+		{ST_OPT_END},
+	};
+	_Static_assert(sizeof table / sizeof table[0] <= SOLVE_OPT_N, "SOLVE_OPT_N");
+	memcpy(t, table, sizeof table);
+}
+
+static const st_opt_conflict conflicts[] = {{"no-timing", "time-set"}, {NULL, NULL}};
+
+static void solve_defaults(st_solve_opts *o)
+{
+	st_solve_opts_default(o);
+	o->verify.seeds = 3;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -24,35 +91,17 @@ static void usage(FILE *f)
 	        "models (M): openai:MODEL, anthropic:MODEL (keys in OPENAI_API_KEY / ANTHROPIC_API_KEY),\n"
 	        "  vllm|sglang|ollama|llamacpp|openai-compat:URL:MODEL, anthropic-compat:URL:MODEL\n"
 	        "  e.g. vllm:http://host:8000/v1:Qwen3-32B (the URL needs a path)\n\n"
-	        "options:\n"
-	        "  --model M            the Coder's model (required)\n"
-	        "  --planner-model M    the Planner's model (default: the Coder's)\n"
-	        "  --verifier-model M   also let a model turn each verdict into a short note for\n"
-	        "                       the Coder (prompts/verifier-summary.md), appended to the\n"
-	        "                       Verifier's facts (default: the facts alone, no model)\n"
-	        "  --out DIR            artifact folder (default: solve-<task>, e.g. solve-t1-softmax)\n"
-	        "  --max-attempts N     Coder rounds (default 8)\n"
-	        "  --samples K          answers per round, asked for at once, compiled at once and\n"
-	        "                       verified one after another (the GPU to itself); the best\n"
-	        "                       one goes on (default 1, at most 16)\n"
-	        "  --max-replans N      new plans after failures or stagnation (default 2)\n"
-	        "  --replan-after N     failed or stagnating attempts in a row before one (default 3)\n"
-	        "  --target-speedup X   speedup vs the reference that ends the run (default 2)\n"
-	        "  --max-tokens N       input + output tokens over the run (default 2000000; 0: none)\n"
-	        "  --max-time S         wall time of the run in seconds (default 3600)\n"
-	        "  --max-cost USD       money, from --price-in/--price-out (default: no limit)\n"
-	        "  --price-in P         USD per million input tokens (default 0: cost not counted)\n"
-	        "  --price-out P        USD per million output tokens\n"
-	        "  --temperature T      sampling temperature (default 0.2)\n"
-	        "  --max-output-tokens N  per answer (default 16384)\n"
-	        "  --llm-timeout S      one HTTP request (default 600)\n"
-	        "  --cache FILE         response cache (default: DIR/llm-cache.sqlite)\n"
-	        "  --replay             answer from the cache only; never call the model\n"
-	        "  --resume DIR         go on with an interrupted run in DIR: its cached answers are\n"
-	        "                       replayed (no tokens paid twice), then the model is asked again\n"
-	        "  --prompts DIR        prompt templates (default: the prompts/ of this stitch)\n"
-	        "  --json               print report.json on stdout\n"
-	        "verify options for every version:\n" ST_VERIFY_OPTS_HELP
+	        "options:\n");
+	st_solve_opts o;
+	solve_defaults(&o);
+	int json = 0;
+	const char *resume = NULL;
+	st_opt own[SOLVE_OPT_N];
+	own_table(&o, &json, &resume, own);
+	st_opt_usage(f, own);
+	fprintf(f, "verify options for every version:\n");
+	st_verify_opts_usage(f, &o.verify);
+	fprintf(f,
 	        "\nexit: 0 a correct version was found (best.* written), 1 none within the budget\n"
 	        "      (the report says why), 2 bad input, 3 environment (no GPU, model unreachable)\n");
 }
@@ -73,95 +122,16 @@ int cmd_solve(int argc, char **argv)
 		return ST_EXIT_OK;
 	}
 	st_solve_opts o;
-	st_solve_opts_default(&o);
-	o.verify.seeds = 3;
+	solve_defaults(&o);
 	int json = 0, quiet = 0;
 	const char *task_arg = NULL, *resume = NULL;
-	static const struct {
-		const char *name;
-		double lo, hi;
-	} nums[] = {{"--max-attempts", 1, 10000}, {"--max-replans", 0, 1000},
-	            {"--replan-after", 1, 1000}, {"--target-speedup", 0, 1e6},
-	            {"--max-tokens", 0, 1e12}, {"--max-time", 1, 1e7}, {"--max-cost", 0, 1e6},
-	            {"--price-in", 0, 1e4}, {"--price-out", 0, 1e4}, {"--temperature", 0, 2},
-	            {"--max-output-tokens", 1, 1e7}, {"--llm-timeout", 1, 86400},
-	            {"--samples", 1, 16}};
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--json")) {
-			json = 1;
-			continue;
-		}
-		if (!strcmp(a, "--replay")) {
-			o.llm.replay = 1;
-			continue;
-		}
-		if (!strcmp(a, "--resume")) {
-			if (i + 1 >= argc || !argv[i + 1][0]) {
-				st_cli_error("--resume needs the folder of an earlier run");
-				return ST_EXIT_USAGE;
-			}
-			resume = argv[++i];
-			continue;
-		}
-		const char **str = !strcmp(a, "--model")           ? &o.model
-		                   : !strcmp(a, "--planner-model") ? &o.planner_model
-		                   : !strcmp(a, "--verifier-model") ? &o.verifier_model
-		                   : !strcmp(a, "--out")           ? &o.out_dir
-		                   : !strcmp(a, "--cache")         ? &o.llm.cache_path
-		                   : !strcmp(a, "--prompts")       ? &o.prompts_dir
-		                                                   : NULL;
-		if (str) {
-			if (i + 1 >= argc || !argv[i + 1][0]) {
-				st_cli_error("%s needs a value", a);
-				return ST_EXIT_USAGE;
-			}
-			*str = argv[++i];
-			continue;
-		}
-		size_t k = 0;
-		while (k < sizeof nums / sizeof nums[0] && strcmp(a, nums[k].name))
-			k++;
-		if (k < sizeof nums / sizeof nums[0]) {
-			double x;
-			if (i + 1 >= argc) {
-				st_cli_error("%s needs a value", a);
-				return ST_EXIT_USAGE;
-			}
-			if (st_cli_number(a, argv[++i], nums[k].lo, nums[k].hi, &x))
-				return ST_EXIT_USAGE;
-			switch (k) {
-			case 0: o.max_attempts = (int)x; break;
-			case 1: o.max_replans = (int)x; break;
-			case 2: o.replan_after = (int)x; break;
-			case 3: o.target_speedup = x; break;
-			case 4: o.max_tokens = (int64_t)x; break;
-			case 5: o.max_time_s = x; break;
-			case 6: o.max_cost_usd = x; break;
-			case 7: o.llm.price_in_per_mtok = x; break;
-			case 8: o.llm.price_out_per_mtok = x; break;
-			case 9: o.temperature = x; break;
-			case 10: o.max_output_tokens = (int)x; break;
-			case 11: o.llm.timeout_s = x; break;
-			case 12: o.samples = (int)x; break;
-			}
-			continue;
-		}
-		int r = st_verify_opt_parse(&o.verify, argc, argv, &i, &quiet);
-		if (r < 0)
-			return ST_EXIT_USAGE;
-		if (r)
-			continue;
-		if (a[0] == '-' && a[1]) {
-			st_cli_error("solve: unknown option '%s'; see 'stitch solve --help'", a);
-			return ST_EXIT_USAGE;
-		}
-		if (task_arg) {
-			st_cli_error("solve: one TASK only; see 'stitch solve --help'");
-			return ST_EXIT_USAGE;
-		}
-		task_arg = a;
-	}
+	st_opt own[SOLVE_OPT_N], ver[ST_VERIFY_OPT_N];
+	own_table(&o, &json, &resume, own);
+	st_verify_opt_table(&o.verify, &quiet, 0, ver);
+	const st_opt *const tables[] = {own, ver, NULL};
+	int n_pos;
+	if (st_cli_parse("solve", tables, conflicts, argc, argv, &task_arg, 1, &n_pos))
+		return ST_EXIT_USAGE;
 	if (!task_arg || !o.model) {
 		st_cli_error("solve: needs --model M and a TASK; see 'stitch solve --help'");
 		return ST_EXIT_USAGE;

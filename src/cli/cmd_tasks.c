@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/host_mem.h"
+#include "common/opt.h"
 #include "task/task.h"
 #include "verify/admit.h"
 
@@ -19,16 +20,28 @@ typedef struct listing {
 	int failed;
 } listing;
 
+static void own_table(int *json, const char **root, st_opt *t)
+{
+	const st_opt table[] = {
+		{ST_OPT_FLAG, .name = "json", 0, json, NULL, "print a JSON array instead of a table"},
+		{ST_OPT_STRING, .name = "root", 0, root, "DIR", "the suite folder; without it $STITCH_TASKS, else\nthe source tree's tasks/"},
+		{ST_OPT_END},
+	};
+	memcpy(t, table, sizeof table);
+}
+
 static void usage(FILE *f)
 {
+	int json = 0;
+	const char *root = st_cli_tasks_root(); /* $STITCH_TASKS, else the source tree's tasks/ */
+	st_opt opts[3];
+	own_table(&json, &root, opts);
 	fprintf(f, "usage: stitch tasks [--json] [--root DIR]\n\n"
 	           "List every task of the suite: id, tier, eval sizes, number of hidden size sets,\n"
 	           "policy and allowed libraries. Every task.json is validated on the way; a task\n"
-           "with a size set too large for this machine's memory is marked and warned about.\n\n"
-	           "  --json       print a JSON array instead of a table\n"
-	           "  --root DIR   the suite folder (default $STITCH_TASKS, else the source tree's "
-	           "tasks/)\n"
-	           "  -h, --help   this text\n\n"
+	           "with a size set too large for this machine's memory is marked and warned about.\n\n");
+	st_opt_usage(f, opts);
+	fprintf(f, "  -h, --help       this text\n\n"
 	           "Exit codes: 0 all tasks loaded, 2 bad usage or a task failed to load.\n");
 }
 
@@ -170,23 +183,19 @@ int cmd_tasks(int argc, char **argv)
 {
 	const char *root = st_cli_tasks_root();
 	int json = 0;
+	st_err err;
 	if (st_cli_wants_help(argc, argv)) {
 		usage(stdout);
 		return ST_EXIT_OK;
 	}
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (!strcmp(argv[i], "--root") && i + 1 < argc) {
-			root = argv[++i];
-		} else if (!strncmp(argv[i], "--root=", 7)) {
-			root = argv[i] + 7;
-		} else {
-			st_cli_error("tasks: %s '%s'; see 'stitch tasks --help'",
-			             !strcmp(argv[i], "--root") ? "missing folder after" : "unknown option",
-			             argv[i]);
-			return ST_EXIT_USAGE;
-		}
+	st_opt opts[3];
+	own_table(&json, &root, opts);
+	const st_opt *const tables[] = {opts, NULL};
+	const char *pos[1];
+	int n_pos;
+	if (st_opt_parse(tables, NULL, argc, argv, pos, 0, &n_pos, &err)) {
+		st_cli_error("tasks: %s; see 'stitch tasks --help'", err.msg);
+		return ST_EXIT_USAGE;
 	}
 	listing l = {0};
 	if (listing_load(root, &l))

@@ -32,6 +32,57 @@
 
 #define MAX_PIPES 64
 
+/* The worker's own options; the verify options come from verify_opts.c. */
+typedef struct worker_args {
+	const char *gpus, *spool, *name;
+	int per_gpu, host_workers, keep, spares;
+} worker_args;
+
+#define WORKER_ARGS_DEFAULTS {.gpus = "0", .per_gpu = 1, .host_workers = 1, .keep = 48, .spares = 2}
+
+static void own_table(const char **url, double *reclaim_s, double *cap_gib, worker_args *a,
+                      st_opt *t)
+{
+	const st_opt table[] = {
+		{ST_OPT_STRING, .name = "queue", 0, url, "URL",
+		 "the Redis server (required); rediss:// for TLS, the server's CA\n"
+		 "in $STITCH_REDIS_CA (else the system's), a client certificate in\n"
+		 "$STITCH_REDIS_CERT and $STITCH_REDIS_KEY"},
+		{ST_OPT_STRING, .name = "name", 0, &a->name, "N",
+		 "this worker's name in the group; a restart under the same name\n"
+		 "takes its unfinished jobs back", .unset = "host name and pid"},
+		{ST_OPT_LIST, .name = "gpus", 0, &a->gpus, "LIST", "cuda: GPU indexes, a pipeline each"},
+		{ST_OPT_INT, .name = "per-gpu", 0, &a->per_gpu, "N",
+		 "cuda: pipelines per GPU (they share the GPU for correctness\n"
+		 "runs and take it alone to time), 1 to 4096", 1, 4096},
+		{ST_OPT_INT, .name = "workers", 0, &a->host_workers, "N",
+		 "host backend: pipelines, 1 to 4096", 1, 4096},
+		{ST_OPT_DOUBLE, .name = "reclaim-after", 0, reclaim_s, "S",
+		 "claim pending jobs of consumers without a heartbeat after S s,\n"
+		 "and any job pending longer than 30 minutes; 1 to 4096", 1, 4096},
+		{ST_OPT_INT, .name = "keep-runners", 0, &a->keep, "N",
+		 "runners kept loaded between jobs, as stitch serve (0: none)", 0, 4096},
+		{ST_OPT_INT, .name = "spares", 0, &a->spares, "N",
+		 "spare runners kept started per pipeline, 1 to 4096", 1, 4096},
+		{ST_OPT_STRING, .name = "spool", 0, &a->spool, "DIR", "where job code is written",
+		 .unset = "the cache's spool/"},
+		ST_REQUEST_CAP_OPT(cap_gib),
+		{ST_OPT_END},
+	};
+	memcpy(t, table, sizeof table);
+}
+
+static const st_opt_conflict conflicts[] = {{"no-timing", "time-set"}, {NULL, NULL}};
+
+/* A queue's verdict is a trainer's or a sweep's: serve's defaults (docs/serve.md). */
+static void worker_verify_defaults(st_verify_opts *vo)
+{
+	st_verify_opts_default(vo);
+	vo->profile = 0;
+	vo->stop.min_time_ms = 100;
+	vo->stop.max_rse = 0.01;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -40,26 +91,21 @@ static void usage(FILE *f)
 	        "and answer them: one pipeline per GPU, each a consumer of the queue's group that\n"
 	        "reads only the jobs of this machine's arch. A job's result is stored before the job\n"
 	        "is acknowledged; jobs of a worker that died are claimed by the living (docs/queue.md).\n\n"
-	        "options:\n"
-	        "  --queue URL      the Redis server (required); rediss:// for TLS, the server's CA\n"
-	        "                   in $STITCH_REDIS_CA (else the system's), a client certificate in\n"
-	        "                   $STITCH_REDIS_CERT and $STITCH_REDIS_KEY\n"
-	        "  --name N         this worker's name in the group (default: host name and pid);\n"
-	        "                   a restart under the same name takes its unfinished jobs back\n"
-	        "  --gpus LIST      cuda: GPU indexes, a pipeline each (default 0)\n"
-	        "  --per-gpu N      cuda: pipelines per GPU (default 1; they share the GPU for\n"
-	        "                   correctness runs and take it alone to time)\n"
-	        "  --workers N      host backend: pipelines (default 1)\n"
-	        "  --reclaim-after S  claim pending jobs of consumers without a heartbeat after S s\n"
-	        "                   (default 10), and any job pending longer than 30 minutes\n"
-	        "  --keep-runners N runners kept loaded between jobs, as stitch serve (default 48)\n"
-	        "  --spares N       spare runners kept started per pipeline (default 2)\n"
-	        "  --spool DIR      where job code is written (default: the cache's spool/)\n"
-	        ST_REQUEST_CAP_HELP
+	        "options:\n");
+	const char *url = NULL;
+	double reclaim_s = 10;
+	worker_args wa = WORKER_ARGS_DEFAULTS;
+	double cap_gib = st_cli_request_cap_default_gib();
+	st_opt own[12];
+	own_table(&url, &reclaim_s, &cap_gib, &wa, own);
+	st_opt_usage(f, own);
+	fprintf(f,
 	        "verify options for every job (the worker's own defaults, as stitch serve's:\n"
-	        "--min-time 100 --max-rse 0.01, no profile; a job's options override them):\n"
-	        ST_VERIFY_OPTS_HELP
-	        "\nexit: 0 after SIGTERM/SIGINT (running jobs finished), 2 bad options,\n"
+	        "--min-time 100 --max-rse 0.01, no profile; a job's options override them):\n");
+	st_verify_opts vo;
+	worker_verify_defaults(&vo);
+	st_verify_opts_usage(f, &vo);
+	fprintf(f, "\nexit: 0 after SIGTERM/SIGINT (running jobs finished), 2 bad options,\n"
 	        "      3 no Redis, no GPU\n");
 }
 
@@ -355,64 +401,23 @@ int cmd_worker(int argc, char **argv)
 	}
 	static worker w;
 	memset(&w, 0, sizeof w);
-	st_verify_opts_default(&w.vo);
-	/* A queue's verdict is a trainer's or a sweep's: serve's defaults (docs/serve.md). */
-	w.vo.profile = 0;
-	w.vo.stop.min_time_ms = 100;
-	w.vo.stop.max_rse = 0.01;
-	w.vo.max_request_bytes = st_cli_request_cap_default();
+	worker_verify_defaults(&w.vo);
 	w.reclaim_s = 10;
 	w.stale_s = 1800;
 	w.lease_s = 10;
-	const char *gpus = "0", *spool = NULL, *name = NULL;
-	int per_gpu = 1, host_workers = 1, keep = 48, spares = 2, quiet = 0;
-	for (int i = 1; i < argc; i++) {
-		int r = st_verify_opt_parse(&w.vo, argc, argv, &i, &quiet);
-		if (r < 0)
-			return ST_EXIT_USAGE;
-		if (r > 0)
-			continue;
-		const char *a = argv[i];
-		if (i + 1 >= argc) {
-			st_cli_error("worker: unknown option '%s' or it lacks its value; see stitch worker "
-			             "--help", a);
-			return ST_EXIT_USAGE;
-		}
-		const char *v = argv[++i];
-		double x;
-		if (!strcmp(a, "--queue"))
-			w.url = v;
-		else if (!strcmp(a, "--max-request-gb")) {
-			if (st_cli_request_cap("worker", v, &w.vo.max_request_bytes))
-				return ST_EXIT_USAGE;
-		}
-		else if (!strcmp(a, "--name"))
-			name = v;
-		else if (!strcmp(a, "--gpus"))
-			gpus = v;
-		else if (!strcmp(a, "--spool"))
-			spool = v;
-		else if (!strcmp(a, "--per-gpu") || !strcmp(a, "--workers") ||
-		         !strcmp(a, "--keep-runners") || !strcmp(a, "--reclaim-after") ||
-		         !strcmp(a, "--spares")) {
-			int zero_ok = !strcmp(a, "--keep-runners");
-			if (st_cli_number(a, v, zero_ok ? 0 : 1, 4096, &x))
-				return ST_EXIT_USAGE;
-			if (!strcmp(a, "--per-gpu"))
-				per_gpu = (int)x;
-			else if (!strcmp(a, "--workers"))
-				host_workers = (int)x;
-			else if (!strcmp(a, "--keep-runners"))
-				keep = (int)x;
-			else if (!strcmp(a, "--spares"))
-				spares = (int)x;
-			else
-				w.reclaim_s = x;
-		} else {
-			st_cli_error("worker: unknown option '%s'; see stitch worker --help", a);
-			return ST_EXIT_USAGE;
-		}
-	}
+	worker_args wa = WORKER_ARGS_DEFAULTS;
+	int quiet = 0, n_pos;
+	double cap_gib = st_cli_request_cap_default_gib();
+	st_opt own[12], ver[ST_VERIFY_OPT_N];
+	own_table(&w.url, &w.reclaim_s, &cap_gib, &wa, own);
+	st_verify_opt_table(&w.vo, &quiet, 0, ver);
+	const st_opt *const tables[] = {own, ver, NULL};
+	if (st_cli_parse("worker", tables, conflicts, argc, argv, NULL, 0, &n_pos))
+		return ST_EXIT_USAGE;
+	w.vo.max_request_bytes = st_cli_request_cap_bytes(cap_gib);
+	const char *gpus = wa.gpus, *spool = wa.spool, *name = wa.name;
+	int per_gpu = wa.per_gpu, host_workers = wa.host_workers, keep = wa.keep,
+	    spares = wa.spares;
 	if (!w.url) {
 		st_cli_error("worker: --queue redis://HOST:PORT is required");
 		return ST_EXIT_USAGE;

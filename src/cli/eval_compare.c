@@ -7,10 +7,44 @@
 #include <string.h>
 
 #include "cli.h"
+#include "common/opt.h"
 #include "store/eval.h"
+
+typedef struct compare_args {
+	const char *db, *html;
+	const char **refs;
+	int n_refs, list, json, help, compare;
+} compare_args;
+
+static void own_table(compare_args *a, st_opt *t)
+{
+	const st_opt table[] = {
+		{ST_OPT_FLAG, .name = "compare", 0, &a->compare, NULL,
+		 "set the runs given as RUN side by side; RUN is a run id, 'last'\n"
+		 "or 'last~N' (N runs before the last)"},
+		{ST_OPT_FLAG, .name = "list", 0, &a->list, NULL, "the recorded runs, newest first"},
+		{ST_OPT_STRING, .name = "db", 0, &a->db, "FILE", "the eval store (SQLite)",
+		 .unset = "$STITCH_EVAL_DB, else\n"
+		 "$XDG_DATA_HOME/stitch/eval.db or ~/.local/share/stitch/eval.db"},
+		{ST_OPT_STRING, .name = "html", 0, &a->html, "FILE",
+		 "--compare: also write the comparison as one HTML page with SVG\n"
+		 "charts (no scripts, no network)"},
+		{ST_OPT_FLAG, .name = "json", 0, &a->json, NULL,
+		 "print the runs' scores ({runs: [{id, scores}]}), or the list, as JSON"},
+		{ST_OPT_FLAG, .name = "help", 'h', &a->help, NULL, "this text"},
+		{ST_OPT_END},
+	};
+	memcpy(t, table, sizeof table);
+}
+
+/* --list writes no page */
+static const st_opt_conflict conflicts[] = {{"list", "html"}, {NULL, NULL}};
 
 static void usage(FILE *f)
 {
+	compare_args a = {0};
+	st_opt own[8];
+	own_table(&a, own);
 	fprintf(f,
 	        "usage: stitch eval --compare RUN... [--db FILE] [--html FILE] [--json]\n"
 	        "       stitch eval --list [--db FILE] [--json]\n\n"
@@ -19,50 +53,22 @@ static void usage(FILE *f)
 	        "tokens and cost; fast_p (p = 0, 1, 1.5, 2, 5) per tier; correctness and speedup by\n"
 	        "round for refine and agent runs (a loop drifting toward slow safe code shows); and\n"
 	        "the suspicious results.\n\n"
-	        "options:\n"
-	        "  RUN          a run id, 'last' or 'last~N' (N runs before the last)\n"
-	        "  --list       the recorded runs, newest first\n"
-	        "  --db FILE    the eval store (SQLite; default $STITCH_EVAL_DB, else\n"
-	        "               $XDG_DATA_HOME/stitch/eval.db or ~/.local/share/stitch/eval.db)\n"
-	        "  --html FILE  also write the comparison as one HTML page with SVG charts (no\n"
-	        "               scripts, no network)\n"
-	        "  --json       print the runs' scores ({runs: [{id, scores}]}) instead of the table\n"
-	        "\nexit: 0 done, 2 bad input (an unknown run, not an eval store), 3 a file that\n"
-	        "      cannot be written\n");
+	        "options:\n");
+	st_opt_usage(f, own);
+	fprintf(f, "\nexit: 0 done, 2 bad input (an unknown run, not an eval store), 3 a file that\n"
+	           "      cannot be written\n");
 }
-
-typedef struct compare_args {
-	const char *db, *html;
-	const char **refs;
-	int n_refs, list, json, help;
-} compare_args;
 
 /* 0 ok, otherwise an exit code */
 static int parse(int argc, char **argv, compare_args *a)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *x = argv[i];
-		if (!strcmp(x, "--compare")) {
-			continue;
-		} else if (!strcmp(x, "--list")) {
-			a->list = 1;
-		} else if (!strcmp(x, "--json")) {
-			a->json = 1;
-		} else if (!strcmp(x, "-h") || !strcmp(x, "--help")) {
-			a->help = 1;
-		} else if (!strcmp(x, "--db") || !strcmp(x, "--html")) {
-			if (i + 1 >= argc || !*argv[i + 1]) {
-				st_cli_error("%s needs a file; see 'stitch eval --help'", x);
-				return ST_EXIT_USAGE;
-			}
-			*(x[2] == 'd' ? &a->db : &a->html) = argv[++i];
-		} else if (x[0] == '-') {
-			st_cli_error("eval --compare: '%s' is not an option of a comparison; see "
-			             "'stitch eval --help'", x);
-			return ST_EXIT_USAGE;
-		} else {
-			a->refs[a->n_refs++] = x;
-		}
+	st_opt own[8];
+	own_table(a, own);
+	const st_opt *const tables[] = {own, NULL};
+	st_err err;
+	if (st_opt_parse(tables, conflicts, argc, argv, a->refs, argc, &a->n_refs, &err)) {
+		st_cli_error("eval --compare: %s; see 'stitch eval --compare --help'", err.msg);
+		return ST_EXIT_USAGE;
 	}
 	if (a->help)
 		return 0;
@@ -73,10 +79,6 @@ static int parse(int argc, char **argv, compare_args *a)
 	if (!a->list && !a->n_refs) {
 		st_cli_error("eval --compare needs at least one run: an id, 'last' or 'last~N' "
 		             "('stitch eval --list' shows them)");
-		return ST_EXIT_USAGE;
-	}
-	if (a->list && a->html) {
-		st_cli_error("eval --list writes no page; --html goes with --compare RUN...");
 		return ST_EXIT_USAGE;
 	}
 	return 0;

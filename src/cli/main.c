@@ -56,7 +56,8 @@ int st_cli_number(const char *opt, const char *v, double lo, double hi, double *
 	char *end;
 	errno = 0;
 	double x = strtod(v, &end);
-	if (errno || end == v || *end || x < lo || x > hi) {
+	/* !(x >= lo) also refuses nan, which every comparison lets through */
+	if (errno || end == v || *end || !(x >= lo && x <= hi)) {
 		st_cli_error("%s: '%s' is not a number between %g and %g", opt, v, lo, hi);
 		return -1;
 	}

@@ -1,5 +1,5 @@
 /* The per-request memory cap of stitch serve and stitch worker (see request_cap.h): its default
- * from the machine's memory, and the option's parsing. */
+ * from the machine's memory, and the conversion of the option's GiB. */
 #include "request_cap.h"
 
 #include "cli.h"
@@ -14,15 +14,12 @@ uint64_t st_cli_request_cap_default(void)
 	return st_host_mem_ceiling(&m) / 2;
 }
 
-int st_cli_request_cap(const char *cmd, const char *v, uint64_t *bytes)
+double st_cli_request_cap_default_gib(void)
 {
-	double gib;
-	if (!v) {
-		st_cli_error("%s: --max-request-gb needs a value", cmd);
-		return -1;
-	}
-	if (st_cli_number("--max-request-gb", v, 0, 1 << 24, &gib))
-		return -1;
-	*bytes = (uint64_t)(gib * (double)(1u << 30));
-	return 0;
+	return (double)st_cli_request_cap_default() / (double)(1u << 30);
+}
+
+uint64_t st_cli_request_cap_bytes(double gib)
+{
+	return (uint64_t)(gib * (double)(1u << 30));
 }

@@ -6,15 +6,25 @@
 
 #include <stdint.h>
 
-#define ST_REQUEST_CAP_HELP \
-	"  --max-request-gb G  host memory one request's verify may take, in GiB (default: half\n" \
-	"                   the machine's or its cgroup's memory; 0: what is available); a\n" \
-	"                   task whose size sets need more is refused as bad input (422)\n"
+#include "common/opt.h"
+
+/* The option's table entry over a double in GiB, which the command fills with
+ * st_cli_request_cap_default_gib() first (so --help shows this machine's default) and turns
+ * into bytes with st_cli_request_cap_bytes() after parsing. */
+#define ST_REQUEST_CAP_OPT(gib)                                                                 \
+	{ST_OPT_DOUBLE, .name = "max-request-gb", 0, (gib), "G",                                  \
+	 "host memory one request's verify may take, in GiB (0: what is\n"                        \
+	 "available); a task whose size sets need more is refused as bad\n"                       \
+	 "input (422); the default is half the machine's or its cgroup's memory", 0, 1 << 24,     \
+	 .unset = "what is available (this machine's memory is unknown)"}
 
 /* Half of MemTotal (or of the cgroup's limit, if tighter); 0 when unknown. */
 uint64_t st_cli_request_cap_default(void);
 
-/* Parse `v` (GiB, 0 or more) for command `cmd` into *bytes; -1 with a message when bad. */
-int st_cli_request_cap(const char *cmd, const char *v, uint64_t *bytes);
+/* The same in GiB. */
+double st_cli_request_cap_default_gib(void);
+
+/* GiB as given to bytes. */
+uint64_t st_cli_request_cap_bytes(double gib);
 
 #endif

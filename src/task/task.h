@@ -113,7 +113,8 @@ void st_task_free(st_task *task);
 const char *st_task_reference(const st_task *t, int host);
 const char *st_task_expert(const st_task *t, int host);
 
-/* Resolve a task argument: an existing folder, or an id such as "t1/softmax" under `root`. */
+/* Resolve a task argument: an existing folder, or an id such as "t1/softmax" under `root`.
+ * ST_E_INVALID where neither exists or the folder found holds no task.json. */
 st_status st_task_resolve(const char *arg, const char *root, char *out, size_t outlen, st_err *err);
 
 /* List every task folder (a folder with task.json) under root, sorted by id: absolute paths of

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 typedef struct entry {
@@ -49,6 +50,12 @@ st_status st_task_resolve(const char *arg, const char *root, char *out, size_t o
 		                  joined);
 	if (!realpath(found, real))
 		return st_err_set(err, ST_E_IO, "%s: %s", found, strerror(errno));
+	/* A folder is a task only with its task.json: "t1", "" (the suite root) or "../../etc"
+	 * are the user's mistake, said here rather than as a failed read later. */
+	char json[PATH_MAX + 16];
+	snprintf(json, sizeof json, "%s/task.json", real);
+	if (access(json, F_OK))
+		return st_err_set(err, ST_E_INVALID, "not a task folder: %s (no task.json)", real);
 	if (strlen(real) >= outlen)
 		return st_err_set(err, ST_E_INVALID, "%s: path too long", real);
 	memcpy(out, real, strlen(real) + 1);

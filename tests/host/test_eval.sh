@@ -144,7 +144,7 @@ check "--compare of an unknown run: exit 2 ($rc) and says which" bash -c "[ $rc 
 "$STITCH" eval --backend host >/dev/null 2>"$WORK/e1"
 check "no --model: exit 2 ($?)" grep -q -- "--model" "$WORK/e1"
 "$STITCH" eval --model openai-compat:http://127.0.0.1:9/v1:x --mode tournament --replay >/dev/null 2>"$WORK/e2"
-check "an unknown mode is named" grep -q "tournament: not a mode" "$WORK/e2"
+check "an unknown mode is named" grep -q -- "--mode: 'tournament' is not one of" "$WORK/e2"
 "$STITCH" eval --model openai-compat:http://127.0.0.1:9/v1:x --rounds 3 --replay >/dev/null 2>"$WORK/e3"
 check "--rounds with oneshot is refused" grep -q "oneshot has one" "$WORK/e3"
 "$STITCH" eval --model openai-compat:http://127.0.0.1:9/v1:x --task 'zz/*' --replay --out "$WORK/none" >/dev/null 2>"$WORK/e4"
