@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "task/task.h"
+#include "verify/audit.h"
 
 typedef struct listing {
 	st_task *tasks;
@@ -18,14 +19,25 @@ typedef struct listing {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stitch tasks [--json] [--root DIR]\n\n"
+	fprintf(f, "usage: stitch tasks [--json] [--root DIR]\n"
+	           "       stitch tasks --audit [--json] [--backend host|cuda] [--sets LIST] [TASK...]\n\n"
 	           "List every task of the suite: id, tier, eval sizes, number of hidden size sets,\n"
 	           "policy and allowed libraries. Every task.json is validated on the way.\n\n"
-	           "  --json       print a JSON array instead of a table\n"
-	           "  --root DIR   the suite folder (default $STITCH_TASKS, else the source tree's "
+	           "  --json         print JSON instead of a table\n"
+	           "  --root DIR     the suite folder (default $STITCH_TASKS, else the source tree's "
 	           "tasks/)\n"
-	           "  -h, --help   this text\n\n"
-	           "Exit codes: 0 all tasks loaded, 2 bad usage or a task failed to load.\n");
+	           "  --audit        the tolerance audit of the TASKs (default: every task): verify\n"
+	           "                 trivial answers (all zeros, all NaN, the reference output's mean,\n"
+	           "                 the first input passed through, the reference's output for other\n"
+	           "                 inputs) on each size set; a task whose check admits one is broken\n"
+	           "  --backend B    the audit's backend: host (default) or cuda\n"
+	           "  --sets LIST    the audit's size sets (small, eval, hidden, hidden<N>); default\n"
+	           "                 small,hidden on the host (the eval sets take minutes on a CPU),\n"
+	           "                 every set on cuda\n"
+	           "  -h, --help     this text\n\n"
+	           "Exit codes: 0 all tasks loaded (audit: every trivial answer rejected), 1 the audit\n"
+	           "found a task that admits a trivial answer, 2 bad usage or a task failed to load,\n"
+	           "3 an answer could not be judged.\n");
 }
 
 static void listing_free(listing *l)
@@ -132,10 +144,68 @@ static int print_json(const listing *l)
 	return 0;
 }
 
+static void audit_progress(void *arg, const char *line)
+{
+	(void)arg;
+	fprintf(stderr, "audit: %s\n", line);
+}
+
+/* --audit: the named tasks (every task when none), one report each; the work is st_audit_task's.
+ * Exit 1 when a task admits a trivial answer, 3 when an answer could not be judged. */
+static int cmd_audit(const char *root, const char *const *args, int n_args, st_audit_opts *ao,
+                     int json)
+{
+	char **dirs = NULL;
+	int n = 0, admitted = 0, errors = 0, bad = 0;
+	st_err err;
+	if (ao->backend && strcmp(ao->backend, "host") && strcmp(ao->backend, "cuda")) {
+		st_cli_error("tasks: unknown backend '%s' (host or cuda)", ao->backend);
+		return ST_EXIT_USAGE;
+	}
+	if (!n_args && st_task_list(root, &dirs, &n, &err)) {
+		st_cli_error("tasks: %s", err.msg);
+		return ST_EXIT_USAGE;
+	}
+	ao->progress = json ? NULL : audit_progress;
+	json_t *all = json_array();
+	for (int i = 0; i < (n_args ? n_args : n); i++) {
+		char dir[4096];
+		json_t *rep;
+		st_status s = n_args ? st_task_resolve(args[i], root, dir, sizeof dir, &err) : ST_OK;
+		if (!s)
+			s = st_audit_task(n_args ? dir : dirs[i], ao, &rep, &err);
+		if (s) {
+			st_cli_error("tasks: --audit %s: %s", n_args ? args[i] : dirs[i], err.msg);
+			bad++;
+			continue;
+		}
+		admitted += json_integer_value(json_object_get(rep, "admitted")) > 0;
+		errors += json_integer_value(json_object_get(rep, "errors")) > 0;
+		if (!json)
+			st_audit_print(rep, stdout);
+		json_array_append_new(all, rep);
+	}
+	st_task_list_free(dirs, n);
+	if (json) {
+		char *text = json_dumps(all, JSON_INDENT(2));
+		if (text)
+			puts(text);
+		free(text);
+	} else {
+		printf("audit: %zu tasks, %d admit a trivial answer, %d with answers not judged\n",
+		       json_array_size(all), admitted, errors);
+	}
+	json_decref(all);
+	return bad ? ST_EXIT_USAGE : admitted ? ST_EXIT_NO : errors ? ST_EXIT_ENV : ST_EXIT_OK;
+}
+
 int cmd_tasks(int argc, char **argv)
 {
 	const char *root = st_cli_tasks_root();
-	int json = 0;
+	int json = 0, audit = 0;
+	st_audit_opts ao = {0};
+	const char *args[256];
+	int n_args = 0;
 	if (st_cli_wants_help(argc, argv)) {
 		usage(stdout);
 		return ST_EXIT_OK;
@@ -147,12 +217,26 @@ int cmd_tasks(int argc, char **argv)
 			root = argv[++i];
 		} else if (!strncmp(argv[i], "--root=", 7)) {
 			root = argv[i] + 7;
+		} else if (!strcmp(argv[i], "--audit")) {
+			audit = 1;
+		} else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
+			ao.backend = argv[++i];
+		} else if (!strcmp(argv[i], "--sets") && i + 1 < argc) {
+			ao.sets = argv[++i];
+		} else if (argv[i][0] != '-' && n_args < 256) {
+			args[n_args++] = argv[i];
 		} else {
 			st_cli_error("tasks: %s '%s'; see 'stitch tasks --help'",
 			             !strcmp(argv[i], "--root") ? "missing folder after" : "unknown option",
 			             argv[i]);
 			return ST_EXIT_USAGE;
 		}
+	}
+	if (audit)
+		return cmd_audit(root, args, n_args, &ao, json);
+	if (n_args || ao.backend || ao.sets) {
+		st_cli_error("tasks: task names, --backend and --sets go with --audit");
+		return ST_EXIT_USAGE;
 	}
 	listing l = {0};
 	if (listing_load(root, &l))
