@@ -43,9 +43,10 @@ static st_status write_answer(audit *a, int answer, const char *tmpl, size_t tmp
                               st_err *err)
 {
 	const char *ref = st_task_reference(&a->task, a->host);
-	int uses_ref = answer == ST_AUDIT_MEAN || answer == ST_AUDIT_OTHER_SEED;
+	int needs_ref = answer == ST_AUDIT_MEAN || answer == ST_AUDIT_OTHER_SEED;
+	int uses_ref = needs_ref || (answer == ST_AUDIT_PASSTHROUGH && ref);
 	a->path[answer][0] = '\0';
-	if (uses_ref && !ref)
+	if (needs_ref && !ref)
 		return ST_OK;
 	char *ref_text = NULL;
 	size_t ref_len = 0;
@@ -56,10 +57,11 @@ static st_status write_answer(audit *a, int answer, const char *tmpl, size_t tmp
 	}
 	st_buf b = {0};
 	st_buf_printf(&b, "/* stitch tasks --audit: the '%s' answer for %s */\n"
-	              "#include \"stitch/solution.h\"\n#define ST_AUDIT_ANSWER %d\n",
-	              answer_names[answer], a->task.id, answer);
+	              "#include \"stitch/solution.h\"\n#define ST_AUDIT_ANSWER %d\n"
+	              "#define ST_AUDIT_SAME %d\n#define ST_AUDIT_REPEAT %d\n",
+	              answer_names[answer], a->task.id, answer, ST_AUDIT_SAME, ST_AUDIT_REPEAT);
 	if (uses_ref) {
-		st_buf_printf(&b, "#define st_init st_audit_ref_init\n#define st_run st_audit_ref_run\n"
+		st_buf_printf(&b, "#define ST_AUDIT_HAS_REF 1\n#define st_init st_audit_ref_init\n#define st_run st_audit_ref_run\n"
 		              "#define st_free st_audit_ref_free\n#line 1 \"%s\"\n", ref);
 		st_buf_add(&b, ref_text, ref_len);
 		st_buf_printf(&b, "\n#undef st_init\n#undef st_run\n#undef st_free\n");
@@ -153,6 +155,20 @@ static int skip_reason(const audit *a, int answer, const st_size_set *set, char 
 	return 1;
 }
 
+/* The verdict's reason says st_run returned `code` (ST_AUDIT_SAME or ST_AUDIT_REPEAT). */
+static int returned(const char *reason, int code)
+{
+	char key[48];
+	snprintf(key, sizeof key, "st_run returned %d", code);
+	return reason && strstr(reason, key);
+}
+
+static const char *const same_why[ST_AUDIT_N] = {
+	[ST_AUDIT_MEAN] = "the reference's output is constant here: its mean is the right answer",
+	[ST_AUDIT_PASSTHROUGH] = "the reference's output is the input here",
+	[ST_AUDIT_OTHER_SEED] = "the reference's output does not depend on the inputs here",
+};
+
 /* Verify one answer on one set; the outcome as the report names it, the reason in why. */
 static const char *judge_answer(audit *a, int answer, const st_size_set *set, char *why,
                                 size_t len)
@@ -181,6 +197,13 @@ static const char *judge_answer(audit *a, int answer, const st_size_set *set, ch
 	} else if (!strcmp(status, "incorrect")) {
 		snprintf(why, len, "%s", reason ? reason : "");
 		outcome = "rejected";
+	} else if (returned(reason, ST_AUDIT_SAME) && same_why[answer]) {
+		snprintf(why, len, "%s", same_why[answer]);
+		outcome = "skipped";
+	} else if (returned(reason, ST_AUDIT_REPEAT)) {
+		snprintf(why, len, "the seeds drew the same inputs (the set's input space is tiny): "
+		         "no other inputs' answer to give");
+		outcome = "skipped";
 	} else if (!strcmp(status, "ok")) {
 		snprintf(why, len, "the task's check passed it on every seed");
 		outcome = "admitted";
@@ -280,17 +303,16 @@ void st_audit_print(const json_t *report, FILE *f)
 	        : "every trivial answer rejected");
 	fprintf(f, "  %-9s", "SET");
 	for (int k = 0; k < ST_AUDIT_N; k++)
-		fprintf(f, " %-11s", answer_names[k]);
-	fputc('\n', f);
+		fprintf(f, k + 1 < ST_AUDIT_N ? " %-11s" : " %s\n", answer_names[k]);
 	size_t i;
 	const json_t *set;
 	json_array_foreach(sets, i, set) {
 		fprintf(f, "  %-9s", json_string_value(json_object_get(set, "set")));
 		for (int k = 0; k < ST_AUDIT_N; k++) {
 			const char *why;
-			fprintf(f, " %-11s", outcome_of(set, answer_names[k], &why));
+			fprintf(f, k + 1 < ST_AUDIT_N ? " %-11s" : " %s\n",
+			        outcome_of(set, answer_names[k], &why));
 		}
-		fputc('\n', f);
 	}
 	/* Only the exceptions get their reasons: a rejection's is the verifier's usual line. */
 	json_array_foreach(sets, i, set)
