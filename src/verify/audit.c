@@ -250,7 +250,7 @@ st_status st_audit_task(const char *task_dir, const st_audit_opts *o, json_t **r
 	*report = NULL;
 	st_audit_opts oo = *o;
 	oo.backend = oo.backend ? oo.backend : "host";
-	oo.seeds = oo.seeds > 0 ? oo.seeds : 2;
+	oo.seeds = oo.seeds > 0 ? oo.seeds : 3;
 	oo.seed = oo.seed ? oo.seed : 0x5eed;
 	oo.timeout_s = oo.timeout_s > 0 ? oo.timeout_s : 120;
 	audit a = {.o = &oo, .host = !strcmp(oo.backend, "host")};

@@ -30,7 +30,8 @@ typedef struct st_audit_opts {
 	const char *backend; /* "host" (default) or "cuda" */
 	const char *sets;    /* comma list as st_verify_opts.sets; NULL: small and every hidden set
 	                        on the host (the eval sets take minutes on a CPU), every set on cuda */
-	int seeds;           /* correctness seeds per set and answer; 0: 2 (other_seed needs two) */
+	int seeds;           /* correctness seeds per set and answer; 0: 3, as st_verify (other_seed
+	                        needs two) */
 	uint64_t seed;       /* 0: a fixed seed, so an audit is reproducible */
 	double timeout_s;    /* one runner request; 0: 120 */
 	void (*progress)(void *arg, const char *line);
