@@ -2,12 +2,12 @@
  * solution body. audit.c pastes this text into a generated solution after
  * `#define ST_AUDIT_ANSWER <n>` and, for the answers built on the reference (mean, other seed),
  * after the task's reference renamed to st_audit_ref_init/_run/_free (and
- * ST_AUDIT_HAS_REF defined); passthrough uses the reference too where the task has one. Each answer must be
+ * ST_AUDIT_HAS_REF defined); zeros and passthrough use the reference too where the task has one. Each answer must be
  * rejected by a sound task: all zeros (0), all NaN (1), every output a constant equal to the
  * reference output's mean (2), the first input passed through to the first output (3), the
  * reference's output for another call's inputs (4). An answer that turns out to be the
  * reference's own (a constant output, one that does not depend on the inputs, a one-element
- * sort) makes st_run return ST_AUDIT_SAME, and one that cannot be given (later seeds drew the
+ * sort, all-zero outputs) makes st_run return ST_AUDIT_SAME, and one that cannot be given (later seeds drew the
  * same inputs) ST_AUDIT_REPEAT; audit.c defines both and reports such answers as skipped. The same text builds as host C and as CUDA,
  * so the audit runs the real verifier, with the task's own checks, on either backend. */
 #ifndef ST_AUDIT_ANSWER_H
@@ -74,9 +74,8 @@ ST_AUDIT_HELPER void st_audit_copy(void *dst, const void *src, size_t n, cudaStr
 #endif
 }
 
-#if ST_AUDIT_ANSWER == 2
 /* Element i of a buffer of dtype d as a double; 8- and 16-bit floats decoded by their fields. */
-static double st_audit_minifloat(unsigned bits, int ebits, int mbits, int bias, int fn)
+ST_AUDIT_HELPER double st_audit_minifloat(unsigned bits, int ebits, int mbits, int bias, int fn)
 {
 	unsigned e = (bits >> mbits) & ((1u << ebits) - 1), m = bits & ((1u << mbits) - 1);
 	double sign = (bits >> (ebits + mbits)) & 1 ? -1.0 : 1.0;
@@ -89,7 +88,7 @@ static double st_audit_minifloat(unsigned bits, int ebits, int mbits, int bias, 
 	return sign * ldexp((double)(m | (1u << mbits)), (int)e - bias - mbits);
 }
 
-static double st_audit_get(const void *p, st_dtype d, size_t i)
+ST_AUDIT_HELPER double st_audit_get(const void *p, st_dtype d, size_t i)
 {
 	switch (d) {
 	case ST_F32: return ((const float *)p)[i];
@@ -105,6 +104,7 @@ static double st_audit_get(const void *p, st_dtype d, size_t i)
 	}
 }
 
+#if ST_AUDIT_ANSWER == 2
 /* The bit pattern of dtype d nearest to x (written to pat, elsize bytes). The narrow floats are
  * found by trying every code: simpler than rounding by hand, and done once per call. */
 static void st_audit_encode(st_dtype d, double x, unsigned char *pat)
@@ -303,6 +303,26 @@ ST_AUDIT_HELPER int st_audit_other(st_audit_ctx *c, st_tensor *out, int32_t n_ou
 	return 0;
 }
 
+/* zeros: every output zero; ST_AUDIT_SAME when the reference's outputs are all zero already
+ * (one body at the centre of mass, at rest). */
+ST_AUDIT_HELPER int st_audit_zeros(st_tensor *out, int32_t n_out, cudaStream_t s)
+{
+	int same = 1;
+	for (int32_t j = 0; same && j < n_out; j++) {
+		size_t n = st_audit_bytes(&out[j]), k = n / st_audit_elsize(out[j].dtype);
+		unsigned char *h = st_audit_host_copy(out[j].data, n, s);
+		same = h != NULL;
+		for (size_t i = 0; same && i < k; i++)
+			same = st_audit_get(h, out[j].dtype, i) == 0.0;
+		free(h);
+	}
+	if (same)
+		return ST_AUDIT_SAME;
+	for (int32_t j = 0; j < n_out; j++)
+		st_audit_set(out[j].data, 0, st_audit_bytes(&out[j]), s);
+	return 0;
+}
+
 /* passthrough: in[0] into out[0], zeros into the other outputs; ST_AUDIT_SAME when that is what
  * the reference answered (a sort or a scan of one element). */
 ST_AUDIT_HELPER int st_audit_passthrough(const st_tensor *in, int32_t n_in, st_tensor *out,
@@ -354,7 +374,9 @@ ST_AUDIT_EXPORT int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tens
 	if (rc || n_out > ST_AUDIT_MAX_OUT)
 		return rc ? rc : 1;
 	c->calls++;
-#if ST_AUDIT_ANSWER == 2
+#if ST_AUDIT_ANSWER == 0
+	return st_audit_zeros(out, n_out, stream);
+#elif ST_AUDIT_ANSWER == 2
 	int same = 1;
 	for (int32_t j = 0; j < n_out; j++)
 		if (st_audit_fill_mean(&out[j], stream, &same))
@@ -380,7 +402,7 @@ ST_AUDIT_EXPORT void st_free(void *ctx)
 	free(c);
 }
 
-#else /* zeros, NaN, and passthrough where the task has no reference: no reference needed */
+#else /* NaN, and zeros and passthrough where the task has no reference */
 
 static int st_audit_token;
 

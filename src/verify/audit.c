@@ -44,7 +44,8 @@ static st_status write_answer(audit *a, int answer, const char *tmpl, size_t tmp
 {
 	const char *ref = st_task_reference(&a->task, a->host);
 	int needs_ref = answer == ST_AUDIT_MEAN || answer == ST_AUDIT_OTHER_SEED;
-	int uses_ref = needs_ref || (answer == ST_AUDIT_PASSTHROUGH && ref);
+	int checks_ref = answer == ST_AUDIT_ZEROS || answer == ST_AUDIT_PASSTHROUGH;
+	int uses_ref = needs_ref || (checks_ref && ref);
 	a->path[answer][0] = '\0';
 	if (needs_ref && !ref)
 		return ST_OK;
@@ -164,6 +165,7 @@ static int returned(const char *reason, int code)
 }
 
 static const char *const same_why[ST_AUDIT_N] = {
+	[ST_AUDIT_ZEROS] = "the reference's output is all zeros here",
 	[ST_AUDIT_MEAN] = "the reference's output is constant here: its mean is the right answer",
 	[ST_AUDIT_PASSTHROUGH] = "the reference's output is the input here",
 	[ST_AUDIT_OTHER_SEED] = "the reference's output does not depend on the inputs here",

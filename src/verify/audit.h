@@ -17,7 +17,7 @@ enum { ST_AUDIT_ZEROS, ST_AUDIT_NAN, ST_AUDIT_MEAN, ST_AUDIT_PASSTHROUGH, ST_AUD
 
 /* What a generated answer's st_run returns when the answer is the reference's own on these
  * inputs (a constant output for mean, one that does not depend on the inputs for other_seed,
- * one that is the input for passthrough):
+ * one that is the input for passthrough, all zeros for zeros):
  * the verdict then says "st_run returned 7717" and the answer counts as skipped. */
 #define ST_AUDIT_SAME 7717
 /* ... and when other_seed cannot be given: a later seed drew the very inputs of the last one. */
