@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "task/task.h"
-#include "verify/audit.h"
+#include "verify/tol_audit.h"
 
 typedef struct listing {
 	st_task *tasks;

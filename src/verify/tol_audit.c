@@ -3,7 +3,7 @@
  * without timing. The verdict's status is the finding: "incorrect" means the task rejects the
  * answer, "ok" that it admits it (the task's check is too weak), anything else that the answer
  * never got judged. Answers that cannot apply to a set are skipped with the reason. */
-#include "verify/audit.h"
+#include "verify/tol_audit.h"
 
 #include <stdarg.h>
 #include <stdio.h>

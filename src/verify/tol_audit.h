@@ -4,8 +4,8 @@
  * reference and experts do. Each trivial answer is a generated solution run through the real
  * st_verify, so the audit judges with exactly the task's tolerances, validators and metamorphic
  * checks. */
-#ifndef ST_AUDIT_H
-#define ST_AUDIT_H
+#ifndef ST_TOL_AUDIT_H
+#define ST_TOL_AUDIT_H
 
 #include <jansson.h>
 #include <stdint.h>
