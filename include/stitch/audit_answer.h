@@ -1,15 +1,16 @@
-/* The trivial answers of the tolerance audit (`stitch tasks --audit`, src/verify/audit.c) as one
- * solution body. audit.c pastes this text into a generated solution after
- * `#define ST_AUDIT_ANSWER <n>` and, for the answers built on the reference (mean, other seed),
- * after the task's reference renamed to st_audit_ref_init/_run/_free (and
- * ST_AUDIT_HAS_REF defined); zeros and passthrough use the reference too where the task has one. Each answer must be
- * rejected by a sound task: all zeros (0), all NaN (1), every output a constant equal to the
+/* The trivial answers of the tolerance audit (`stitch tasks --audit`, src/verify/tol_audit.c)
+ * as one solution body: all zeros (0), all NaN (1), every output a constant equal to the
  * reference output's mean (2), the first input passed through to the first output (3), the
- * reference's output for another call's inputs (4). An answer that turns out to be the
- * reference's own (a constant output, one that does not depend on the inputs, a one-element
- * sort, all-zero outputs) makes st_run return ST_AUDIT_SAME, and one that cannot be given (later seeds drew the
- * same inputs) ST_AUDIT_REPEAT; audit.c defines both and reports such answers as skipped. The same text builds as host C and as CUDA,
- * so the audit runs the real verifier, with the task's own checks, on either backend. */
+ * reference's output for another call's inputs (4); a sound task rejects each. tol_audit.c pastes
+ * this text into a generated solution after `#define ST_AUDIT_ANSWER <n>` and, where the answer
+ * uses the reference (mean and other seed always, zeros and passthrough where the task has one),
+ * after the task's reference renamed to st_audit_ref_init/_run/_free, with ST_AUDIT_HAS_REF
+ * defined. An answer that turns out to be the reference's own (all-zero outputs, a constant
+ * output, the input itself as in a one-element sort, an output that does not depend on the
+ * inputs) makes st_run return ST_AUDIT_SAME, and one that cannot be given (a later seed drew the
+ * same inputs) ST_AUDIT_REPEAT; tol_audit.c defines both and reports such answers as skipped.
+ * The same text builds as host C and as CUDA, so the audit runs the real verifier, with the
+ * task's own checks, on either backend. */
 #ifndef ST_AUDIT_ANSWER_H
 #define ST_AUDIT_ANSWER_H
 

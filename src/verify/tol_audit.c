@@ -62,7 +62,8 @@ static st_status write_answer(audit *a, int answer, const char *tmpl, size_t tmp
 	              "#define ST_AUDIT_SAME %d\n#define ST_AUDIT_REPEAT %d\n",
 	              answer_names[answer], a->task.id, answer, ST_AUDIT_SAME, ST_AUDIT_REPEAT);
 	if (uses_ref) {
-		st_buf_printf(&b, "#define ST_AUDIT_HAS_REF 1\n#define st_init st_audit_ref_init\n#define st_run st_audit_ref_run\n"
+		st_buf_printf(&b, "#define ST_AUDIT_HAS_REF 1\n#define st_init st_audit_ref_init\n"
+		              "#define st_run st_audit_ref_run\n"
 		              "#define st_free st_audit_ref_free\n#line 1 \"%s\"\n", ref);
 		st_buf_add(&b, ref_text, ref_len);
 		st_buf_printf(&b, "\n#undef st_init\n#undef st_run\n#undef st_free\n");
