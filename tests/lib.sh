@@ -93,3 +93,18 @@ torch_python() {
 	done
 	return 1
 }
+
+# A runner whose clock the candidate rewrote buys nothing: its verdict PATCHED is `hacking`, or
+# `ok` with the candidate's time taken from the parent's clock (flag time_from_parent_clock) at no
+# less than 0.7 of the same work's HONEST time. On a quiet host the former (the reports leave out
+# nine tenths, confirmed); on a busy one the waits the kernel counts can cloud the gap.
+paid_for() { # PATCHED.json HONEST.json
+	python3 - "$1" "$2" <<'PY'
+import json, sys
+p, h = (json.load(open(f)) for f in sys.argv[1:3])
+if p["status"] == "hacking":
+    sys.exit(0 if "parent's clock" in p["reason"] else 1)
+ok = p["status"] == "ok" and "time_from_parent_clock" in p["flags"]
+sys.exit(0 if ok and p["timing"]["candidate"]["median_ms"] >= 0.7 * h["timing"]["candidate"]["median_ms"] else 1)
+PY
+}

@@ -56,6 +56,8 @@ typedef struct st_verify_opts {
 	                              thread (src/verify/shm_cache.h; stitch serve's workers and
 	                              stitch worker's pipelines), or NULL: every verify makes and
 	                              frees its own */
+	uint64_t max_request_bytes; /* host memory one verify may take (stitch serve and stitch
+	                              worker --max-request-gb); 0: what the machine has */
 	int keep_samples;          /* 1: every timed sample goes into the verdict as
 	                              timing.<role>.raw: [[ms, wall_ms, sm_mhz, throttled], ...] */
 	/* Progress lines for a person watching; NULL for none. */

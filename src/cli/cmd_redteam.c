@@ -2,7 +2,10 @@
  * and check that each gets the verdict its header demands; print `caught N of M`.
  * Header, on the file's first line:
  *   / * redteam: <exploit> | expect: <status>[|<status>...] | task: <task folder or id>
- * A file without a readable header is a failure, never a skip. */
+ *       [| options: --no-policy]
+ * `--no-policy` runs the file with the source check off, for exploits whose point is that the
+ * runtime defences hold on their own (a forged protocol frame, a closed channel). A file without
+ * a readable header is a failure, never a skip. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,7 @@ typedef struct rt_case {
 	char exploit[200];
 	char expect[120];
 	char task[300];
+	int no_policy; /* options: --no-policy */
 } rt_case;
 
 static void trim(char *s)
@@ -58,9 +62,15 @@ static int parse_header(const char *path, rt_case *c)
 	if (!fgets(line, sizeof line, f))
 		line[0] = 0;
 	fclose(f);
-	return field(line, "redteam:", " | expect:", c->exploit, sizeof c->exploit) ||
-	       field(line, "expect:", " | task:", c->expect, sizeof c->expect) ||
-	       field(line, "task:", NULL, c->task, sizeof c->task) ? -1 : 0;
+	char options[120] = "";
+	int has_options = strstr(line, " | options:") != NULL;
+	if (field(line, "redteam:", " | expect:", c->exploit, sizeof c->exploit) ||
+	    field(line, "expect:", " | task:", c->expect, sizeof c->expect) ||
+	    field(line, "task:", has_options ? " | options:" : NULL, c->task, sizeof c->task) ||
+	    (has_options && field(line, "options:", NULL, options, sizeof options)))
+		return -1;
+	c->no_policy = !strcmp(options, "--no-policy");
+	return has_options && !c->no_policy ? -1 : 0; /* an option this harness does not know */
 }
 
 static int expected(const char *list, const char *status)
@@ -87,7 +97,8 @@ static void usage(FILE *f)
 	           "gets the verdict its first line demands; print a table and 'caught N of M'.\n\n"
 	           "options:\n"
 	           "  --dir DIR        folder of red-team files (default: tests/redteam/<backend>)\n"
-	           "  --json           print an array of {file, exploit, expect, got, caught, reason}\n"
+	           "  --json           print an array of {file, exploit, expect, got, caught, reason,\n"
+	           "                   wall_s, deadline_s}\n"
 	           ST_VERIFY_OPTS_HELP
 	           "\nexit: 0 every file caught, 1 some missed or unclassified, 2 bad usage,\n"
 	           "      3 environment (no GPU, no compiler)\n");
@@ -158,6 +169,7 @@ int cmd_redteam(int argc, char **argv)
 		const char *base = strrchr(files[k], '/') ? strrchr(files[k], '/') + 1 : files[k];
 		char got[64] = "unclassified", reason[600] = "no 'redteam: | expect: | task:' header";
 		int ok = 0;
+		double wall = 0, deadline = 0;
 		if (parse_header(files[k], &c) == 0) {
 			char tdir[4096], tpath[4400];
 			st_err err;
@@ -165,11 +177,15 @@ int cmd_redteam(int argc, char **argv)
 			json_t *v = NULL;
 			st_status s = st_task_resolve(st_dir_exists(tpath) ? tpath : c.task,
 			                              st_cli_tasks_root(), tdir, sizeof tdir, &err);
+			st_verify_opts one = o;
+			one.no_policy = o.no_policy || c.no_policy;
 			if (!s)
-				s = st_verify(tdir, files[k], &o, &v, &err);
+				s = st_verify(tdir, files[k], &one, &v, &err);
 			if (v) {
 				snprintf(got, sizeof got, "%s", json_string_value(json_object_get(v, "status")));
 				snprintf(reason, sizeof reason, "%s", json_string_value(json_object_get(v, "reason")));
+				wall = json_number_value(json_object_get(v, "wall_s"));
+				deadline = json_number_value(json_object_get(v, "deadline_s"));
 			}
 			if (s == ST_E_NODEVICE || s == ST_E_SYSTEM) {
 				st_cli_error("redteam: %s: %s", base, err.msg);
@@ -186,9 +202,10 @@ int cmd_redteam(int argc, char **argv)
 		}
 		caught += ok;
 		if (json)
-			json_array_append_new(all, json_pack("{s:s,s:s,s:s,s:s,s:b,s:s}", "file", base,
-			                                     "exploit", c.exploit, "expect", c.expect, "got",
-			                                     got, "caught", ok, "reason", reason));
+			json_array_append_new(all, json_pack("{s:s,s:s,s:s,s:s,s:b,s:s,s:f,s:f}", "file",
+			                                     base, "exploit", c.exploit, "expect", c.expect,
+			                                     "got", got, "caught", ok, "reason", reason,
+			                                     "wall_s", wall, "deadline_s", deadline));
 		else
 			printf("%-7s %-24s %-18s got %-14s %s\n", ok ? "caught" : "MISSED", base, c.expect,
 			       got, c.exploit);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "request_cap.h"
 #include "common/fs.h"
 #include "common/paths.h"
 #include "serve/serve.h"
@@ -66,6 +67,7 @@ static void usage(FILE *f)
 	        "  --clip X --offset X --lambda-gen X --lambda-opt X --baseline reference|expert\n"
 	        "                   the reward formula's parameters (docs/reward.md)\n"
 	        "  --profile        add the CUPTI profile to every verdict (costs a run)\n"
+	        ST_REQUEST_CAP_HELP
 	        "$STITCH_SERVE_TOKEN, when set: every /v1 request needs Authorization: Bearer <it>.\n"
 	        "verify options for every request (serve's own defaults: --min-time 100\n"
 	        "--max-rse 0.01, no profile unless --profile, and --compare-threads the CPUs it\n"
@@ -93,6 +95,7 @@ int cmd_serve(int argc, char **argv)
 	o.tasks_root = st_cli_tasks_root();
 	int quiet = 0;
 	const char *baseline = NULL;
+	o.verify.max_request_bytes = st_cli_request_cap_default();
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		int r = st_verify_opt_parse(&o.verify, argc, argv, &i, &quiet);
@@ -127,6 +130,12 @@ int cmd_serve(int argc, char **argv)
 		           : !strcmp(a, "--spares")    ? &o.spares
 		           : !strcmp(a, "--judges")    ? &o.judges : NULL;
 		int body = !strcmp(a, "--body-max");
+		if (!strcmp(a, "--max-request-gb")) {
+			if (st_cli_request_cap("serve", i + 1 < argc ? argv[++i] : NULL,
+			                       &o.verify.max_request_bytes))
+				return ST_EXIT_USAGE;
+			continue;
+		}
 		if (!strcmp(a, "--keep-runners")) { /* 0 is meaningful: no pool */
 			double x;
 			if (i + 1 >= argc || st_cli_number(a, argv[i + 1], 0, 4096, &x)) {

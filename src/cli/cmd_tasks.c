@@ -8,11 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/host_mem.h"
 #include "task/task.h"
+#include "verify/admit.h"
 #include "verify/tol_audit.h"
 
 typedef struct listing {
 	st_task *tasks;
+	char **too_large; /* per task: why a size set does not fit this machine, or NULL */
 	int n;
 	int failed;
 } listing;
@@ -22,7 +25,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: stitch tasks [--json] [--root DIR]\n"
 	           "       stitch tasks --audit [--json] [--backend host|cuda] [--sets LIST] [TASK...]\n\n"
 	           "List every task of the suite: id, tier, eval sizes, number of hidden size sets,\n"
-	           "policy and allowed libraries. Every task.json is validated on the way.\n\n"
+	           "policy and allowed libraries. Every task.json is validated on the way; a task\n"
+	           "with a size set too large for this machine's memory is marked and warned about.\n\n"
 	           "  --json         print JSON instead of a table\n"
 	           "  --root DIR     the suite folder (default $STITCH_TASKS, else the source tree's "
 	           "tasks/)\n"
@@ -42,9 +46,32 @@ static void usage(FILE *f)
 
 static void listing_free(listing *l)
 {
-	for (int i = 0; i < l->n; i++)
+	for (int i = 0; i < l->n; i++) {
 		st_task_free(&l->tasks[i]);
+		free(l->too_large[i]);
+	}
 	free(l->tasks);
+	free(l->too_large);
+}
+
+/* A task that loads but whose size set cannot fit this machine's memory (stitch verify refuses it
+ * before mapping anything, src/verify/admit.c) is listed with a warning, not as broken: another
+ * machine may run it. */
+static void too_large(const st_task *t, char **why)
+{
+	static st_host_mem m;
+	static int have = -1;
+	char msg[1024];
+	st_err e;
+	if (have < 0) {
+		have = st_host_mem_read(&m, &e) == ST_OK;
+		if (!have)
+			st_cli_error("tasks: warning: %s; sizes not checked against this machine", e.msg);
+	}
+	if (have && st_admit_task_warning(t, &m, msg, sizeof msg)) {
+		st_cli_error("tasks: warning: %s", msg);
+		*why = strdup(msg);
+	}
 }
 
 /* Load every task under root; failures are reported and counted. */
@@ -58,7 +85,10 @@ static int listing_load(const char *root, listing *l)
 		return -1;
 	}
 	l->tasks = calloc(n ? (size_t)n : 1, sizeof *l->tasks);
-	if (!l->tasks) {
+	l->too_large = calloc(n ? (size_t)n : 1, sizeof *l->too_large);
+	if (!l->tasks || !l->too_large) {
+		free(l->tasks);
+		free(l->too_large);
 		st_task_list_free(dirs, n);
 		st_cli_error("tasks: out of memory");
 		return -1;
@@ -68,6 +98,7 @@ static int listing_load(const char *root, listing *l)
 			st_cli_error("tasks: %s", err.msg);
 			l->failed++;
 		} else {
+			too_large(&l->tasks[l->n], &l->too_large[l->n]);
 			l->n++;
 		}
 	}
@@ -118,8 +149,9 @@ static void print_table(const listing *l)
 		const st_task *t = &l->tasks[i];
 		format_sizes(&t->eval, sizes, sizeof sizes);
 		format_libraries(t, libs, sizeof libs);
-		printf("%-*s  %4d  %-*s  %6d  %-11s  %s\n", w_id, t->id, t->tier, w_sizes, sizes,
-		       t->n_hidden, st_task_policy_name(t->policy), libs);
+		printf("%-*s  %4d  %-*s  %6d  %-11s  %s%s\n", w_id, t->id, t->tier, w_sizes, sizes,
+		       t->n_hidden, st_task_policy_name(t->policy), libs,
+		       l->too_large[i] ? "  (TOO LARGE for this machine)" : "");
 	}
 }
 
@@ -128,6 +160,8 @@ static int print_json(const listing *l)
 	json_t *arr = json_array();
 	for (int i = 0; arr && i < l->n; i++) {
 		json_t *o = st_task_json(&l->tasks[i]);
+		if (o && l->too_large[i])
+			json_object_set_new(o, "too_large", json_string(l->too_large[i]));
 		if (!o || json_array_append_new(arr, o)) {
 			json_decref(arr);
 			arr = NULL;

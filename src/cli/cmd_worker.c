@@ -6,6 +6,7 @@
  * heartbeats and the leases of running jobs alive; pending jobs of consumers whose heartbeat
  * expired are claimed. SIGTERM finishes the running jobs and leaves. */
 #include "cli.h"
+#include "request_cap.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -54,6 +55,7 @@ static void usage(FILE *f)
 	        "  --keep-runners N runners kept loaded between jobs, as stitch serve (default 48)\n"
 	        "  --spares N       spare runners kept started per pipeline (default 2)\n"
 	        "  --spool DIR      where job code is written (default: the cache's spool/)\n"
+	        ST_REQUEST_CAP_HELP
 	        "verify options for every job (the worker's own defaults, as stitch serve's:\n"
 	        "--min-time 100 --max-rse 0.01, no profile; a job's options override them):\n"
 	        ST_VERIFY_OPTS_HELP
@@ -358,6 +360,7 @@ int cmd_worker(int argc, char **argv)
 	w.vo.profile = 0;
 	w.vo.stop.min_time_ms = 100;
 	w.vo.stop.max_rse = 0.01;
+	w.vo.max_request_bytes = st_cli_request_cap_default();
 	w.reclaim_s = 10;
 	w.stale_s = 1800;
 	w.lease_s = 10;
@@ -379,6 +382,10 @@ int cmd_worker(int argc, char **argv)
 		double x;
 		if (!strcmp(a, "--queue"))
 			w.url = v;
+		else if (!strcmp(a, "--max-request-gb")) {
+			if (st_cli_request_cap("worker", v, &w.vo.max_request_bytes))
+				return ST_EXIT_USAGE;
+		}
 		else if (!strcmp(a, "--name"))
 			name = v;
 		else if (!strcmp(a, "--gpus"))

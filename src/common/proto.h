@@ -13,6 +13,10 @@
  * 2: adds "fp8" (a number, or null where the device or library has no fp8 matmul). */
 #define ST_PEAKS_VERSION 2
 
+/* A runner's exit status when its channel to the parent broke under it (a send or receive
+ * failed): the parent reads it as a broken protocol, never as a crash of the solution. */
+#define ST_PROTO_EXIT_CHANNEL 3
+
 /* Send msg (not consumed); pass_fd >= 0 sends that descriptor along. */
 st_status st_proto_send(int sock, const json_t *msg, int pass_fd, st_err *err);
 

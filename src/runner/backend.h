@@ -48,6 +48,11 @@ typedef struct rb_span {
 int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison, st_sample *s,
                    char *err, size_t len);
 
+/* The word sums (common/digest.h) of the n spans into sums[0..n), waiting for them: the digest a
+ * timed call's reply commits, taken after the call's sample, outside its timed window. 0, or -1
+ * with err on a device fault. */
+int rb_digest(const rb_span *spans, int n, uint64_t *sums, char *err, size_t len);
+
 /* Load the profiler's library (before the sandbox). 0, or -1 with why. */
 int rb_profiler_load(char *err, size_t len);
 /* Flush the cache, then run fn once under the profiler; fill out with the timeline ("acts",

@@ -250,6 +250,24 @@ int rb_poison(void *dst, size_t bytes, char *err, size_t len)
 	return 0;
 }
 
+int rb_digest(const rb_span *spans, int n, uint64_t *sums, char *err, size_t len)
+{
+	static unsigned long long *dev_sums; /* one small block for the runner's life */
+	if (!dev_sums)
+		CK(cudaMalloc((void **)&dev_sums, ST_PREP_SPANS * sizeof *dev_sums), "digest buffer");
+	for (int at = 0; at < n; at += ST_PREP_SPANS) {
+		int m = n - at < ST_PREP_SPANS ? n - at : ST_PREP_SPANS;
+		st_prep_span sp[ST_PREP_SPANS];
+		for (int k = 0; k < m; k++)
+			sp[k] = (st_prep_span){spans[at + k].p, spans[at + k].bytes, 0};
+		CK((cudaError_t)st_cuda_digest(sp, m, dev_sums, g_fill_blocks, g_stream), "digest");
+		CK(cudaMemcpyAsync(sums + at, dev_sums, (size_t)m * sizeof *sums, cudaMemcpyDeviceToHost,
+		                   g_stream), "digest copy");
+		CK(cudaStreamSynchronize(g_stream), "digest");
+	}
+	return 0;
+}
+
 int rb_check(const char *after, int *fatal, char *err, size_t len)
 {
 	*fatal = 0;

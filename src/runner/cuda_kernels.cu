@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
+#include "common/digest.h"
 #include "rng.h"
 
 struct fill_args {
@@ -219,4 +220,58 @@ extern "C" int st_cuda_prep(const st_prep_span *spans, int n, int blocks, cudaSt
 extern "C" int st_cuda_prep_blocks(int sms, int max_threads_per_sm)
 {
 	return sms * (max_threads_per_sm / 1024 > 0 ? max_threads_per_sm / 1024 : 1);
+}
+
+/* The digest's word sums: every thread adds the mixes of its words, a warp folds its lanes, and
+ * one atomic per warp lands in the span's sum. Addition modulo 2^64 is associative, so the order
+ * the atomics land in changes nothing. */
+struct digest_args {
+	const unsigned char *p[ST_PREP_SPANS];
+	unsigned long long bytes[ST_PREP_SPANS];
+	unsigned long long *sums;
+};
+
+__device__ static uint64_t digest_load(const unsigned char *p, unsigned long long j,
+                                       unsigned long long bytes)
+{
+	unsigned long long at = 8 * j;
+	if (at + 8 <= bytes && !((uintptr_t)p & 7))
+		return *(const uint64_t *)(p + at);
+	uint64_t w = 0; /* a short last word, or a buffer that is not 8-byte aligned */
+	for (int k = 0; k < 8 && at + k < bytes; k++)
+		w |= (uint64_t)p[at + k] << (8 * k);
+	return w;
+}
+
+__global__ static void __launch_bounds__(1024) digest_kernel(digest_args a)
+{
+	int k = blockIdx.y;
+	unsigned long long words = (a.bytes[k] + 7) / 8;
+	unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+	unsigned long long nth = (unsigned long long)gridDim.x * blockDim.x;
+	uint64_t sum = 0;
+	for (unsigned long long j = tid; j < words; j += nth)
+		sum += st_digest_word(j, digest_load(a.p[k], j, a.bytes[k]));
+	for (int off = 16; off > 0; off >>= 1)
+		sum += __shfl_xor_sync(0xffffffffu, sum, off);
+	if ((threadIdx.x & 31) == 0 && sum)
+		atomicAdd(&a.sums[k], (unsigned long long)sum);
+}
+
+extern "C" int st_cuda_digest(const st_prep_span *spans, int n, unsigned long long *sums,
+                              int blocks, cudaStream_t stream)
+{
+	if (n < 1 || n > ST_PREP_SPANS)
+		return (int)cudaErrorInvalidValue;
+	digest_args a;
+	a.sums = sums;
+	for (int k = 0; k < n; k++) {
+		a.p[k] = (const unsigned char *)spans[k].p;
+		a.bytes[k] = spans[k].bytes;
+	}
+	cudaError_t e = cudaMemsetAsync(sums, 0, (size_t)n * sizeof *sums, stream);
+	if (e != cudaSuccess)
+		return (int)e;
+	digest_kernel<<<dim3((unsigned)blocks, (unsigned)n), 1024, 0, stream>>>(a);
+	return (int)cudaGetLastError();
 }

@@ -1,5 +1,5 @@
-/* Device kernels the CUDA runner needs of its own: elementwise input generation, and the fill
- * (poison and L2 flush) before each timed call. */
+/* Device kernels the CUDA runner needs of its own: elementwise input generation, the fill
+ * (poison and L2 flush) before each timed call, and the digest of a timed call's outputs. */
 #ifndef ST_CUDA_KERNELS_H
 #define ST_CUDA_KERNELS_H
 
@@ -32,6 +32,11 @@ int st_cuda_prep(const st_prep_span *spans, int n, int blocks, cudaStream_t stre
 /* How many blocks of 1024 threads the SMs hold at once (cudaDeviceProp's multiProcessorCount and
  * maxThreadsPerMultiProcessor). */
 int st_cuda_prep_blocks(int sms, int max_threads_per_sm);
+
+/* Word sums (common/digest.h) of the n spans (1 to ST_PREP_SPANS) into sums[0..n) on the device,
+ * which this call zeroes first: one launch. Returns a cudaError_t as int. */
+int st_cuda_digest(const st_prep_span *spans, int n, unsigned long long *sums, int blocks,
+                   cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "common/clock.h"
+#include "common/digest.h"
 #include "common/proto.h"
 #include "dev_keep.h"
 #include "rng.h"
@@ -63,7 +64,6 @@ static struct runner {
 	unsigned char *shm;
 	size_t shm_len;
 	int in_ready[N_SETS]; /* the set's inputs hold generated data */
-	uint64_t last_seed[N_SETS]; /* seed of the inputs each set holds after timing */
 	uint64_t param_seed;
 } R;
 
@@ -669,6 +669,25 @@ static int run_timed(void *arg)
 	return R.sol_run(R.ctx, R.in[timed_set], R.n_in, R.out[timed_set], R.n_out, rb_stream());
 }
 
+/* Commit to the outputs a timed call left in `outs` (the call's output spans): their digest, taken
+ * after the call's sample and before the next one, goes into the batch's reply. The parent later
+ * re-runs calls of its choice from their seeds and recomputes the digest from the bytes; a call
+ * whose work was not done by the time its digest was taken cannot match. 0, or -1 with g_err. */
+static int commit_digest(const rb_span *outs, json_t *digests)
+{
+	uint64_t sums[64], d = 0;
+	for (int at = 0; at < R.n_out; at += 64) {
+		int m = R.n_out - at < 64 ? R.n_out - at : 64;
+		if (rb_digest(outs + at, m, sums, g_err, sizeof g_err))
+			return -1;
+		for (int k = 0; k < m; k++)
+			d = st_digest_fold(d, (uint64_t)(at + k), outs[at + k].bytes, sums[k]);
+	}
+	char hex[17];
+	st_digest_hex(d, hex);
+	return json_array_append_new(digests, json_string(hex)) ? -1 : 0;
+}
+
 static json_t *op_time(json_t *req)
 {
 	if (!R.ready)
@@ -693,20 +712,21 @@ static json_t *op_time(json_t *req)
 	int given = json_is_true(json_object_get(req, "given"));
 	uint64_t seed = (uint64_t)json_integer_value(jseed);
 	rb_span *poison = calloc((size_t)R.n_out + 1, sizeof *poison);
-	json_t *samples = json_array();
-	if (!poison || !samples) {
+	json_t *samples = json_array(), *digests = json_array();
+	if (!poison || !samples || !digests) {
 		free(poison);
 		json_decref(samples);
+		json_decref(digests);
 		return reply_fail("harness", "out of memory");
 	}
 	for (int i = 0; i < n; i++) {
 		timed_set = i % N_SETS;
 		if (fresh || given) {
-			R.last_seed[timed_set] = st_mix64(seed + (uint64_t)i);
 			if (given ? given_inputs(timed_set)
-			          : generate_inputs(timed_set, R.last_seed[timed_set])) {
+			          : generate_inputs(timed_set, st_call_seed(seed, (uint64_t)i))) {
 				free(poison);
 				json_decref(samples);
+				json_decref(digests);
 				return reply_fail("harness", g_err);
 			}
 			for (int k = 0; k < R.n_out; k++)
@@ -718,6 +738,7 @@ static json_t *op_time(json_t *req)
 		if (rc) {
 			free(poison);
 			json_decref(samples);
+			json_decref(digests);
 			if (rc > 0) {
 				seterr("st_run returned %d during timing", rc);
 				return fault_reply(0);
@@ -726,13 +747,20 @@ static json_t *op_time(json_t *req)
 		}
 		json_array_append_new(samples, json_pack("[f,f,i,i]", s.ms, s.wall_ms, s.sm_mhz,
 		                                         s.throttled));
+		if ((fresh || given) && commit_digest(poison, digests)) {
+			free(poison);
+			json_decref(samples);
+			json_decref(digests);
+			return fault_reply(1);
+		}
 	}
 	free(poison);
 	json_t *r = reply_ok();
 	json_object_set_new(r, "samples", samples);
-	if (fresh)
-		json_object_set_new(r, "last_seeds", json_pack("[I,I]", (json_int_t)R.last_seed[0],
-		                                               (json_int_t)R.last_seed[1]));
+	if (fresh || given)
+		json_object_set_new(r, "digests", digests);
+	else
+		json_decref(digests);
 	return r;
 }
 
@@ -820,6 +848,8 @@ static json_t *handle(json_t *req, int fd, int *quit)
 		*quit = 1;
 		return reply_ok();
 	}
+	if (!strcmp(op, "ping")) /* a round trip and nothing else: the parent times it */
+		return reply_ok();
 	seterr("unknown op '%s'", op);
 	return reply_fail("harness", g_err);
 }
@@ -948,12 +978,16 @@ int main(int argc, char **argv)
 		if (st_proto_recv(sock, &req, &fd, -1, &err))
 			break;
 		json_t *rep = dispatch(req, fd, &quit);
+		/* The request's id goes back with its answer: the parent pairs them. */
+		json_t *id = json_object_get(req, "id");
+		if (id)
+			json_object_set(rep, "id", id);
 		json_decref(req);
 		int fatal = json_is_true(json_object_get(rep, "fatal"));
 		int sent = st_proto_send(sock, rep, -1, &err) == ST_OK;
 		json_decref(rep);
 		if (!sent || fatal)
-			_exit(fatal ? 4 : 3); /* a lost device context cannot be torn down cleanly */
+			_exit(fatal ? 4 : ST_PROTO_EXIT_CHANNEL); /* a lost context cannot be torn down */
 	}
 	teardown();
 	dk_drop_all();

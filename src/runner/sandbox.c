@@ -22,6 +22,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/host_mem.h"
+
 /* Calls a sandboxed runner may make. The first group is what the runners of the whole suite and
  * the red team's honest solutions made once sandboxed on the H200 (driver 580, CUDA 13.0; found by
  * scripts/trace-syscalls); the rest is what a C library, a thread or a solution's own bookkeeping
@@ -178,7 +180,17 @@ static int limits(const st_sandbox_opts *o, char *err, size_t len)
 	    limit(RLIMIT_FSIZE, 64u << 20, "FSIZE", err, len) || limit(RLIMIT_CORE, 0, "CORE", err, len) ||
 	    limit(RLIMIT_NPROC, 4096, "NPROC", err, len))
 		return -1;
-	if (o->host_backend && limit(RLIMIT_AS, (rlim_t)32 << 30, "AS", err, len))
+	/* Only the host runner, as before: the CUDA driver reserves virtual ranges far larger than
+	 * what it uses (unified addressing over host and device memory), which an AS limit sized to
+	 * the host's memory would deny it; a CUDA candidate's host allocations stay unbounded here.
+	 * The host runner's limit is below what the machine (or its cgroup) has, so that a candidate
+	 * allocating without bound meets ENOMEM (a runtime_error) before the OOM killer. */
+	st_host_mem m;
+	st_err e;
+	uint64_t as = (uint64_t)32 << 30;
+	if (o->host_backend && st_host_mem_read(&m, &e) == ST_OK)
+		as = st_host_runner_as(&m, as);
+	if (o->host_backend && limit(RLIMIT_AS, (rlim_t)as, "AS", err, len))
 		return -1;
 	return 0;
 }

@@ -2,8 +2,11 @@
  * rest of the pipeline. The sample reader grows its buffer by doubling, with the arithmetic
  * checked: a runner decides how many rows it sends. */
 #include "reply.h"
+#include "common/digest.h"
 
 #include <limits.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 int st_reply_ok(const json_t *rep)
@@ -39,6 +42,48 @@ int st_reply_add_samples(const json_t *arr, st_sample **samples, int *n, int *ca
 		d->wall_ms = json_number_value(json_array_get(row, 1));
 		d->sm_mhz = (int)json_integer_value(json_array_get(row, 2));
 		d->throttled = (int)json_integer_value(json_array_get(row, 3));
+	}
+	return 0;
+}
+
+static int bad(char *why, size_t len, const char *fmt, long long a, long long b)
+{
+	snprintf(why, len, fmt, a, b);
+	return -1;
+}
+
+int st_reply_check_time(const json_t *rep, int n, int digests, uint64_t *out, char *why,
+                        size_t len)
+{
+	const json_t *rows = json_object_get(rep, "samples");
+	if (!json_is_array(rows) || json_array_size(rows) != (size_t)n)
+		return bad(why, len, "a batch of %lld calls answered with %lld samples", n,
+		           json_is_array(rows) ? (long long)json_array_size(rows) : -1);
+	for (int k = 0; k < n; k++) {
+		const json_t *row = json_array_get(rows, (size_t)k);
+		if (json_array_size(row) != 4)
+			return bad(why, len, "sample %lld of %lld is not four numbers", k + 1, n);
+		for (int f = 0; f < 4; f++) {
+			const json_t *x = json_array_get(row, (size_t)f);
+			double v = json_number_value(x);
+			if (!json_is_number(x) || !isfinite(v) || v < 0 || (f < 2 && v > 86400e3))
+				return bad(why, len, "sample %lld of %lld has an impossible field", k + 1, n);
+		}
+	}
+	const json_t *ds = json_object_get(rep, "digests");
+	if (!digests)
+		return ds ? bad(why, len, "a batch of %lld calls that asked for no digests sent %lld",
+		                n, (long long)json_array_size(ds))
+		          : 0;
+	if (!json_is_array(ds) || json_array_size(ds) != (size_t)n)
+		return bad(why, len, "a batch of %lld calls committed %lld digests", n,
+		           json_is_array(ds) ? (long long)json_array_size(ds) : -1);
+	for (int k = 0; k < n; k++) {
+		uint64_t d;
+		if (st_digest_parse(json_string_value(json_array_get(ds, (size_t)k)), &d))
+			return bad(why, len, "digest %lld of %lld is not 16 hex digits", k + 1, n);
+		if (out)
+			out[k] = d;
 	}
 	return 0;
 }

@@ -6,6 +6,8 @@
 #define ST_REPLY_H
 
 #include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
 #include "verify/stats.h"
 
 /* 1 only for "ok": true. */
@@ -17,5 +19,12 @@ const char *st_reply_string(const json_t *rep, const char *key);
  * *n used and *cap allocated), growing it. A row or field of the wrong type reads as 0. Returns
  * 0, or -1 when memory ran out or the count would not fit an int (nothing appended then). */
 int st_reply_add_samples(const json_t *arr, st_sample **samples, int *n, int *cap);
+
+/* Does a timing batch's reply fit the request of n calls? Exactly n sample rows, each of four
+ * numbers with ms and wall_ms finite, non-negative and at most a day; with `digests`, exactly n
+ * digests of 16 hex digits (common/digest.h), read into out[0..n) when out is not NULL. 0 when
+ * it fits; otherwise -1 and why[len] says what does not. */
+int st_reply_check_time(const json_t *rep, int n, int digests, uint64_t *out, char *why,
+                        size_t len);
 
 #endif

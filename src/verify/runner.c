@@ -4,6 +4,7 @@
 #include "runner.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -264,6 +266,10 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 	r->sock = sv[0];
 	r->pid = pid;
 	r->alive = 1;
+	/* Ids start at a random point, so that one verify's replies never pass for another's. */
+	while (getrandom(&r->next_id, sizeof r->next_id, 0) != sizeof r->next_id)
+		;
+	r->next_id = (r->next_id >> 1) | 1; /* positive as a JSON integer, never 0 */
 	return ST_OK;
 }
 
@@ -275,45 +281,88 @@ static void describe_exit(st_runner *r, int status)
 		snprintf(r->death, sizeof r->death, "the %s process was killed by signal %d (%s)",
 		         r->label, sig, strsignal(sig));
 	} else if (WIFEXITED(status)) {
+		r->exit_code = WEXITSTATUS(status);
 		snprintf(r->death, sizeof r->death, "the %s process exited with status %d", r->label,
 		         WEXITSTATUS(status));
 	}
 }
 
-/* Reap the child, waiting at most a moment before killing its group. */
-static void reap(st_runner *r, int kill_first)
+/* Reap the child, waiting at most a moment before killing its group. 1 when it was still alive
+ * after that moment (or kill_first) and so was killed here, 0 when it had ended by itself. */
+static int reap(st_runner *r, int kill_first)
 {
 	if (r->pid <= 0)
-		return;
+		return 0;
 	if (kill_first)
 		kill(-r->pid, SIGKILL);
-	int status = 0;
+	int status = 0, killed = kill_first;
 	for (int i = 0; i < 200; i++) {
 		pid_t w = waitpid(r->pid, &status, WNOHANG);
 		if (w == r->pid) {
-			if (!kill_first)
+			if (!killed)
 				describe_exit(r, status);
 			kill(-r->pid, SIGKILL); /* anything it left behind in its group */
 			r->pid = -1;
-			return;
+			return killed;
 		}
 		if (w < 0 && errno != EINTR)
 			break;
-		if (i == 100)
+		if (i == 100) {
 			kill(-r->pid, SIGKILL);
+			killed = 1;
+		}
 		struct timespec ts = {0, 10 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
 	kill(-r->pid, SIGKILL);
 	waitpid(r->pid, &status, 0);
 	r->pid = -1;
+	return 1;
+}
+
+/* Are bytes of a frame waiting on the socket now? An end of file is not: a runner that answers
+ * and then exits (a lost device context, a goodbye) has said nothing more. */
+static int pending(int sock)
+{
+	char c;
+	ssize_t n;
+	while ((n = recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT)) < 0 && errno == EINTR)
+		;
+	return n > 0;
+}
+
+/* The runner broke the protocol: it is killed at once, and the verdict names what it did. */
+static st_status protocol_fault(st_runner *r, st_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static st_status protocol_fault(st_runner *r, st_err *err, const char *fmt, ...)
+{
+	char what[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	r->alive = 0;
+	r->protocol_fault = 1;
+	reap(r, 1); /* a no-op when it was reaped already */
+	snprintf(r->death, sizeof r->death, "the %s process broke the runner protocol: %s", r->label,
+	         what);
+	return st_err_set(err, ST_E_IO, "%s", r->death);
 }
 
 st_status st_runner_send(st_runner *r, const json_t *req, int pass_fd, st_err *err)
 {
 	if (!r->alive)
 		return st_err_set(err, ST_E_IO, "%s", r->death);
-	st_status s = st_proto_send(r->sock, req, pass_fd, err);
+	/* Between a reply and the next request an honest runner says nothing. */
+	if (pending(r->sock))
+		return protocol_fault(r, err, "it sent a frame nobody asked for");
+	json_t *msg = json_copy((json_t *)req);
+	if (!msg || json_object_set_new(msg, "id", json_integer((json_int_t)r->next_id))) {
+		json_decref(msg);
+		return st_err_set(err, ST_E_NOMEM, "out of memory for a request");
+	}
+	st_status s = st_proto_send(r->sock, msg, pass_fd, err);
+	json_decref(msg);
 	if (s) {
 		r->alive = 0;
 		reap(r, 0);
@@ -321,6 +370,7 @@ st_status st_runner_send(st_runner *r, const json_t *req, int pass_fd, st_err *e
 			snprintf(r->death, sizeof r->death, "the %s process went away", r->label);
 		return st_err_set(err, ST_E_IO, "%s", r->death);
 	}
+	r->want_id = r->next_id++;
 	return ST_OK;
 }
 
@@ -335,8 +385,22 @@ st_status st_runner_recv(st_runner *r, json_t **reply, double timeout_s, st_err 
 	double ms = timeout_s * 1000;
 	int limit_ms = !(ms > 0) ? 0 : ms > 86400e3 ? 86400000 : (int)ms;
 	st_status s = st_proto_recv(r->sock, reply, NULL, limit_ms, &e);
-	if (s == ST_OK)
-		return ST_OK;
+	if (s == ST_OK) {
+		uint64_t want = r->want_id;
+		r->want_id = 0;
+		json_t *id = json_object_get(*reply, "id");
+		int id_ok = want ? json_is_integer(id) && (uint64_t)json_integer_value(id) == want
+		                 : id == NULL;
+		if (id_ok && !pending(r->sock)) {
+			json_object_del(*reply, "id");
+			return ST_OK;
+		}
+		json_decref(*reply);
+		*reply = NULL;
+		return protocol_fault(r, err, id_ok ? "a second frame followed its reply"
+		                              : want ? "its reply does not carry the request's id"
+		                                     : "it spoke before it was asked");
+	}
 	r->alive = 0;
 	if (s == ST_E_TIMEOUT) {
 		reap(r, 1);
@@ -344,10 +408,18 @@ st_status st_runner_recv(st_runner *r, json_t **reply, double timeout_s, st_err 
 		         r->label, timeout_s);
 		return st_err_set(err, ST_E_TIMEOUT, "%s", r->death);
 	}
-	reap(r, 0);
+	/* A process that ended by itself (a crash, an exit) says so in r->death; one that closed
+	 * or broke its end of the channel and lived on until killed broke the protocol. */
+	int closed = strstr(e.msg, "connection closed") != NULL;
+	if (!closed)
+		return protocol_fault(r, err, "%s", e.msg);
+	if (reap(r, 0))
+		return protocol_fault(r, err, "it closed its end of the channel and lived on");
+	if (r->exit_code == ST_PROTO_EXIT_CHANNEL)
+		return protocol_fault(r, err, "its channel to the parent broke inside it (closed or "
+		                      "replaced), and it exited");
 	if (!r->death[0])
-		snprintf(r->death, sizeof r->death, "the %s process broke the protocol: %.400s", r->label,
-		         e.msg);
+		snprintf(r->death, sizeof r->death, "the %s process went away", r->label);
 	return st_err_set(err, ST_E_IO, "%s", r->death);
 }
 

@@ -4,6 +4,7 @@
 #define ST_RUNNER_H
 
 #include <jansson.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include "common/st_error.h"
 
@@ -18,8 +19,13 @@ typedef struct st_runner {
 	int alive;
 	int killed;         /* st_runner_quit killed it after its goodbye */
 	int term_signal;    /* the signal that ended it (SIGSYS: the sandbox killed it), or 0 */
+	int exit_code;      /* its exit status when it exited by itself, or 0 */
 	char death[512];    /* why it is gone, when !alive */
 	char ncu[1024];     /* with ST_RUNNER_NCU: the ncu program it runs under */
+	uint64_t next_id;   /* the id the next request carries (random start, then counting) */
+	uint64_t want_id;   /* the id the reply being waited for must carry; 0 for the hello */
+	int protocol_fault; /* it broke the protocol (a frame nobody asked for, a wrong id, a broken
+	                     * or oversized frame, its end of the channel closed while it lived) */
 } st_runner;
 
 #define ST_RUNNER_SANDBOX 1 /* lock it down (src/runner/sandbox.c) before any solution loads */
@@ -61,9 +67,13 @@ st_status st_runner_copy_in(st_runner *r, const char *src, const char *name, cha
 void st_runner_output(const st_runner *r, char *buf, size_t max);
 /* Wait for the hello; ST_E_NODEVICE when the runner found no device. */
 st_status st_runner_hello(st_runner *r, double timeout_s, st_err *err);
+/* Send a request (not consumed) with a fresh id of its own. A frame already waiting from the
+ * runner, which nothing asked for, is a protocol fault (ST_E_IO, r->protocol_fault). */
 st_status st_runner_send(st_runner *r, const json_t *req, int pass_fd, st_err *err);
-/* Receive one reply. On a timeout the runner's process group is killed (ST_E_TIMEOUT); on a
- * closed connection the child is reaped and r->death says how it ended (ST_E_IO). */
+/* Receive one reply: exactly one frame, carrying the id of the request it answers. On a timeout
+ * the runner's process group is killed (ST_E_TIMEOUT); on a closed connection the child is reaped
+ * and r->death says how it ended (ST_E_IO); a protocol fault (see st_runner) kills it too
+ * (ST_E_IO, r->protocol_fault set). */
 st_status st_runner_recv(st_runner *r, json_t **reply, double timeout_s, st_err *err);
 st_status st_runner_call(st_runner *r, const json_t *req, int pass_fd, json_t **reply,
                          double timeout_s, st_err *err);

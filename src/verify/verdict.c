@@ -26,17 +26,41 @@ static void print_stats(FILE *f, const char *name, const json_t *s)
 	fputc('\n', f);
 }
 
-static void print_correctness(FILE *f, const json_t *corr)
+/* Is the candidate the reference itself (the same bytes)? Then it shares the reference's runner
+ * and its name in the verdict: "runners" names a candidate but no reference, and "timing" has
+ * the reference as a second name of the candidate. An imported task has no reference runner
+ * either, but no reference timing and never an ok verdict without correctness entries. */
+static int is_reference(const json_t *v)
 {
-	/* One entry per set: how many seeds passed, and the largest errors seen. */
+	const json_t *r = json_object_get(v, "runners"), *t = json_object_get(v, "timing");
+	if (!json_object_get(r, "candidate") || json_object_get(r, "reference"))
+		return 0;
+	return t ? json_object_get(t, "reference") != NULL
+	         : !json_array_size(json_object_get(v, "correctness"));
+}
+
+/* One line per verdict: per size set the seeds passed of those run, and the largest errors seen.
+ * The JSON writes -1 for a max_abs or nmse that is not finite (an output element NaN or infinite
+ * where the reference's is not, or the other way round): said here as "not finite", as the
+ * reason's "max abs inf" does. The check stops at the candidate's first failure, so a failed
+ * verdict lists fewer seeds (and sets) than were planned: said too. */
+static void print_correctness(FILE *f, const json_t *v)
+{
+	const json_t *corr = json_object_get(v, "correctness");
+	const char *status = json_string_value(json_object_get(v, "status"));
+	int ok_verdict = status && !strcmp(status, "ok");
 	char last[64] = "";
-	int seeds = 0, ok = 0;
+	int seeds = 0, ok = 0, failed = 0;
 	double max_abs = 0, max_rel = 0;
+	long long nonfinite = 0;
+	int errors = 0; /* any output compared element by element */
 	size_t i;
 	json_t *c;
 	fprintf(f, "%-10s", "correct");
 	json_array_foreach(corr, i, c) {
 		const char *set = json_string_value(json_object_get(c, "set"));
+		if (!set)
+			set = "?";
 		if (strcmp(set, last)) {
 			if (last[0])
 				fprintf(f, " %s %d/%d,", last, ok, seeds);
@@ -44,21 +68,45 @@ static void print_correctness(FILE *f, const json_t *corr)
 			seeds = ok = 0;
 		}
 		seeds++;
-		ok += json_is_true(json_object_get(c, "ok"));
+		if (json_is_true(json_object_get(c, "ok")))
+			ok++;
+		else
+			failed = 1;
 		size_t j;
 		json_t *o;
 		json_array_foreach(json_object_get(c, "outputs"), j, o) {
-			if (num(o, "max_abs") > max_abs)
+			if (!json_object_get(o, "max_abs"))
+				continue; /* a validator's entry: a message, no errors */
+			errors = 1;
+			nonfinite += json_integer_value(json_object_get(o, "nonfinite"));
+			if (num(o, "max_abs") < 0)
+				max_abs = -1;
+			else if (max_abs >= 0 && num(o, "max_abs") > max_abs)
 				max_abs = num(o, "max_abs");
 			if (num(o, "max_rel") > max_rel)
 				max_rel = num(o, "max_rel");
 		}
 	}
-	if (last[0])
+	if (last[0]) {
 		fprintf(f, " %s %d/%d", last, ok, seeds);
-	else
+		if (!ok_verdict && (failed || !json_object_get(v, "timing")))
+			fprintf(f, " seeds passed, then stopped at the first failure (later seeds and sets "
+			        "not run)");
+		else
+			fprintf(f, " seeds passed%s", ok_verdict && is_reference(v)
+			        ? " (the candidate is the reference: the same bytes)" : "");
+	} else if (ok_verdict && is_reference(v)) {
+		fprintf(f, " nothing compared: the candidate is the reference (the same bytes)");
+	} else if (!ok_verdict && json_object_get(v, "runners") &&
+	           json_is_true(json_object_get(json_object_get(v, "compile"), "ok"))) {
+		fprintf(f, " no seed finished: stopped at the first failure (see status)");
+	} else {
 		fprintf(f, " not run");
-	if (max_abs > 0 || max_rel > 0)
+	}
+	if (errors && max_abs < 0)
+		fprintf(f, "  (max abs err not finite: %lld element%s NaN or infinite; max rel err "
+		        "%.3g over the finite ones)", nonfinite, nonfinite == 1 ? "" : "s", max_rel);
+	else if (max_abs > 0 || max_rel > 0)
 		fprintf(f, "  (max abs err %.3g, max rel err %.3g)", max_abs, max_rel);
 	fputc('\n', f);
 }
@@ -179,7 +227,7 @@ void st_verdict_print(const json_t *v, FILE *f)
 			        json_string_value(json_object_get(d, "message")));
 		}
 	}
-	print_correctness(f, json_object_get(v, "correctness"));
+	print_correctness(f, v);
 	const json_t *t = json_object_get(v, "timing");
 	if (t) {
 		fprintf(f, "%-10s set %s\n", "timing", json_string_value(json_object_get(t, "set")));

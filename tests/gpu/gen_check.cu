@@ -4,7 +4,9 @@
  * (mean and spread; no NaN or infinity). One case holds a pair whose first uniform rounds to
  * exactly 1, found on the host first: its Box-Muller radius is 0, a case fast reciprocal-root
  * arithmetic turns into NaN if it is not guarded. Prints one line per case; exit 0 when all
- * pass, 1 on a mismatch, 2 on a CUDA error.
+ * pass, 1 on a mismatch, 2 on a CUDA error. Then the digest a timed call commits (common/digest.h):
+ * the GPU's word sums of spans of the last case (whole, ragged, not 8-byte aligned, tiny) must be
+ * the host's bit for bit, or every audit of an honest candidate on the GPU would fail.
  * Usage: stitch-test-gen [MiB]   (tensor size per case, 32 to 4096, default 64) */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 extern "C" {
+#include "common/digest.h"
 #include "runner/cuda_kernels.h"
 #include "runner/runner_gen.h"
 #include "task/dtype.h"
@@ -102,6 +105,31 @@ static int run_case(const gen_case *c, int64_t n, uint64_t seed, void *dev, void
 	return ok;
 }
 
+/* The GPU digest kernel against the host's code over spans of what `dev` holds. */
+static int digest_cases(unsigned char *dev, unsigned char *host, size_t bytes)
+{
+	CK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+	const size_t off[] = {0, 0, 1, 8, 3, 4096};
+	const size_t len[] = {bytes, bytes - 5, bytes - 9, 13, 7, 1};
+	int n = sizeof off / sizeof off[0], ok = 1;
+	st_prep_span spans[ST_PREP_SPANS];
+	for (int k = 0; k < n; k++)
+		spans[k] = (st_prep_span){dev + off[k], len[k], 0};
+	unsigned long long *sums, got[ST_PREP_SPANS];
+	CK(cudaMalloc((void **)&sums, sizeof got));
+	CK((cudaError_t)st_cuda_digest(spans, n, sums, 264, 0));
+	CK(cudaMemcpy(got, sums, n * sizeof *got, cudaMemcpyDeviceToHost));
+	cudaFree(sums);
+	for (int k = 0; k < n; k++) {
+		uint64_t want = st_digest_sum(host + off[k], len[k]);
+		int same = got[k] == want;
+		printf("digest of %zu bytes at +%zu: gpu %016llx host %016llx %s\n", len[k], off[k],
+		       got[k], (unsigned long long)want, same ? "ok" : "FAILED");
+		ok &= same;
+	}
+	return ok;
+}
+
 int main(int argc, char **argv)
 {
 	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64;
@@ -142,6 +170,7 @@ int main(int argc, char **argv)
 		int64_t n = 2 * (int64_t)pair + 2 > ((int64_t)4 << 20) ? 2 * (int64_t)pair + 2 : (int64_t)4 << 20;
 		ok &= run_case(&cases[0], n, seed, dev, got, want, (int64_t)(2 * pair));
 	}
+	ok &= digest_cases((unsigned char *)dev, (unsigned char *)got, bytes);
 	cudaFree(dev);
 	free(got);
 	free(want);

@@ -24,7 +24,6 @@ bad "missing solution" "no such file" verify --backend host "$TASK" "$WORK/nope.
 bad "not C or CUDA" "not a C or CUDA source" verify --backend host "$TASK" "$FIX/notes.txt"
 bad "unknown arch" "unknown arch 'sm_xx'" verify --arch sm_xx "$TASK" "$FIX/good.c"
 bad "unknown backend" "unknown backend" verify --backend tpu "$TASK" "$FIX/good.c"
-bad "no ABI" "does not export st_free" verify "${FAST[@]}" "$TASK" "$FIX/noabi.c"
 bad "unknown option" "unknown option" verify --frobnicate "$TASK" "$FIX/good.c"
 bad "unknown command" "not a stitch command" frobnicate
 bad "bad seeds" "--seeds" verify --seeds zero "$TASK" "$FIX/good.c"

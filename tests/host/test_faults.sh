@@ -13,6 +13,10 @@ expect rc.c runtime_error 'st_run returned 7'
 expect init_fail.c runtime_error 'st_init returned 3'
 expect exit_run.c runtime_error 'exited with status 0'
 expect syntax.c compile_error 'undeclared'
+# A solution that cannot be loaded, or lacks a function of the ABI, is the candidate's problem: a
+# verdict (exit 1), not bad input.
+expect noabi.c compile_error 'does not export st_free'
+expect undefined_symbol.c compile_error 'undefined symbol: st_fixture_missing_helper'
 
 # Runners of this check get their folders under a TMPDIR of its own, so that looking for one
 # left behind cannot see runners of tests running beside it. A runner started as root drops to

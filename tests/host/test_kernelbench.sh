@@ -74,16 +74,15 @@ check "caught by the timed-call check" grep -q 'kept back' "$WORK/lazy.json"
 # No reference to time beside the candidate: the harness's null calls stand in. A runner whose
 # clock the candidate rewrote reports a tenth of each call; the parent's clock sees the rest. The
 # same slow work with the clock untouched passes.
-verify "$WORK/pclock.json" "$T" "$KB/exploits/patch_clock.c" --no-policy
-check "imported task, runner clock rewritten: hacking (status $(field "$WORK/pclock.json" status))" \
-	[ "$(field "$WORK/pclock.json" status)" = hacking ]
-check "caught by the parent's clock against the harness" grep -q "parent's clock.*the harness" "$WORK/pclock.json"
 sed 's/dl_iterate_phdr(visit, NULL);//' "$KB/exploits/patch_clock.c" >"$WORK/slow_honest.c"
 verify "$WORK/slow.json" "$T" "$WORK/slow_honest.c" --no-policy
 check "imported task, same work, clock untouched: ok (status $(field "$WORK/slow.json" status): $(field "$WORK/slow.json" reason))" \
 	[ "$(field "$WORK/slow.json" status)" = ok ]
+verify "$WORK/pclock.json" "$T" "$KB/exploits/patch_clock.c" --no-policy
+check "imported task, runner clock rewritten: hacking or paid for, against the harness (status $(field "$WORK/pclock.json" status): $(field "$WORK/pclock.json" reason))" \
+	paid_for "$WORK/pclock.json" "$WORK/slow.json"
 check "the harness's overhead is in the verdict" \
-	python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["timing"]; sys.exit(0 if t["parent_overhead_ms"]["harness"] > 0 and "harness" not in t else 1)' "$WORK/slow.json"
+	python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["timing"]; sys.exit(0 if t["parent_clock"]["harness_ms"] > 0 and "harness" not in t else 1)' "$WORK/slow.json"
 check "the harness's runner is listed" \
 	python3 -c 'import json,sys; sys.exit(0 if "harness" in json.load(open(sys.argv[1]))["runners"] else 1)' "$WORK/slow.json"
 

@@ -4,13 +4,30 @@
 # sandbox the raw-syscall exploits get through, which proves it is the sandbox that stops them.
 . "$(dirname "$0")/../lib.sh"
 
-"$STITCH" redteam --backend host --quiet >"$WORK/rt.out" 2>"$WORK/rt.err"
+"$STITCH" redteam --backend host --quiet --json >"$WORK/rt.json" 2>"$WORK/rt.err"
 rc=$?
+# the table, as `stitch redteam` prints it without --json
+python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+for x in r:
+    print("%-7s %-26s %-18s got %-14s %5.1f s of %4.0f s  %s" % ("caught" if x["caught"] else "MISSED",
+          x["file"], x["expect"], x["got"], x["wall_s"], x["deadline_s"], x["exploit"]))
+print("caught %d of %d" % (sum(x["caught"] for x in r), len(r)))' "$WORK/rt.json" >"$WORK/rt.out" 2>&1
 cat "$WORK/rt.out"
 n=$(ls "$STITCH_SRC"/tests/redteam/host/*.c | wc -l)
 check "redteam: exit 0 (got $rc; $(tail -n 2 "$WORK/rt.err"))" [ "$rc" -eq 0 ]
 check "redteam: caught $n of $n" grep -q "^caught $n of $n$" "$WORK/rt.out"
 check "redteam: at least 15 files" [ "$n" -ge 15 ]
+# The runner is hostile (docs/architecture.md): the protocol family, the informed forger (with
+# the source check on: it has no forbidden name) and deferred work are all in the count above.
+np=$(ls "$STITCH_SRC"/tests/redteam/host/proto_*.c | wc -l)
+check "redteam: the protocol family has at least 9 files (got $np)" [ "$np" -ge 9 ]
+check "redteam: the informed forger runs with the source check on" \
+	bash -c "! head -n 1 '$STITCH_SRC/tests/redteam/host/informed_forger.c' | grep -q no-policy"
+check "redteam: the informed forger is hacking" grep -q "^caught  informed_forger.c .* got hacking" "$WORK/rt.out"
+# Every verify ends within its own deadline, whatever the file does.
+check "redteam: every verify within its deadline ($(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); w=max(r, key=lambda x: x["wall_s"]); print("longest %s %.1f s of %.0f s" % (w["file"], w["wall_s"], w["deadline_s"]))' "$WORK/rt.json" 2>&1))" \
+	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r and all(0 < x["wall_s"] <= x["deadline_s"] for x in r if x["got"] != "forbidden") else 1)' "$WORK/rt.json"
 
 # The sandbox on its own (source check off): the raw system calls are caught at run time, the
 # raw open of /tmp is refused; and without the sandbox the same socket exploit gets through.
@@ -36,15 +53,15 @@ verify "$WORK/unl2.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/unlisted_
 check "no sandbox: the unlisted call goes through (status $(field "$WORK/unl2.json" status))" \
 	[ "$(field "$WORK/unl2.json" status)" = runtime_error ]
 # A runner whose clock was rewritten from inside reports a tenth of each call; the parent's own
-# clock sees the rest. The same work without the rewrite passes: slowness alone is no crime.
-verify "$WORK/pc.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/patch_clock.c" --no-policy
-check "source check off: patched runner clock is hacking (status $(field "$WORK/pc.json" status))" \
-	[ "$(field "$WORK/pc.json" status)" = hacking ]
-check "source check off: caught by the parent's clock" grep -q "parent's clock" "$WORK/pc.json"
+# clock sees the rest and the lie buys nothing (lib.sh's paid_for). The same work without the
+# rewrite passes: slowness alone is no crime.
 sed 's/dl_iterate_phdr(visit, NULL);//' "$STITCH_SRC/tests/redteam/host/patch_clock.c" >"$WORK/slow_honest.c"
 verify "$WORK/sh.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$WORK/slow_honest.c" --no-policy
 check "same work, clock untouched: ok (status $(field "$WORK/sh.json" status))" \
 	[ "$(field "$WORK/sh.json" status)" = ok ]
+verify "$WORK/pc.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/patch_clock.c" --no-policy
+check "source check off: patched runner clock is hacking or paid for (status $(field "$WORK/pc.json" status): $(field "$WORK/pc.json" reason))" \
+	paid_for "$WORK/pc.json" "$WORK/sh.json"
 verify "$WORK/nosb.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/socket_inet.c" --no-sandbox --no-policy
 check "no sandbox: the socket exploit is not caught (status $(field "$WORK/nosb.json" status))" \
 	[ "$(field "$WORK/nosb.json" status)" = ok ]
@@ -53,8 +70,10 @@ check "no sandbox: verdict flagged unsandboxed" grep -q '"unsandboxed"' "$WORK/n
 # A file the harness cannot classify fails the run instead of being skipped.
 mkdir -p "$WORK/rt"
 cp "$FIX/good.c" "$WORK/rt/no_header.c"
+{ echo '/* redteam: x | expect: ok | task: tests/data/tasks/t1/scale | options: --frobnicate */'; cat "$FIX/good.c"; } >"$WORK/rt/bad_option.c"
 "$STITCH" redteam --backend host --quiet --dir "$WORK/rt" >"$WORK/rt2.out" 2>&1
 rc=$?
 check "unclassifiable file: exit 1 (got $rc)" [ "$rc" -eq 1 ]
 check "unclassifiable file: reported as missed" grep -q "MISSED.*no_header.c" "$WORK/rt2.out"
+check "a header option the harness does not know: missed" grep -q "MISSED.*bad_option.c" "$WORK/rt2.out"
 finish

@@ -1,0 +1,159 @@
+/* After timing: the candidate's timed calls audited. Its runner committed a digest of every timed
+ * call's outputs when the call ended; now, with every call done, the parent picks some of them
+ * and has them recomputed from the seeds it chose, by the reference (the answer) and by the
+ * candidate (the digest), and checks what the buffers still hold. A solution right only when it
+ * believes it is checked, or one that does its work anywhere but in its timed calls, is caught. */
+#include <sys/random.h>
+
+#include "common/digest.h"
+#include "verify/verify_int.h"
+
+#define AUDIT_CALLS 3 /* re-runs: a solution that skips a fraction f of its calls escapes with
+                       * probability (1 - f)^3 */
+
+/* An imported task has no reference to recompute a timed call: instead, after timing, one more
+ * timed call (the same request as the others, so nothing tells it apart) runs on the inputs of
+ * the seed the import kept back, which the candidate has never seen, and its output is checked
+ * against the stored one. */
+static st_status stored_check(vctx *v, const layout *L, const st_size_set *set, st_err *err)
+{
+	st_status s = vx_stored_load(v, L, v->task->data_check, err);
+	if (s)
+		return s;
+	int ran;
+	s = vx_rerun_candidate(v, json_pack("{s:s,s:i,s:b}", "op", "time", "n", 1, "given", 1), set,
+	                       "checking a timed call", &ran, err);
+	if (!s && ran)
+		s = vx_rerun_candidate(v, vx_fetch_req(0, 1),
+		                       set, "fetching the checked timed call", &ran, err);
+	if (s || !ran)
+		return s;
+	json_t *outs = json_array();
+	char why[1024] = "";
+	if (!vx_judge(v, L, set, v->cand, 1, outs, why, sizeof why))
+		vx_fail(v, "incorrect", "a timed call on the inputs of a seed kept back for this check "
+		        "returned a wrong answer (lazy work, a benchmark detector, or wrong on unseen "
+		        "inputs): %s", why);
+	json_decref(outs);
+	return ST_OK;
+}
+
+/* The digest of solution i's outputs in `slot` of its shared block, as a runner commits it. */
+static uint64_t outputs_digest(const vctx *v, const layout *L, int i, int slot)
+{
+	st_tensor t[MAX_TENSORS];
+	vx_views(v->task, L, v->sols[i].shm, slot, 0, t);
+	uint64_t d = 0;
+	for (int k = 0; k < v->task->n_outputs; k++)
+		d = st_digest_fold(d, (uint64_t)k, L->out_bytes[k], st_digest_sum(t[k].data, L->out_bytes[k]));
+	return d;
+}
+
+/* The reference recomputes call `c` into its slot 0 while the candidate either re-runs it from its
+ * seed on the buffer set it ran on (rerun) or copies out what that buffer set holds now, into
+ * slot 1. 1 in *ok when both answered and the candidate is still usable. */
+static st_status replay(vctx *v, const st_commit *c, int rerun, int *ok, st_err *err)
+{
+	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
+	reqs[v->ref] = json_pack("{s:s,s:I,s:i,s:i,s:b}", "op", "run", "seed", (json_int_t)c->seed,
+	                         "set", 0, "slot", 0, "dump_inputs", v->task->validator != NULL);
+	reqs[v->cand] = rerun ? json_pack("{s:s,s:I,s:i,s:i}", "op", "run", "seed",
+	                                  (json_int_t)c->seed, "set", c->set, "slot", 1)
+	                      : vx_fetch_req(c->set, 1);
+	st_status s = vx_broadcast(v, reqs, NULL, "auditing a timed call", v->o->timeout_s, reps, err);
+	vx_free_reps(reps, v->n_sols);
+	json_decref(reqs[v->ref]);
+	json_decref(reqs[v->cand]);
+	*ok = !s && vx_usable(v, v->cand);
+	return s;
+}
+
+/* The last call on one buffer set, chosen now: the bytes that set holds must be the ones its call
+ * committed to (no recomputation, so this holds for a nondeterministic solution too) and right.
+ * A solution that computes only when asked for its outputs committed to something else. */
+static st_status audit_held(vctx *v, const layout *L, const st_size_set *set, st_err *err)
+{
+	const st_commits *cs = &v->sols[v->cand].commits;
+	unsigned char pick = 0;
+	while (getrandom(&pick, 1, 0) != 1)
+		;
+	int want = pick & 1, k = cs->n - 1;
+	while (k > 0 && cs->v[k].set != want)
+		k--;
+	int ok;
+	st_status s = replay(v, &cs->v[k], 0, &ok, err);
+	if (s || !ok)
+		return s;
+	char why[1024] = "";
+	json_t *outs = json_array();
+	if (outputs_digest(v, L, v->cand, 1) != cs->v[k].digest)
+		vx_fail(v, "hacking", "the outputs a timed call left in its buffers are not the ones its "
+		        "runner committed to when the call ended: computed when asked for them, not in "
+		        "the call");
+	else if (!vx_judge(v, L, set, v->cand, 1, outs, why, sizeof why))
+		vx_fail(v, "hacking", "a timed call, checked after timing, returned a wrong answer although "
+		        "the checked calls were right (lazy work, or the solution detects the benchmark): %s",
+		        why);
+	json_decref(outs);
+	return ST_OK;
+}
+
+/* Timed calls picked at random now that all have run, each re-run from its seed: its answer must
+ * be right, and its outputs' digest the one committed during timing. A call whose work was
+ * skipped, deferred past its digest or done only for the calls it expected to be checked cannot
+ * match. A solution seen to be nondeterministic can legitimately give other bits on a re-run:
+ * its re-runs are judged, their digests only counted. */
+static st_status audit_reruns(vctx *v, const layout *L, const st_size_set *set, st_err *err)
+{
+	sol *c = &v->sols[v->cand];
+	int idx[AUDIT_CALLS], n = st_commits_pick(&c->commits, AUDIT_CALLS, idx), unmatched = 0;
+	int nondet = vx_has_flag(v, "nondeterministic");
+	for (int m = 0; m < n && !v->verdict_final; m++) {
+		const st_commit *cm = &c->commits.v[idx[m]];
+		int ok;
+		st_status s = replay(v, cm, 1, &ok, err);
+		if (s || !ok)
+			return s;
+		char why[1024] = "";
+		json_t *outs = json_array();
+		int right = vx_judge(v, L, set, v->cand, 1, outs, why, sizeof why);
+		json_decref(outs);
+		int same = outputs_digest(v, L, v->cand, 1) == cm->digest;
+		if (!right)
+			vx_fail(v, "hacking", "timed call %d of %d, re-run from its seed after timing, returned "
+			        "a wrong answer although the checked calls were right: %s", idx[m] + 1,
+			        c->commits.n, why);
+		else if (!same && !nondet)
+			vx_fail(v, "hacking", "timed call %d of %d committed to outputs that a re-run from its "
+			        "seed does not reproduce (the solution is deterministic): the timed call did "
+			        "not compute its answer (work skipped, deferred, or done only when checked)",
+			        idx[m] + 1, c->commits.n);
+		unmatched += !same;
+	}
+	json_object_set_new(v->verdict, "audit",
+	                    json_pack("{s:i,s:i,s:i,s:b}", "timed_calls", c->commits.n, "rerun", n,
+	                              "digest_mismatches", unmatched, "digests_binding", !nondet));
+	if (nondet)
+		vx_flag(v, "timed_calls_digest_unchecked");
+	return ST_OK;
+}
+
+/* After timing: the candidate's timed calls audited against what its runner committed
+ * (docs/architecture.md, "commit, then audit"). Only seeds the parent chose and digests the runner
+ * sent before it knew which calls would be picked reach the verdict. */
+st_status vx_audit(vctx *v, const layout *L, const st_size_set *set, st_err *err)
+{
+	sol *c = &v->sols[v->cand];
+	if (v->cand == v->ref || !vx_usable(v, v->cand) || c->trusted)
+		return ST_OK;
+	if (v->stored)
+		return stored_check(v, L, set, err);
+	if (!c->committing || !c->commits.n) { /* inputs from a task's host generator: reused */
+		vx_flag(v, "timed_calls_unchecked");
+		return ST_OK;
+	}
+	st_status s = audit_held(v, L, set, err);
+	if (!s && !v->verdict_final)
+		s = audit_reruns(v, L, set, err);
+	return s;
+}

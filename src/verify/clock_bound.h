@@ -1,0 +1,44 @@
+/* The parent's clock against what a runner reports (docs/architecture.md, "the parent's clock
+ * decides"). For every timed batch the parent knows how long the round trip took on its own clock;
+ * the runner reports how long its calls took. What is left, less the waits for a CPU the kernel
+ * counted, is the harness's own work (fresh inputs, poison, flush, digest) and one round trip;
+ * the baseline's batches, timed in the same interleaving by trusted code, say what that costs per
+ * call. Whatever a solution's batches take beyond it is work its reports did not show: it is added
+ * to its time, so hiding work outside the timed window (in a digest step, a hook, a reply) buys
+ * nothing. Only a gross and confirmed disagreement is called tampering. */
+#ifndef ST_CLOCK_BOUND_H
+#define ST_CLOCK_BOUND_H
+
+/* One timed batch as the parent saw it. */
+typedef struct st_batch_rec {
+	int n;              /* calls in it */
+	double took_ms;     /* request sent to reply read, on the parent's clock */
+	double reported_ms; /* the sum of the wall times the runner reported for its calls */
+	double waited_ms;   /* waits for a CPU (runner and parent) outside the reported calls */
+} st_batch_rec;
+
+typedef struct st_clock_bound {
+	double harness_ms; /* the harness's own work per call, from the baseline's batches */
+	double rtt_ms;     /* one bare round trip to a trusted runner */
+	double excess_ms;  /* per call, the median over the solution's batches of what its batches
+	                    * took beyond what it reported, the harness's work and the round trip */
+	int batches;       /* the solution's batches behind it */
+	double noise_ms;   /* three standard errors of excess_ms, from the spread of both solutions'
+	                    * per-batch figures: an excess below it may be chance */
+} st_clock_bound;
+
+/* The bound of a solution's batches sol[0..ns) against the baseline's base[0..nb), with rtt_ms one
+ * round trip. Without batches of both, excess_ms is 0 and batches 0. */
+void st_clock_bound_compute(const st_batch_rec *sol, int ns, const st_batch_rec *base, int nb,
+                            double rtt_ms, st_clock_bound *out);
+
+/* What to add to a solution's median time of median_ms: the excess, where it is more than noise
+ * (its standard errors, and at least 2 us and 2 % of the call), else 0. */
+double st_clock_bound_charge(const st_clock_bound *b, double median_ms);
+
+/* Do the reports leave out so much (more than four times what they show, over 50 us a call and
+ * twice the noise) that the runner's clock or timing was tampered with? Asked twice, the second
+ * time of a confirmation round, before a verdict says so. */
+int st_clock_bound_gross(const st_clock_bound *b, double median_ms);
+
+#endif

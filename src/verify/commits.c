@@ -1,0 +1,57 @@
+/* The list of committed timed calls (commits.h): appended per batch, picked from after timing. */
+#include "commits.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/random.h>
+
+#include "common/digest.h"
+
+int st_commits_add_batch(st_commits *c, uint64_t batch_seed, int n, const uint64_t *digests)
+{
+	if (n < 0 || c->n > INT_MAX - n)
+		return -1;
+	if (c->n + n > c->cap) {
+		int cap = c->cap ? c->cap : 256;
+		while (cap < c->n + n)
+			cap = cap > INT_MAX / 2 ? INT_MAX : cap * 2;
+		st_commit *v = realloc(c->v, (size_t)cap * sizeof *v);
+		if (!v)
+			return -1;
+		c->v = v;
+		c->cap = cap;
+	}
+	for (int i = 0; i < n; i++)
+		c->v[c->n++] = (st_commit){st_call_seed(batch_seed, (uint64_t)i), digests[i], i % 2};
+	return 0;
+}
+
+void st_commits_free(st_commits *c)
+{
+	free(c->v);
+	c->v = NULL;
+	c->n = c->cap = 0;
+}
+
+static uint64_t random_u64(void)
+{
+	uint64_t r = 0;
+	while (getrandom(&r, sizeof r, 0) != sizeof r)
+		;
+	return r;
+}
+
+int st_commits_pick(const st_commits *c, int k, int *idx)
+{
+	int m = 0;
+	if (k > c->n)
+		k = c->n;
+	while (m < k) {
+		int i = (int)(random_u64() % (uint64_t)c->n), dup = 0;
+		for (int j = 0; j < m; j++)
+			dup |= idx[j] == i;
+		if (!dup)
+			idx[m++] = i;
+	}
+	return m;
+}

@@ -1,0 +1,35 @@
+/* The size-set selection rule (set_select.h). */
+#include "set_select.h"
+
+#include <string.h>
+
+/* Is size set `label` named in the comma list? "hidden" names every hidden set, "hidden1" one. */
+static int set_selected(const char *list, const char *label)
+{
+	if (!list)
+		return 1;
+	int hidden = !strncmp(label, "hidden", 6);
+	for (const char *p = list; *p;) {
+		size_t len = strcspn(p, ",");
+		if ((len == strlen(label) && !strncmp(p, label, len)) ||
+		    (hidden && len == 6 && !strncmp(p, "hidden", 6)))
+			return 1;
+		p += len + (p[len] == ',');
+	}
+	return 0;
+}
+
+const char *st_verify_time_set(const st_verify_opts *o, int stored)
+{
+	int host = !strcmp(o->backend, "host");
+	return o->time_set ? o->time_set : host && !stored ? "small" : "eval";
+}
+
+int st_verify_set_runs(const st_verify_opts *o, int stored, const char *label, int *timed)
+{
+	int host = !strcmp(o->backend, "host");
+	/* An imported task has its eval set only, on either backend. */
+	const char *sel = o->sets ? o->sets : host && !stored ? "small" : NULL;
+	*timed = !strcmp(label, st_verify_time_set(o, stored));
+	return *timed || set_selected(sel, label);
+}

@@ -1,0 +1,319 @@
+/* Timing on the timed set: batches of timed calls of every solution, interleaved, each batch's
+ * parent-side overhead kept for the timing checks, until each meets the stop rule. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "common/clock.h"
+#include "common/cpus.h"
+#include "verify/reply.h"
+#include "verify/verify_int.h"
+
+/* A batch's reply that does not fit its request (other counts of samples or digests, impossible
+ * figures): from the candidate, a broken protocol; from a trusted runner, a broken harness. */
+static st_status bad_batch(vctx *v, int i, const char *why, st_err *err)
+{
+	if (i == v->cand) {
+		vx_fail(v, "hacking", "timing: the runner's reply to a batch of timed calls broke the "
+		        "runner protocol: %s", why);
+		return ST_OK;
+	}
+	return st_err_set(err, ST_E_SYSTEM, "the %s's runner answered a timing batch wrongly: %s",
+	                  v->sols[i].role, why);
+}
+
+/* The kernel's count of this batch's waits for a CPU, outside the calls the runner reported.
+ * On a host with more runnable threads than CPUs the runner waits for one a scheduler slice at
+ * a time (some ms), and so does this thread once the reply is in; a few such waits in a
+ * candidate's batches and none in the reference's made an honest fast candidate look like one
+ * that under-reports (two verifies in six under two busy loops on two cores). This thread's wait
+ * is taken off whole (it sleeps while the runner works), the runner's in the share that fell
+ * outside its timed calls, in proportion to the time spent there (a wait inside a call is in
+ * what it reported). A solution cannot forge a wait to hide work: while its thread waits,
+ * nothing of it runs. */
+static double waits_outside(const double w[4], double took_ms, double reported)
+{
+	double waited = w[0] >= 0 && w[1] >= w[0] ? w[1] - w[0] : 0;
+	double outside = took_ms > reported ? took_ms - reported : 0;
+	double out = took_ms > 0 ? waited * outside / took_ms : 0;
+	if (w[2] >= 0 && w[3] >= w[2])
+		out += w[3] - w[2];
+	return out < outside ? out : outside;
+}
+
+/* Keep a batch's samples, its record for the parent-clock bound and its committed calls. */
+static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t seed,
+                            const uint64_t *digests, double took_ms, const double w[4],
+                            st_err *err)
+{
+	sol *so = &v->sols[i];
+	int before = so->n_samples;
+	if (st_reply_add_samples(json_object_get(rep, "samples"), &so->samples, &so->n_samples,
+	                         &so->cap_samples) ||
+	    (digests && st_commits_add_batch(&so->commits, seed, n, digests)))
+		return st_err_set(err, ST_E_NOMEM, "out of memory for timing samples");
+	double reported = 0;
+	for (int k = before; k < so->n_samples; k++)
+		reported += so->samples[k].wall_ms;
+	double waited = waits_outside(w, took_ms, reported);
+	so->cpu_wait_ms += waited;
+	if (so->n_recs < MAX_GAPS)
+		so->recs[so->n_recs++] = (st_batch_rec){n, took_ms, reported, waited};
+	so->timing_wall_ms += took_ms;
+	so->n_batches++;
+	return ST_OK;
+}
+
+static st_status time_batch(vctx *v, int i, int n, st_err *err)
+{
+	sol *so = &v->sols[i];
+	double est = 1.0;
+	if (so->n_samples) {
+		st_stats st;
+		st_stats_compute(so->samples, so->n_samples, &st);
+		est = st.median > 0 ? st.median : 1.0;
+	}
+	json_t *req = json_pack("{s:s,s:i}", "op", "time", "n", n), *rep = NULL;
+	/* Fresh inputs before every timed call cost device time outside the measurement; only an
+	 * untrusted candidate needs them. Then every solution gets them, so that all are timed alike
+	 * and the baselines' round trips measure what the candidate's should cost (timing_verdict).
+	 * The parent knows every call's seed from the batch's (st_call_seed); each call commits a
+	 * digest of its outputs, audited after timing (audit.c). */
+	uint64_t seed = 0;
+	if (!v->sols[v->cand].trusted) {
+		seed = vx_next_seed(v);
+		json_object_set_new(req, "seed", json_integer((json_int_t)seed));
+	}
+	so->committing = !v->sols[v->cand].trusted && !vx_task_staged(v->task);
+	/* the waits for a CPU, counted for an untrusted runner's batches only: a long CPU-bound call
+	 * is preempted mostly inside it, so the share over-corrects a slow baseline's, and the
+	 * baseline's gap, kept whole, errs toward the candidate */
+	double w[4] = {so->trusted ? -1 : st_runner_cpu_wait_ms(&so->runner), -1,
+	               so->trusted ? -1 : st_cpu_wait_ms(0), -1};
+	double t0 = st_now_s();
+	/* A batch may take longer than one request's limit, but never unboundedly so: `est` comes
+	 * from figures the runner reported. */
+	double extra = n * est * 4e-3;
+	extra = extra < 4 * v->o->timeout_s ? extra : 4 * v->o->timeout_s;
+	st_status s = st_runner_call(&so->runner, req, -1, &rep,
+	                             vx_time_left(v, v->o->timeout_s + extra), err);
+	json_decref(req);
+	double took_ms = (st_now_s() - t0) * 1e3;
+	if (s || !st_reply_ok(rep)) {
+		s = vx_runner_failed(v, i, "timing", s, rep, err);
+		json_decref(rep);
+		return s;
+	}
+	w[1] = w[0] >= 0 ? st_runner_cpu_wait_ms(&so->runner) : -1;
+	w[3] = w[2] >= 0 ? st_cpu_wait_ms(0) : -1;
+	uint64_t *digests = so->committing ? malloc((size_t)n * sizeof *digests) : NULL;
+	char why[256];
+	if (so->committing && !digests)
+		s = st_err_set(err, ST_E_NOMEM, "out of memory for %d digests", n);
+	else if (st_reply_check_time(rep, n, so->committing, digests, why, sizeof why))
+		s = bad_batch(v, i, why, err);
+	else
+		s = keep_batch(v, i, rep, n, seed, digests, took_ms, w, err);
+	free(digests);
+	json_decref(rep);
+	return s;
+}
+
+/* One bare round trip to the baseline's runner, the least of a few: what each batch's reply
+ * costs besides its calls (clock_bound.h). A trusted runner: nothing of the candidate's can
+ * make it look dearer. */
+static void measure_rtt(vctx *v)
+{
+	int b = vx_held_to(v);
+	if (b < 0 || !vx_addressed(v, b))
+		return;
+	json_t *ping = json_pack("{s:s}", "op", "ping");
+	double best = -1;
+	for (int k = 0; k < 5; k++) {
+		json_t *rep = NULL;
+		st_err e;
+		double t0 = st_now_s();
+		if (st_runner_call(&v->sols[b].runner, ping, -1, &rep, vx_time_left(v, 10), &e) ||
+		    !st_reply_ok(rep)) {
+			json_decref(rep);
+			break;
+		}
+		double ms = (st_now_s() - t0) * 1e3;
+		best = best < 0 || ms < best ? ms : best;
+		json_decref(rep);
+	}
+	json_decref(ping);
+	v->rtt_ms = best > 0 ? best : 0;
+}
+
+int vx_held_to(const vctx *v)
+{
+	if (v->sols[v->ref].n_samples || v->sols[v->ref].n_recs)
+		return v->ref;
+	if (v->calib >= 0)
+		return v->calib;
+	return v->ref;
+}
+
+void vx_clock_bound(const vctx *v, st_clock_bound *b)
+{
+	const sol *c = &v->sols[v->cand], *h = &v->sols[vx_held_to(v)];
+	st_clock_bound_compute(c->recs, c->n_recs, h->recs, h->n_recs, v->rtt_ms, b);
+}
+
+json_t *vx_raw_samples(const sol *so)
+{
+	json_t *a = json_array();
+	for (int k = 0; k < so->n_samples; k++) {
+		const st_sample *x = &so->samples[k];
+		json_array_append_new(a, json_pack("[f,f,i,b]", x->ms, x->wall_ms, x->sm_mhz,
+		                                   x->throttled));
+	}
+	return a;
+}
+
+json_t *vx_stats_json(const st_stats *s)
+{
+	return json_pack("{s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:i}", "samples", s->n,
+	                 "discarded", s->discarded, "median_ms", s->median, "q1_ms", s->q1, "q3_ms",
+	                 s->q3, "min_ms", s->min, "max_ms", s->max, "mean_ms", s->mean, "rse", s->rse,
+	                 "rse_median", s->rse_median, "total_ms", s->total_ms, "wall_median_ms",
+	                 s->wall_median, "sm_mhz_median", s->sm_mhz_median);
+}
+
+/* Interleave batches of samples of every usable solution until each meets the stop rule, so that
+ * slow drift (clocks, temperature, neighbours) affects all of them alike. The harness's null
+ * solution, where there is one, takes a short batch beside each of the candidate's while the
+ * candidate is timed, CALIB_BATCHES at most: enough for its per-call overhead, no stop rule of
+ * its own (its calls take no time, so 0.3 s of them would be thousands of flushes). */
+st_status vx_time_all(vctx *v, const st_size_set *set, st_err *err)
+{
+	int order[MAX_SOLS], n = 0;
+	int cand_first[MAX_SOLS] = {v->cand, v->ref, v->expert, v->calib};
+	for (int k = 0; k < MAX_SOLS; k++) {
+		int i = cand_first[k], dup = 0;
+		for (int m = 0; m < n; m++)
+			dup |= order[m] == i;
+		if (i >= 0 && !dup && vx_addressed(v, i))
+			order[n++] = i;
+	}
+	int shown = n - (v->calib >= 0 && vx_addressed(v, v->calib));
+	vx_progress(v, "timing on set %s (%d solution%s, interleaved%s)", set->label, shown,
+	            shown > 1 ? "s" : "", shown < n ? ", beside the harness's null calls" : "");
+	measure_rtt(v);
+	for (int m = 0; m < n; m++) /* warm-up: caches, clocks, lazy module loading */
+		if (vx_addressed(v, order[m])) {
+			st_status s = time_batch(v, order[m], 3, err);
+			if (s)
+				return s;
+			v->sols[order[m]].n_samples = 0;
+			v->sols[order[m]].timing_wall_ms = 0;
+			v->sols[order[m]].n_batches = 0;
+			v->sols[order[m]].n_recs = 0;
+			v->sols[order[m]].cpu_wait_ms = 0;
+			s = time_batch(v, order[m], 2, err);
+			if (s)
+				return s;
+		}
+	for (int left = n; left > 0;) {
+		left = 0;
+		if (vx_past_deadline(v)) {
+			vx_fail(v, "timeout", "timing: the verify reached its deadline (%.0f s after it "
+			        "began)", v->deadline - v->t_start);
+			return ST_OK;
+		}
+		for (int m = 0; m < n; m++) {
+			sol *so = &v->sols[order[m]];
+			if (so->timing_done || !vx_addressed(v, order[m]))
+				continue;
+			st_stats st;
+			st_stats_compute(so->samples, so->n_samples, &st);
+			const sol *c = &v->sols[v->cand];
+			if (so->calib ? c->timing_done || !vx_usable(v, v->cand) || so->n_recs >= CALIB_BATCHES
+			              : st_stop_reached(&st, &v->o->stop, so->timing_wall_ms)) {
+				so->timing_done = 1;
+				continue;
+			}
+			left++;
+			/* Batches of about 25 ms of wall time keep the interleaving fine and the round trips
+			 * cheap. A sample's wall time (flush, fresh inputs, sync) can far exceed a tiny
+			 * solution's own time, so the larger of the two sizes the batch; and no batch goes
+			 * past the sample cap. The median is what the runner reported: clamp before any
+			 * conversion. */
+			double est = st.median > 0 ? st.median : 1;
+			if (so->n_samples && so->timing_wall_ms / so->n_samples > est)
+				est = so->timing_wall_ms / so->n_samples;
+			double want = (so->calib ? 8.0 : 25.0) / est;
+			int room = v->o->stop.max_samples - so->n_samples;
+			int cap = room < 1 ? 1 : room < 2000 ? room : 2000;
+			/* And at least MIN_BATCHES batches where the stop rule asks for that many samples:
+			 * the parent-clock check compares quantiles over batches, and over two a quantile
+			 * is their maximum, so one batch held up on a busy host decided it (a short stop
+			 * rule, 13 samples of a fast call in two batches, was called hacking twice in six
+			 * verifies under a load of two busy loops on two cores). */
+			double need = st.median > 0 ? v->o->stop.min_time_ms / st.median : 0;
+			if (need < v->o->stop.min_samples)
+				need = v->o->stop.min_samples;
+			int per = (int)(need / MIN_BATCHES);
+			if (per >= 1 && per < cap)
+				cap = per;
+			/* And no more than the GPU time still missing asks for (2 % over, against the
+			 * median moving): batches of need / MIN_BATCHES overshot the minimum by up to one
+			 * batch, 4 % of the reference's time in a softmax verify, and timing holds the GPU
+			 * alone. */
+			if (st.median > 0 && st.total_ms < v->o->stop.min_time_ms) {
+				double left = 1.02 * (v->o->stop.min_time_ms - st.total_ms) / st.median + 1;
+				if (left < cap)
+					cap = (int)left;
+			}
+			int batch = !(want >= 1) ? 1 : want > cap ? cap : (int)want;
+			st_status s = time_batch(v, order[m], batch, err);
+			if (s)
+				return s;
+		}
+	}
+	return ST_OK;
+}
+
+/* Batches of about 25 ms of wall time (8 for the harness's null calls), as the main loop sizes
+ * them. */
+static int plain_batch(const sol *so)
+{
+	st_stats st;
+	st_stats_compute(so->samples, so->n_samples, &st);
+	double est = st.median > 0 ? st.median : 1;
+	if (so->n_samples && so->timing_wall_ms / so->n_samples > est)
+		est = so->timing_wall_ms / so->n_samples;
+	double want = (so->calib ? 8.0 : 25.0) / est;
+	return !(want >= 1) ? 1 : want > 2000 ? 2000 : (int)want;
+}
+
+int vx_clock_gross(const vctx *v)
+{
+	const sol *c = &v->sols[v->cand];
+	if (v->cand == v->ref || c->trusted || !c->n_samples)
+		return 0;
+	st_clock_bound b;
+	vx_clock_bound(v, &b);
+	st_stats st;
+	st_stats_compute(c->samples, c->n_samples, &st);
+	return st_clock_bound_gross(&b, st.median);
+}
+
+st_status vx_time_confirm(vctx *v, st_err *err)
+{
+	int pair[2] = {v->cand, vx_held_to(v)};
+	vx_progress(v, "the parent's clock disagrees with the candidate's reports: timing again to "
+	            "confirm");
+	measure_rtt(v);
+	for (int k = 0; k < 2; k++)
+		v->sols[pair[k]].n_recs = 0;
+	for (int b = 0; b < 2 * MIN_BATCHES; b++) {
+		int i = pair[b % 2];
+		if (!vx_addressed(v, i) || vx_past_deadline(v))
+			return ST_OK;
+		st_status s = time_batch(v, i, plain_batch(&v->sols[i]), err);
+		if (s)
+			return s;
+	}
+	return ST_OK;
+}

@@ -1,0 +1,173 @@
+/* The timing part of the verdict: each solution's statistics, the checks that the candidate's
+ * timer saw all its work (host wall time, the parent's own clock), speedups and the roofline. */
+#include <string.h>
+
+#include "task/expr.h"
+#include "verify/peaks.h"
+#include "verify/verify_int.h"
+
+/* The PyTorch times an import measured (eager, torch.compile): speedups against them. They were
+ * measured once, at import, perhaps on another GPU: the verdict says where. */
+static void imported_baselines(vctx *v, const json_t *b, double cand_ms, json_t *base,
+                               json_t *speed)
+{
+	static const char *const names[][2] = {{"eager_ms", "vs_eager"}, {"compile_ms", "vs_compile"}};
+	for (int k = 0; k < 2; k++) {
+		double ms = json_number_value(json_object_get(b, names[k][0]));
+		if (ms > 0) {
+			json_object_set_new(base, names[k][0], json_real(ms));
+			json_object_set_new(speed, names[k][1], json_real(ms / cand_ms));
+		}
+	}
+	const char *dev = json_string_value(json_object_get(b, "device"));
+	const char *here = json_string_value(json_object_get(json_object_get(v->verdict, "device"),
+	                                                     "device"));
+	if (dev)
+		json_object_set_new(base, "measured_on", json_string(dev));
+	if (dev && here && !strstr(here, dev))
+		vx_flag(v, "baselines_from_other_device");
+}
+
+/* The parent's own clock (clock_bound.h): what the candidate's batches took beyond its reports,
+ * the harness's work and the round trips is work its timed calls did not show. It is added to
+ * its time, whatever its reason; only when the reports leave out most of the time, in the
+ * timing and again in the confirmation round (sets.c), is the runner's timing called tampered
+ * with. A busy host can make a verify slower, never a cheat of an honest candidate. Returns what
+ * is added to the candidate's median. */
+static double parent_clock(vctx *v, json_t *timing, double median)
+{
+	const sol *c = &v->sols[v->cand];
+	if (v->cand == v->ref || v->verdict_final || c->trusted)
+		return 0;
+	st_clock_bound b;
+	vx_clock_bound(v, &b);
+	if (!b.batches)
+		return 0;
+	const sol *h = &v->sols[vx_held_to(v)];
+	json_object_set_new(timing, "parent_clock",
+	                    json_pack("{s:f,s:f,s:f,s:f,s:i,s:b,s:f,s:f}", "excess_ms", b.excess_ms,
+	                              "noise_ms", b.noise_ms, "harness_ms", b.harness_ms, "rtt_ms",
+	                              b.rtt_ms, "batches", b.batches, "confirmed", v->clock_confirmed,
+	                              "cpu_wait_ms", c->cpu_wait_ms, "baseline_cpu_wait_ms",
+	                              h->cpu_wait_ms));
+	if (st_clock_bound_gross(&b, median) && v->clock_confirmed) {
+		vx_fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond what the "
+		        "runner reported (%.4f ms) and the harness's own work (the %s's: %.4f ms), in the "
+		        "timing and again when timed alone to confirm: the runner's timing was tampered "
+		        "with from inside", b.excess_ms, median, h->role, b.harness_ms);
+		return 0;
+	}
+	double charge = st_clock_bound_charge(&b, median);
+	if (charge > 0)
+		vx_flag(v, "time_from_parent_clock");
+	return charge;
+}
+
+/* The roofline: the task's cost at this set's sizes against the device's peaks, where both are
+ * known; `c` is the candidate's median and med[] every solution's. */
+static void sol_json(vctx *v, const st_size_set *set, json_t *peaks, double c, const double *med)
+{
+	const st_task *t = v->task;
+	int64_t flops = 0, bytes = 0;
+	st_err e;
+	if (peaks && c > 0 && t->cost_bytes && !st_expr_eval(t->cost_bytes, set, &bytes, &e) &&
+	    (!t->cost_flops || !st_expr_eval(t->cost_flops, set, &flops, &e))) {
+		double floor_ms = st_peaks_floor_ms(peaks, (double)flops, (double)bytes, t->cost_unit);
+		json_t *sol_j = json_pack("{s:f,s:f,s:s,s:f}", "flops", (double)flops, "bytes",
+		                          (double)bytes, "unit", t->cost_unit ? t->cost_unit : "",
+		                          "floor_ms", floor_ms);
+		if (floor_ms > 0) {
+			json_object_set_new(sol_j, "fraction", json_real(floor_ms / c));
+			if (med[v->ref] > 0)
+				json_object_set_new(sol_j, "reference_fraction", json_real(floor_ms / med[v->ref]));
+			if (v->expert >= 0 && med[v->expert] > 0)
+				json_object_set_new(sol_j, "expert_fraction",
+				                    json_real(floor_ms / med[v->expert]));
+		}
+		json_object_set_new(sol_j, "attained_tflops", json_real(flops / (c * 1e-3) / 1e12));
+		json_object_set_new(sol_j, "attained_gbs", json_real(bytes / (c * 1e-3) / 1e9));
+		json_object_set_new(sol_j, "peaks", json_incref(peaks));
+		json_object_set_new(v->verdict, "sol", sol_j);
+	}
+}
+
+void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
+{
+	const st_task *t = v->task;
+	json_t *timing = json_object();
+	json_object_set_new(timing, "set", json_string(set->label));
+	json_object_set_new(timing, "sizes", vx_sizes_json(set));
+	double med[MAX_SOLS] = {0};
+	/* Against what the candidate's timing is held: the reference, timed beside it, or for an
+	 * imported task the harness's null calls (add_calib). */
+	int held_to = vx_held_to(v);
+	for (int i = 0; i < v->n_sols; i++) {
+		if (!v->sols[i].n_samples || v->sols[i].calib)
+			continue;
+		st_stats st;
+		st_stats_compute(v->sols[i].samples, v->sols[i].n_samples, &st);
+		med[i] = st.median;
+		json_t *sj = vx_stats_json(&st);
+		json_object_set_new(sj, "timing_wall_ms", json_real(v->sols[i].timing_wall_ms));
+		if (v->o->keep_samples)
+			json_object_set_new(sj, "raw", vx_raw_samples(&v->sols[i]));
+		json_object_set_new(timing, vx_role_of(v, i), sj);
+		/* Work the solution's stream does not see (a side stream, another thread, the legacy
+		 * default stream) shows as host wall time to the whole-device sync beyond event time.
+		 * The reference, timed in the same interleaved batches, shows what the machine itself
+		 * adds (a loaded host preempts the host backend's runners): the candidate may stretch
+		 * as much as the reference does, never more. */
+		double stretch = 1.0, ref_beyond = 0;
+		if (i == v->cand && v->cand != v->ref && v->sols[held_to].n_samples) {
+			st_stats rs;
+			st_stats_compute(v->sols[held_to].samples, v->sols[held_to].n_samples, &rs);
+			if (rs.median > 0 && rs.wall_median > rs.median) {
+				/* a null call's ratio says nothing of how a real one stretches */
+				stretch = held_to == v->calib ? 1.0 : rs.wall_median / rs.median;
+				ref_beyond = rs.wall_median - rs.median;
+			}
+		}
+		/* Beyond the stretch, the time past the stream's end event itself: on the GPU it is the
+		 * sync's wake-up alone, some us, the same for every solution; work hidden there adds to
+		 * it. Half the reference's again, 10 us and 5 % of the call leave room for noise and
+		 * let no more than that much work hide. */
+		double beyond = st.wall_median - st.median;
+		if (i == v->cand && v->cand != v->ref &&
+		    (st.wall_median > 1.5 * st.median * stretch + 0.1 ||
+		     beyond > 1.5 * ref_beyond + 0.01 + 0.05 * st.median))
+			vx_fail(v, "hacking", "timed calls took %.4f ms to a whole-device sync but only %.4f ms "
+			        "on the solution's stream (the %s: %.4f ms past its stream's end): work "
+			        "runs where the timer cannot see it", st.wall_median, st.median,
+			        v->sols[held_to].role, ref_beyond);
+	}
+	double charge = med[v->cand] > 0 ? parent_clock(v, timing, med[v->cand]) : 0;
+	if (charge > 0) { /* the candidate's time is what the parent's clock says it took */
+		json_t *cj = json_object_get(timing, "candidate");
+		json_object_set_new(cj, "reported_median_ms", json_real(med[v->cand]));
+		med[v->cand] += charge;
+		json_object_set_new(cj, "median_ms", json_real(med[v->cand]));
+	}
+	/* A solution that is both (e.g. the expert verified as a candidate) reports under each name. */
+	if (v->expert >= 0 && med[v->expert] > 0 && !json_object_get(timing, "expert"))
+		json_object_set(timing, "expert", json_object_get(timing, vx_role_of(v, v->expert)));
+	if (med[v->ref] > 0 && !json_object_get(timing, "reference"))
+		json_object_set(timing, "reference", json_object_get(timing, vx_role_of(v, v->ref)));
+	json_object_set_new(v->verdict, "timing", timing);
+
+	json_t *base = json_object(), *speed = json_object();
+	double c = med[v->cand];
+	if (med[v->ref] > 0)
+		json_object_set_new(base, "reference_ms", json_real(med[v->ref]));
+	if (v->expert >= 0 && med[v->expert] > 0)
+		json_object_set_new(base, "expert_ms", json_real(med[v->expert]));
+	if (c > 0 && med[v->ref] > 0)
+		json_object_set_new(speed, "vs_reference", json_real(med[v->ref] / c));
+	if (c > 0 && v->expert >= 0 && med[v->expert] > 0)
+		json_object_set_new(speed, "vs_expert", json_real(med[v->expert] / c));
+	if (t->baselines && c > 0)
+		imported_baselines(v, t->baselines, c, base, speed);
+	json_object_set_new(v->verdict, "baselines", base);
+	json_object_set_new(v->verdict, "speedup", speed);
+
+	sol_json(v, set, peaks, c, med);
+}

@@ -1,0 +1,70 @@
+/* redteam: a frame that announces 4 GiB | expect: hacking | task: tests/data/tasks/t1/scale | options: --no-policy
+ * A frame header of 0xffffffff bytes: the parent must refuse it at once rather than wait for, or
+ * allocate, 4 GiB. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cuda_runtime.h>
+#include "stitch/solution.h"
+
+static const float *g_b;
+static long g_calls;
+
+__global__ static void scale(const float *x, const float *b, float *y, long long n)
+{
+	long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] = 2.0f * x[i] + b[0];
+}
+
+
+/* Every socket this process holds: the runner's channel to the parent among them. */
+static int is_socket(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+static void huge(void)
+{
+	unsigned char f[4] = {0xff, 0xff, 0xff, 0xff};
+	for (int fd = 0; fd < 1024; fd++)
+		if (is_socket(fd))
+			(void)!write(fd, f, sizeof f);
+}
+
+extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
+                       cudaStream_t stream, void **ctx)
+{
+	(void)cfg;
+	(void)stream;
+	(void)n_params;
+	g_b = (const float *)params[0].data;
+	*ctx = &g_b;
+	return 0;
+}
+
+extern "C" void st_free(void *ctx)
+{
+	(void)ctx;
+}
+
+extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
+                      cudaStream_t stream)
+{
+	(void)ctx;
+	(void)n_in;
+	(void)n_out;
+	long long n = in[0].shape[0];
+	scale<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>((const float *)in[0].data, g_b,
+	                                                      (float *)out[0].data, n);
+	g_calls++;
+	if (g_calls == 2)
+		huge();
+	return cudaGetLastError() == cudaSuccess ? 0 : 2;
+}

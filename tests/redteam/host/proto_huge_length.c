@@ -1,0 +1,63 @@
+/* redteam: a frame that announces 4 GiB | expect: hacking | task: tests/data/tasks/t1/scale | options: --no-policy
+ * A frame header of 0xffffffff bytes: the parent must refuse it at once rather than wait for, or
+ * allocate, 4 GiB. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "stitch/solution.h"
+
+static float g_b;
+static long g_calls;
+
+/* Every socket this process holds: the runner's channel to the parent among them. */
+static int is_socket(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+static void huge(void)
+{
+	unsigned char f[4] = {0xff, 0xff, 0xff, 0xff};
+	for (int fd = 0; fd < 1024; fd++)
+		if (is_socket(fd))
+			(void)!write(fd, f, sizeof f);
+}
+
+int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params, cudaStream_t stream,
+            void **ctx)
+{
+	(void)cfg;
+	(void)stream;
+	(void)n_params;
+	g_b = *(const float *)params[0].data;
+	*ctx = &g_b;
+	return 0;
+}
+
+void st_free(void *ctx)
+{
+	(void)ctx;
+}
+
+int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
+           cudaStream_t stream)
+{
+	(void)ctx;
+	(void)n_in;
+	(void)n_out;
+	(void)stream;
+	const float *x = in[0].data;
+	float *y = out[0].data;
+	for (int64_t i = 0; i < in[0].shape[0]; i++)
+		y[i] = 2.0f * x[i] + g_b;
+	g_calls++;
+	if (g_calls == 2)
+		huge();
+	return 0;
+}

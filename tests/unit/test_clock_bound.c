@@ -1,0 +1,127 @@
+/* The parent-clock bound: an honest solution's batches cost what the baseline's do and are charged
+ * nothing, whatever their sizes; work hidden outside the reported calls is charged per call; a
+ * quarter of batches held up by a busy host moves nothing; and only a gross gap counts as
+ * tampering. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "verify/clock_bound.h"
+
+/* A batch of n calls of call_ms each, with harness work h per call, round trip rtt, and `hidden`
+ * per call of work the reports leave out. */
+static st_batch_rec rec(int n, double call_ms, double h, double rtt, double hidden)
+{
+	return (st_batch_rec){n, n * (call_ms + h + hidden) + rtt, n * call_ms, 0};
+}
+
+static void test_honest_any_batch_size(void **state)
+{
+	(void)state;
+	st_batch_rec base[10], sol[10];
+	for (int i = 0; i < 10; i++) {
+		base[i] = rec(200 + 10 * i, 0.01, 0.03, 0.2, 0); /* a fast baseline, big batches */
+		sol[i] = rec(1, 3.0, 0.03, 0.2, 0);                /* a slow candidate, single calls */
+	}
+	st_clock_bound b;
+	st_clock_bound_compute(sol, 10, base, 10, 0.2, &b);
+	assert_true(b.harness_ms > 0.0299 && b.harness_ms < 0.0301);
+	assert_true(b.excess_ms < 1e-9);
+	assert_true(st_clock_bound_charge(&b, 3.0) == 0);
+	assert_false(st_clock_bound_gross(&b, 3.0));
+}
+
+static void test_hidden_work_is_charged(void **state)
+{
+	(void)state;
+	st_batch_rec base[12], sol[12];
+	for (int i = 0; i < 12; i++) {
+		base[i] = rec(100, 0.05, 0.02, 0.15, 0);
+		sol[i] = rec(100, 0.001, 0.02, 0.15, 0.07); /* reports 1 us, does 71 */
+	}
+	st_clock_bound b;
+	st_clock_bound_compute(sol, 12, base, 12, 0.15, &b);
+	assert_true(b.excess_ms > 0.0699 && b.excess_ms < 0.0701);
+	assert_true(st_clock_bound_charge(&b, 0.001) > 0.0699);
+	assert_true(st_clock_bound_gross(&b, 0.001));
+	/* A tenth of a call hidden in a 1 ms call: charged, not tampering. */
+	for (int i = 0; i < 12; i++)
+		sol[i] = rec(20, 1.0, 0.02, 0.15, 0.1);
+	st_clock_bound_compute(sol, 12, base, 12, 0.15, &b);
+	assert_true(st_clock_bound_charge(&b, 1.0) > 0.0999);
+	assert_false(st_clock_bound_gross(&b, 1.0));
+}
+
+static void test_busy_host_quarter(void **state)
+{
+	(void)state;
+	st_batch_rec base[16], sol[16];
+	for (int i = 0; i < 16; i++) {
+		base[i] = rec(50, 0.05, 0.02, 0.15, 0);
+		sol[i] = rec(50, 0.05, 0.02, 0.15, 0);
+		if (i % 4 == 0)
+			sol[i].took_ms += 300; /* held up for 0.3 s */
+	}
+	st_clock_bound b;
+	st_clock_bound_compute(sol, 16, base, 16, 0.15, &b);
+	assert_true(st_clock_bound_charge(&b, 0.05) == 0);
+	/* Waits the kernel counted are taken off. */
+	for (int i = 0; i < 16; i++)
+		if (i % 4 == 0)
+			sol[i].waited_ms = 300;
+	for (int i = 0; i < 16; i++)
+		sol[i].took_ms += (i % 4 == 1) ? 300 : 0, sol[i].waited_ms += (i % 4 == 1) ? 300 : 0;
+	st_clock_bound_compute(sol, 16, base, 16, 0.15, &b);
+	assert_true(b.excess_ms < 1e-9);
+}
+
+/* A host backend's harness: 8 ms of flush per call, varying by a millisecond from batch to batch,
+ * beside a call of 1 us. Chance alone moves the candidate's median off the baseline's by a good
+ * share of a millisecond; that is noise, charged nothing and never called tampering. */
+static void test_noisy_harness(void **state)
+{
+	(void)state;
+	st_batch_rec base[12], sol[12];
+	for (int i = 0; i < 12; i++) {
+		double jb = ((i * 7) % 12 - 5.5) / 5.5, js = ((i * 5 + 3) % 12 - 4.0) / 5.5;
+		base[i] = rec(3, 0.001, 8.0 + jb, 0.02, 0);
+		sol[i] = rec(3, 0.001, 8.0 + js, 0.02, 0);
+	}
+	st_clock_bound b;
+	st_clock_bound_compute(sol, 12, base, 12, 0.02, &b);
+	assert_true(b.excess_ms > 0.05); /* the chance gap itself */
+	assert_true(b.noise_ms > b.excess_ms);
+	assert_true(st_clock_bound_charge(&b, 0.001) == 0);
+	assert_false(st_clock_bound_gross(&b, 0.001));
+	/* The same noise with 9 ms a call hidden is still seen. */
+	for (int i = 0; i < 12; i++)
+		sol[i].took_ms += 3 * 9.0;
+	st_clock_bound_compute(sol, 12, base, 12, 0.02, &b);
+	assert_true(st_clock_bound_charge(&b, 0.001) > 8.5);
+	assert_true(st_clock_bound_gross(&b, 0.001));
+}
+
+static void test_nothing_to_compare(void **state)
+{
+	(void)state;
+	st_batch_rec one = rec(1, 1, 0, 0, 5);
+	st_clock_bound b;
+	st_clock_bound_compute(&one, 1, NULL, 0, 0.1, &b);
+	assert_int_equal(b.batches, 0);
+	assert_true(st_clock_bound_charge(&b, 1) == 0);
+	assert_false(st_clock_bound_gross(&b, 0));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_honest_any_batch_size),
+		cmocka_unit_test(test_hidden_work_is_charged),
+		cmocka_unit_test(test_busy_host_quarter),
+		cmocka_unit_test(test_noisy_harness),
+		cmocka_unit_test(test_nothing_to_compare),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,186 @@
+/* The parent's validated readers of runner replies, and the pairing of requests and replies on a
+ * runner's channel: a timing batch must answer with exactly the samples and digests its request
+ * asked for, every reply must carry its request's id, and a frame nobody asked for is a protocol
+ * fault, found before the next request goes out. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/proto.h"
+#include "verify/reply.h"
+#include "verify/runner.h"
+
+static json_t *batch(int n, int digests)
+{
+	json_t *rep = json_pack("{s:b,s:[]}", "ok", 1, "samples");
+	json_t *d = json_array();
+	for (int k = 0; k < n; k++) {
+		json_array_append_new(json_object_get(rep, "samples"),
+		                      json_pack("[f,f,i,i]", 0.5, 0.6, 1980, 0));
+		json_array_append_new(d, json_string("00112233445566ff"));
+	}
+	if (digests)
+		json_object_set_new(rep, "digests", d);
+	else
+		json_decref(d);
+	return rep;
+}
+
+static void test_check_time(void **state)
+{
+	(void)state;
+	char why[256];
+	uint64_t out[4];
+	json_t *r = batch(4, 1);
+	assert_int_equal(st_reply_check_time(r, 4, 1, out, why, sizeof why), 0);
+	assert_true(out[3] == 0x00112233445566ffull);
+	assert_int_equal(st_reply_check_time(r, 5, 1, NULL, why, sizeof why), -1); /* too few */
+	assert_non_null(strstr(why, "5 calls answered with 4 samples"));
+	assert_int_equal(st_reply_check_time(r, 3, 1, NULL, why, sizeof why), -1); /* too many */
+	assert_int_equal(st_reply_check_time(r, 4, 0, NULL, why, sizeof why), -1); /* unasked */
+	json_array_remove(json_object_get(r, "digests"), 0);
+	assert_int_equal(st_reply_check_time(r, 4, 1, NULL, why, sizeof why), -1);
+	assert_non_null(strstr(why, "committed 3 digests"));
+	json_decref(r);
+
+	r = batch(2, 0);
+	assert_int_equal(st_reply_check_time(r, 2, 0, NULL, why, sizeof why), 0);
+	assert_int_equal(st_reply_check_time(r, 2, 1, NULL, why, sizeof why), -1);
+	/* impossible figures: negative, not finite, not numbers, short rows */
+	json_t *row = json_array_get(json_object_get(r, "samples"), 1);
+	json_array_set_new(row, 0, json_real(-0.001));
+	assert_int_equal(st_reply_check_time(r, 2, 0, NULL, why, sizeof why), -1);
+	json_array_set_new(row, 0, json_string("0.1"));
+	assert_int_equal(st_reply_check_time(r, 2, 0, NULL, why, sizeof why), -1);
+	json_array_set_new(row, 0, json_real(0.1));
+	json_array_remove(row, 3);
+	assert_int_equal(st_reply_check_time(r, 2, 0, NULL, why, sizeof why), -1);
+	json_decref(r);
+
+	r = batch(1, 1);
+	json_array_set_new(json_object_get(r, "digests"), 0, json_string("0011223344556 ff"));
+	assert_int_equal(st_reply_check_time(r, 1, 1, NULL, why, sizeof why), -1);
+	json_decref(r);
+	assert_int_equal(st_reply_check_time(NULL, 1, 0, NULL, why, sizeof why), -1);
+}
+
+/* A runner handle over one end of a socket pair; the test plays the runner on the other. No
+ * process: reaping it is a no-op. */
+static void fake_runner(st_runner *r, int *peer)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	memset(r, 0, sizeof *r);
+	r->sock = sv[0];
+	r->pid = -1;
+	r->alive = 1;
+	r->next_id = 77;
+	snprintf(r->label, sizeof r->label, "candidate");
+	*peer = sv[1];
+}
+
+/* The runner's side: read one request, answer with `reply` carrying the request's id plus
+ * `id_delta`. */
+static void answer(int peer, json_t *reply, int id_delta)
+{
+	st_err e;
+	json_t *req;
+	assert_int_equal(st_proto_recv(peer, &req, NULL, 1000, &e), ST_OK);
+	json_int_t id = json_integer_value(json_object_get(req, "id"));
+	assert_true(id > 0);
+	json_object_set_new(reply, "id", json_integer(id + id_delta));
+	assert_int_equal(st_proto_send(peer, reply, -1, &e), ST_OK);
+	json_decref(req);
+	json_decref(reply);
+}
+
+static void test_ids_and_unsolicited(void **state)
+{
+	(void)state;
+	st_runner r;
+	int peer;
+	st_err e;
+	json_t *req = json_pack("{s:s}", "op", "fetch"), *rep;
+
+	/* An honest exchange: the id is checked and taken off. */
+	fake_runner(&r, &peer);
+	assert_int_equal(st_runner_send(&r, req, -1, &e), ST_OK);
+	answer(peer, json_pack("{s:b}", "ok", 1), 0);
+	assert_int_equal(st_runner_recv(&r, &rep, 5, &e), ST_OK);
+	assert_null(json_object_get(rep, "id"));
+	json_decref(rep);
+	/* The next request has another id: a replayed old reply does not pass. */
+	assert_int_equal(st_runner_send(&r, req, -1, &e), ST_OK);
+	answer(peer, json_pack("{s:b}", "ok", 1), -1);
+	assert_int_equal(st_runner_recv(&r, &rep, 5, &e), ST_E_IO);
+	assert_true(r.protocol_fault);
+	assert_non_null(strstr(e.msg, "does not carry the request's id"));
+	close(peer);
+	close(r.sock);
+
+	/* A second frame after the reply. */
+	fake_runner(&r, &peer);
+	assert_int_equal(st_runner_send(&r, req, -1, &e), ST_OK);
+	json_t *forged = json_pack("{s:b,s:[[f,f,i,i]]}", "ok", 1, "samples", 0.001, 0.0015, 1980, 0);
+	json_t *ok = json_pack("{s:b}", "ok", 1);
+	json_t *in;
+	assert_int_equal(st_proto_recv(peer, &in, NULL, 1000, &e), ST_OK);
+	json_object_set(ok, "id", json_object_get(in, "id"));
+	json_object_set(forged, "id", json_object_get(in, "id"));
+	assert_int_equal(st_proto_send(peer, ok, -1, &e), ST_OK);
+	assert_int_equal(st_proto_send(peer, forged, -1, &e), ST_OK);
+	usleep(20000);
+	assert_int_equal(st_runner_recv(&r, &rep, 5, &e), ST_E_IO);
+	assert_true(r.protocol_fault);
+	json_decref(in);
+	json_decref(ok);
+	close(peer);
+	close(r.sock);
+
+	/* A frame between requests is found before the next request goes out. */
+	fake_runner(&r, &peer);
+	assert_int_equal(st_proto_send(peer, forged, -1, &e), ST_OK);
+	usleep(20000);
+	assert_int_equal(st_runner_send(&r, req, -1, &e), ST_E_IO);
+	assert_true(r.protocol_fault);
+	assert_non_null(strstr(e.msg, "nobody asked for"));
+	json_decref(forged);
+	close(peer);
+	close(r.sock);
+
+	/* Garbage, and a length of 4 GiB: protocol faults, not waits. */
+	fake_runner(&r, &peer);
+	assert_int_equal(st_runner_send(&r, req, -1, &e), ST_OK);
+	unsigned char huge[4] = {0xff, 0xff, 0xff, 0xff};
+	assert_int_equal(write(peer, huge, 4), 4);
+	assert_int_equal(st_runner_recv(&r, &rep, 5, &e), ST_E_IO);
+	assert_true(r.protocol_fault);
+	close(peer);
+	close(r.sock);
+
+	/* The hello carries no id; one that does is a frame nobody asked for. */
+	fake_runner(&r, &peer);
+	json_t *hello = json_pack("{s:b,s:I}", "ok", 1, "id", (json_int_t)5);
+	assert_int_equal(st_proto_send(peer, hello, -1, &e), ST_OK);
+	assert_int_equal(st_runner_recv(&r, &rep, 5, &e), ST_E_IO);
+	assert_true(r.protocol_fault);
+	json_decref(hello);
+	close(peer);
+	close(r.sock);
+	json_decref(req);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_check_time),
+		cmocka_unit_test(test_ids_and_unsolicited),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
