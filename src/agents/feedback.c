@@ -237,9 +237,21 @@ static int is_hidden(const char *set)
 }
 
 /* The verdict's reason, unless it is about a hidden set (verify.c names the set first). */
+static int is_error(const json_t *d);
+
+/* The verdict's reason, except for a build that failed: its first error diagnostic, since the
+ * reason of a verdict made before st_diags_errors_first could be a warning printed ahead of the
+ * linker's "undefined reference" that really stopped the build. */
 static const char *shown_reason(const json_t *v)
 {
 	const char *reason = str(v, "reason");
+	if (!strcmp(str(v, "status"), "compile_error")) {
+		size_t i;
+		json_t *d;
+		json_array_foreach(json_object_get(json_object_get(v, "compile"), "diagnostics"), i, d)
+			if (is_error(d))
+				return str(d, "message");
+	}
 	return !strncmp(reason, "set hidden", 10) ? "on a hidden size set" : reason;
 }
 

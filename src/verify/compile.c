@@ -208,7 +208,16 @@ static int st_diag_push(st_compile_result *r, const char *file, const char *sev,
 	return 0;
 }
 
-/* Diagnostics for r->log. `why` (a timeout, a killed compiler) is always added; otherwise a
+const st_diag *st_compile_first_error(const st_compile_result *r)
+{
+	for (int i = 0; r && i < r->n_diags; i++)
+		if (!strcmp(r->diags[i].severity, "error"))
+			return &r->diags[i];
+	return NULL;
+}
+
+/* Diagnostics for r->log, the errors of a failed compile first (see st_diags_errors_first).
+ * `why` (a timeout, a killed compiler) is always added; otherwise a
  * failed compile that printed no error we recognise gets one record saying so, so a
  * compile_error verdict never comes without a reason. */
 static st_status st_fill_diags(st_compile_result *r, const char *src, int exit_code,
@@ -218,6 +227,7 @@ static st_status st_fill_diags(st_compile_result *r, const char *src, int exit_c
 		return st_err_set(err, ST_E_NOMEM, "parsing compiler output: out of memory");
 	if (r->ok)
 		return ST_OK;
+	st_diags_errors_first(r->diags, r->n_diags);
 	char msg[160];
 	if (why && *why) {
 		snprintf(msg, sizeof msg, "%s", why);

@@ -47,6 +47,14 @@ void st_compile_result_free(st_compile_result *r);
  * "ptxas error   : ...", "undefined reference to ..."). */
 int st_diag_parse(const char *log, st_diag **out, int *n);
 void st_diags_free(st_diag *d, int n);
+/* Reorder d so its errors come first, each group in log order: a failed build's cause is its
+ * first error (a linker's "undefined reference" after a dozen warnings), and readers that take
+ * d[0] as the reason must never get a warning. st_compile does this for failed compiles. */
+void st_diags_errors_first(st_diag *d, int n);
+/* The first error of a compile (severity "error": compiler errors, fatal errors, ptxas/nvlink
+ * errors, the linker's undefined references); NULL when it has none. The reason to give for a
+ * compile that failed, never a warning. */
+const st_diag *st_compile_first_error(const st_compile_result *r);
 
 /* "sm_90a" for compute capability 9.0, "sm_100a" for 10.0, "sm_<M><m>" otherwise. */
 void st_arch_from_cc(int major, int minor, char *out, size_t len);

@@ -175,7 +175,10 @@ st_status vx_compile_all(vctx *v, const char *arch, st_err *err)
 			json_object_set_new(v->verdict, "compile", compile_json(&so->cr));
 		if (!so->cr.ok) {
 			if (i == v->cand) {
-				const char *first = so->cr.n_diags ? so->cr.diags[0].message
+				/* the compiler's or linker's first error, never a warning before it */
+				const st_diag *e = st_compile_first_error(&so->cr);
+				const char *first = e ? e->message
+				                  : so->cr.n_diags ? so->cr.diags[0].message
 				                  : so->cr.timed_out ? "the compiler timed out" : "see log";
 				vx_fail(v, "compile_error", "%s", first);
 				continue;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Enough for any real repair loop; a template error cascade can print thousands. */
 #define ST_DIAG_MAX 256
@@ -43,6 +44,18 @@ void st_diags_free(st_diag *d, int n)
 	for (int i = 0; i < n; i++)
 		st_diag_clear(&d[i]);
 	free(d);
+}
+
+void st_diags_errors_first(st_diag *d, int n)
+{
+	/* Stable: a bubble of each error to the end of the errors before it (n <= ST_DIAG_MAX). */
+	for (int i = 0, errors = 0; i < n; i++) {
+		if (strcmp(d[i].severity, "error"))
+			continue;
+		st_diag e = d[i];
+		memmove(&d[errors + 1], &d[errors], (size_t)(i - errors) * sizeof *d);
+		d[errors++] = e;
+	}
 }
 
 static int st_streq0(const char *a, const char *b)
@@ -289,6 +302,15 @@ static int st_try_undef(st_diag_list *l, const char *s, const char *end, int *ma
 	return st_diag_add(l, file, (size_t)(fend - file), 0, 0, "error", u, (size_t)(end - u));
 }
 
+/* [s, p) names the GNU linker: "ld", "/usr/bin/ld", "ld.bfd", "ld.gold". */
+static int st_is_linker(const char *s, const char *p)
+{
+	const char *b = p;
+	while (b > s && b[-1] != '/')
+		b--;
+	return p - b >= 2 && b[0] == 'l' && b[1] == 'd' && (p - b == 2 || b[2] == '.');
+}
+
 /* Driver messages with no position: "cc1: fatal error: ...", "nvcc: error: ...",
  * "/usr/bin/ld: cannot find -lfoo". */
 static int st_try_driver(st_diag_list *l, const char *s, const char *end, int *matched)
@@ -306,6 +328,13 @@ static int st_try_driver(st_diag_list *l, const char *s, const char *end, int *m
 	}
 	const char *after;
 	const char *sev = st_match_severity(p + 2, end, &after);
+	if (!sev && st_is_linker(s, p) && end[-1] != ':' && strncasecmp(p + 2, "note", 4)) {
+		/* The linker's own errors carry no severity word ("multiple definition of", "relocation
+		 * ... recompile with -fPIC"); its "x.o: in function `f':" lines, which end in ':',
+		 * only say where the next one is, and its "NOTE: ..." is no error either. */
+		*matched = 1;
+		return st_diag_add(l, "", 0, 0, 0, "error", p + 2, (size_t)(end - p - 2));
+	}
 	if (!sev || strcmp(sev, "note") == 0)
 		return 0;
 	const char *msg = st_after_severity(after, end);

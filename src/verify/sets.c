@@ -11,13 +11,20 @@ st_status vx_check_sets_option(const char *list, st_err *err)
 {
 	if (!list)
 		return ST_OK;
-	char buf[256];
-	snprintf(buf, sizeof buf, "%s", list);
-	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
-		if (strcmp(tok, "small") && strcmp(tok, "eval") && strncmp(tok, "hidden", 6))
-			return st_err_set(err, ST_E_INVALID, "unknown size set '%s' (known: small, eval, "
-			                  "hidden, hidden<N>)", tok);
-	return ST_OK;
+	/* Every item, empty ones too: "," from an HTTP request or a queue job selects nothing. */
+	for (const char *p = list;; p++) {
+		size_t len = strcspn(p, ",");
+		if (!len)
+			return st_err_set(err, ST_E_INVALID, "empty size set name in '%s' (known: small, "
+			                  "eval, hidden, hidden<N>)", list);
+		if (!(len == 5 && !strncmp(p, "small", 5)) && !(len == 4 && !strncmp(p, "eval", 4)) &&
+		    strncmp(p, "hidden", 6))
+			return st_err_set(err, ST_E_INVALID, "unknown size set '%.*s' (known: small, eval, "
+			                  "hidden, hidden<N>)", (int)len, p);
+		p += len;
+		if (!*p)
+			return ST_OK;
+	}
 }
 
 /* Does size set `set` run in this verify, and is it the timed one? */

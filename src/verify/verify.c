@@ -192,6 +192,8 @@ static st_status check_request(const char *solution, const st_verify_opts *o, st
 	st_status s = vx_check_sets_option(o->sets, err);
 	if (s)
 		return s;
+	if (st_dir_exists(solution)) /* a serve or queue request is not checked by the CLI */
+		return st_err_set(err, ST_E_INVALID, "%s: is a directory, not a solution file", solution);
 	if (!st_file_exists(solution))
 		return st_err_set(err, ST_E_INVALID, "%s: no such file", solution);
 	const char *ext = strrchr(solution, '.');

@@ -415,6 +415,23 @@ static void test_feedback_compile_error(void **state)
 	free(again);
 	free(text);
 
+	/* Issue 31: a verdict whose reason is a warning printed before the linker's error (made
+	 * before the errors-first order): the status line quotes the first error, not the warning. */
+	json_t *link = json_pack(
+	        "{s:s,s:s,s:{s:b,s:[{s:s,s:i,s:i,s:s,s:s},{s:s,s:i,s:i,s:s,s:s}],s:s}}", "status",
+	        "compile_error", "reason", "function \"ho_garbage\" was declared but never referenced",
+	        "compile", "ok", 0, "diagnostics", "file", "/tmp/x/cand.cu", "line", 12, "col", 0,
+	        "severity", "warning", "message",
+	        "function \"ho_garbage\" was declared but never referenced", "file",
+	        "tmpxft_2b1e-6_cand.cudafe1.cpp", "line", 0, "col", 0, "severity", "error", "message",
+	        "undefined reference to `ho_missing_helper'", "log", "raw log");
+	char *ltext = NULL;
+	assert_int_equal(st_verifier_feedback(link, SRC, 2.0, &ltext), ST_STAGE_REPAIR_COMPILE);
+	assert_true(!strncmp(ltext, "status: compile_error \xe2\x80\x94 undefined reference to", 48));
+	assert_true(strstr(ltext, "undefined reference") < strstr(ltext, "warning: function"));
+	free(ltext);
+	json_decref(link);
+
 	/* without the source nothing is quoted, and nothing breaks */
 	assert_int_equal(st_verifier_feedback(v, NULL, 2.0, &text), ST_STAGE_REPAIR_COMPILE);
 	assert_null(strstr(text, "    > "));

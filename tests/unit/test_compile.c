@@ -531,6 +531,109 @@ static void test_cuda(void **state)
 	assert_no_temp_files(f->cache);
 }
 
+/* A compiler that prints `log_text` (kept in a file beside it) on stderr and fails; the
+ * compile result of src then carries the log's diagnostics. */
+static void compile_with_log(fixture *f, const char *log_text, st_compile_result *r)
+{
+	char log_path[512], body[700], src[512];
+	write_src(f, "compiler.log", log_text, log_path, sizeof log_path);
+	snprintf(body, sizeof body, "cat '%s' >&2\nexit 1\n", log_path);
+	use_fake_cc(f, body);
+	write_src(f, "cand.c", GOOD_C, src, sizeof src);
+	st_err err = { "" };
+	assert_int_equal(st_compile(src, &f->opts, r, &err), ST_OK);
+	assert_int_equal(r->ok, 0);
+}
+
+/* Issue 31: a candidate that failed to link got nvcc's warning as its reason. The linker's
+ * undefined reference, after the warning in the log, is the first error and comes first. */
+static void test_link_error_after_warning(void **state)
+{
+	fixture *f = *state;
+	st_compile_result r;
+	compile_with_log(f,
+		"cand.cu(12): warning #177-D: function \"ho_garbage\" was declared but never referenced\n"
+		"  static void ho_garbage(void) {}\n"
+		"              ^\n"
+		"\n"
+		"Remark: The warnings can be suppressed with \"-diag-suppress <warning-number>\"\n"
+		"\n"
+		"/usr/bin/ld: /tmp/tmpxft_00002b1e_00000000-11_cand.o: in function `st_run':\n"
+		"tmpxft_00002b1e_00000000-6_cand.cudafe1.cpp:(.text+0x1d4): undefined reference to "
+		"`ho_missing_helper'\n"
+		"collect2: error: ld returned 1 exit status\n",
+		&r);
+	assert_int_equal(r.n_diags, 3);
+	const st_diag *e = st_compile_first_error(&r);
+	assert_non_null(e);
+	assert_ptr_equal(e, &r.diags[0]); /* what verify.c quotes as the reason */
+	assert_string_equal(e->severity, "error");
+	assert_non_null(strstr(e->message, "undefined reference to `ho_missing_helper'"));
+	assert_non_null(strstr(r.diags[1].message, "ld returned 1 exit status"));
+	assert_string_equal(r.diags[2].severity, "warning"); /* kept, after the errors */
+	assert_non_null(strstr(r.diags[2].message, "ho_garbage"));
+	st_compile_result_free(&r);
+}
+
+/* gcc: two warnings, then the error that stopped the build, then its note. */
+static void test_error_after_warnings(void **state)
+{
+	fixture *f = *state;
+	st_compile_result r;
+	compile_with_log(f,
+		"cand.c: In function 'st_init':\n"
+		"cand.c:14:9: warning: unused variable 'spare' [-Wunused-variable]\n"
+		"   14 |     int spare;\n"
+		"      |         ^~~~~\n"
+		"cand.c: In function 'st_run':\n"
+		"cand.c:30:12: warning: implicit declaration of function 'helper' "
+		"[-Wimplicit-function-declaration]\n"
+		"   30 |     return helper(in, out);\n"
+		"      |            ^~~~~~\n"
+		"cand.c:41:5: error: 'out_ptr' undeclared (first use in this function)\n"
+		"   41 |     out_ptr[0] = 1.0f;\n"
+		"      |     ^~~~~~~\n"
+		"cand.c:41:5: note: each undeclared identifier is reported only once for each function "
+		"it appears in\n",
+		&r);
+	assert_int_equal(r.n_diags, 4);
+	const st_diag *e = st_compile_first_error(&r);
+	assert_ptr_equal(e, &r.diags[0]);
+	assert_int_equal(e->line, 41);
+	assert_non_null(strstr(e->message, "out_ptr"));
+	/* The rest in log order. */
+	assert_int_equal(r.diags[1].line, 14);
+	assert_int_equal(r.diags[2].line, 30);
+	assert_string_equal(r.diags[3].severity, "note");
+	st_compile_result_free(&r);
+}
+
+/* The linker's own lines: its errors carry no severity word, its "in function" and NOTE lines
+ * are no errors; a log with warnings only has no first error. */
+static void test_linker_lines(void **state)
+{
+	(void)state;
+	st_diag *d;
+	int n;
+	assert_int_equal(st_diag_parse(
+		"/usr/bin/ld: warning: x.o: missing .note.GNU-stack section implies executable stack\n"
+		"/usr/bin/ld: NOTE: This behaviour is deprecated and will be removed in a future "
+		"version of the linker\n"
+		"/usr/bin/ld: /tmp/ccA.o: in function `st_run':\n"
+		"/usr/bin/ld: /tmp/ccB.o:(.bss+0x0): multiple definition of `g'; "
+		"/tmp/ccA.o:(.bss+0x0): first defined here\n", &d, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(d[0].severity, "warning");
+	assert_string_equal(d[1].severity, "error");
+	assert_non_null(strstr(d[1].message, "multiple definition of `g'"));
+	st_diags_errors_first(d, n);
+	assert_string_equal(d[0].severity, "error");
+	st_compile_result r = { .diags = d, .n_diags = 1 };
+	r.diags = d + 1; /* the warning alone */
+	assert_null(st_compile_first_error(&r));
+	st_diags_free(d, n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -543,6 +646,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_cache_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cuda, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_link_error_after_warning, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_error_after_warnings, setup, teardown),
+		cmocka_unit_test(test_linker_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
