@@ -11,14 +11,18 @@ n=$(ls "$STITCH_SRC"/tests/redteam/cuda/*.cu | wc -l)
 check "redteam cuda: exit 0 (got $rc; $(tail -n 2 "$WORK/rt.err"))" [ "$rc" -eq 0 ]
 check "redteam cuda: caught $n of $n" grep -q "^caught $n of $n$" "$WORK/rt.out"
 
+check "redteam cuda: the informed forger is hacking" grep -q "^caught  informed_forger.cu .* got hacking" "$WORK/rt.out"
+check "redteam cuda: the protocol family has at least 9 files" \
+	[ "$(ls "$STITCH_SRC"/tests/redteam/cuda/proto_*.cu | wc -l)" -ge 9 ]
+
 # A runner whose timer and clock were rewritten from inside reports a tenth of each call; the
-# parent's own clock sees the rest. The same work without the rewrite passes.
-verify "$WORK/pt.json" "$TASK" "$STITCH_SRC/tests/redteam/cuda/patch_timer.cu" --no-policy
-check "source check off: patched runner timer is hacking (status $(field "$WORK/pt.json" status))" \
-	[ "$(field "$WORK/pt.json" status)" = hacking ]
-check "source check off: caught by the parent's clock" grep -q "parent's clock" "$WORK/pt.json"
+# parent's own clock sees the rest and the lie buys nothing (lib.sh's paid_for). The same work
+# without the rewrite passes.
 sed 's/dl_iterate_phdr(visit, NULL);//' "$STITCH_SRC/tests/redteam/cuda/patch_timer.cu" >"$WORK/slow_honest.cu"
 verify "$WORK/sh.json" "$TASK" "$WORK/slow_honest.cu" --no-policy
 check "same work, timer untouched: ok (status $(field "$WORK/sh.json" status))" \
 	[ "$(field "$WORK/sh.json" status)" = ok ]
+verify "$WORK/pt.json" "$TASK" "$STITCH_SRC/tests/redteam/cuda/patch_timer.cu" --no-policy
+check "source check off: patched runner timer is hacking or paid for (status $(field "$WORK/pt.json" status): $(field "$WORK/pt.json" reason))" \
+	paid_for "$WORK/pt.json" "$WORK/sh.json"
 finish
