@@ -1311,6 +1311,11 @@ static st_status check_similarity(checker *C, st_err *err)
 	st_status s = compare_with(C, g, ng, C->task->reference, "reference", err);
 	for (int i = 0; !s && i < C->task->n_experts; i++)
 		s = compare_with(C, g, ng, C->task->experts[i], "expert", err);
+	/* The host backend's C solutions too: a copy of expert.c is as much a copy as one of a .cu. */
+	if (!s)
+		s = compare_with(C, g, ng, C->task->host_reference, "reference", err);
+	if (!s)
+		s = compare_with(C, g, ng, C->task->host_expert, "expert", err);
 	free(g);
 	return s;
 }

@@ -119,4 +119,8 @@ bad_params "with b as f64" "b is f64 in the file; the task needs f32" "$WORK/b64
 mkst "$WORK/b2.safetensors" b F32 '[2]' 1 2
 bad_params "with b of shape [2]" "b has shape \[2\] in the file; set small needs \[1\]" "$WORK/b2.safetensors"
 bad_params "that does not exist" "no/such" "$WORK/no/such.safetensors"
+# A byte copy of a task's host expert (a .c) is flagged as a copy, as one of a .cu is.
+cp "$STITCH_SRC/tasks/t1/softmax/expert.c" "$WORK/excopy.c"
+"$STITCH" verify --json "${FAST[@]}" --no-timing t1/softmax "$WORK/excopy.c" >"$WORK/excopy.json" 2>/dev/null
+check "a copy of the host expert: flagged near_copy_of_expert" grep -q '"near_copy_of_expert"' "$WORK/excopy.json"
 finish
