@@ -151,6 +151,12 @@ static int import_kernelbench(int argc, char **argv)
 		st_cli_error("import: %s: no such file", file);
 		return ST_EXIT_USAGE;
 	}
+	size_t flen = strlen(file);
+	if (flen < 3 || strcmp(file + flen - 3, ".py")) {
+		st_cli_error("import: %s: not a Python program (a KernelBench program is a .py file with "
+		             "Model, get_inputs and get_init_inputs)", file);
+		return ST_EXIT_USAGE;
+	}
 	char name_buf[128], out_buf[PATH_MAX], level_buf[8];
 	if (!name) {
 		default_name(file, name_buf, sizeof name_buf);
@@ -181,6 +187,7 @@ static int import_kernelbench(int argc, char **argv)
 		             "after its task)", out, name);
 		return ST_EXIT_USAGE;
 	}
+	int made = !st_dir_exists(out); /* a failed import takes away only what it made */
 	if (st_mkdirs(out, &err)) {
 		st_cli_error("import: %s", err.msg);
 		return ST_EXIT_ENV;
@@ -189,12 +196,15 @@ static int import_kernelbench(int argc, char **argv)
 	                      seeds, "--device", device, "--compile-mode", compile_mode,
 	                      no_baselines ? "--no-baselines" : NULL, NULL};
 	int rc = st_kb_helper_run(args, 0);
-	if (rc)
-		return rc;
 	st_task t;
-	if (st_task_load(out, &t, &err)) {
+	if (!rc && st_task_load(out, &t, &err)) {
 		st_cli_error("import: the helper wrote a task stitch cannot load: %s", err.msg);
-		return ST_EXIT_ENV;
+		rc = ST_EXIT_ENV;
+	}
+	if (rc) {
+		if (made)
+			st_rm_tree(out);
+		return rc;
 	}
 	printf("imported %s into %s: %d params, %d inputs, %d outputs, %d seeds + 1 check seed",
 	       t.id, out, t.n_params, t.n_inputs, t.n_outputs, t.n_data_seeds);

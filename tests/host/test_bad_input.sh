@@ -87,6 +87,13 @@ if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
 		verify --quiet "$TASK" "$STITCH_SRC/tests/fixtures/cuda/good.cu"
 fi
 
+bad "import: not a Python program" "not a Python program" import kernelbench "$STITCH_SRC/README.md"
+# An import that fails takes its task folder away with it (a python without torch here).
+STITCH_PYTHON=false "$STITCH" import kernelbench "$STITCH_SRC/tests/kernelbench/mlp.py" --out "$WORK/imp/mlp" \
+	--no-baselines >"$WORK/out" 2>"$WORK/err"
+rc=$?
+check "import with no usable python: fails (got $rc)" [ "$rc" -ne 0 ]
+check "import with no usable python: no task folder left" [ ! -e "$WORK/imp/mlp" ]
 check "no core files" bash -c "! ls $WORK/core* >/dev/null 2>&1"
 check "no temp files left in the cache" bash -c "! find '$STITCH_CACHE_DIR' -name '*.tmp*' | grep -q ."
 "$STITCH" --help >"$WORK/help" && check "--help lists verify" grep -q verify "$WORK/help"
