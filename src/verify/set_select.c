@@ -3,8 +3,7 @@
 
 #include <string.h>
 
-/* Is size set `label` named in the comma list? "hidden" names every hidden set, "hidden1" one. */
-static int set_selected(const char *list, const char *label)
+int st_set_selected(const char *list, const char *label)
 {
 	if (!list)
 		return 1;
@@ -31,5 +30,5 @@ int st_verify_set_runs(const st_verify_opts *o, int stored, const char *label, i
 	/* An imported task has its eval set only, on either backend. */
 	const char *sel = o->sets ? o->sets : host && !stored ? "small" : NULL;
 	*timed = !strcmp(label, st_verify_time_set(o, stored));
-	return *timed || set_selected(sel, label);
+	return *timed || st_set_selected(sel, label);
 }

@@ -6,6 +6,10 @@
 
 #include "stitch/stitch.h"
 
+/* Is size set `label` named in the comma list? "hidden" names every hidden set, "hidden1" one;
+ * a NULL list names every set. */
+int st_set_selected(const char *list, const char *label);
+
 /* The label of the timed set: --time-set, else `small` on the host backend (an imported task's
  * `eval` on either), else `eval`. `stored`: an imported task with stored seeds. */
 const char *st_verify_time_set(const st_verify_opts *o, int stored);

@@ -4,6 +4,7 @@
  * answer, "ok" that it admits it (the task's check is too weak), anything else that the answer
  * never got judged. Answers that cannot apply to a set are skipped with the reason. */
 #include "verify/tol_audit.h"
+#include "verify/set_select.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -95,19 +96,6 @@ static st_status write_answers(audit *a, st_err *err)
 		s = write_answer(a, k, tmpl, len, err);
 	free(tmpl);
 	return s;
-}
-
-static int selected(const char *list, const char *label)
-{
-	int hidden = !strncmp(label, "hidden", 6);
-	for (const char *p = list; *p;) {
-		size_t len = strcspn(p, ",");
-		if ((len == strlen(label) && !strncmp(p, label, len)) ||
-		    (hidden && len == 6 && !strncmp(p, "hidden", 6)))
-			return 1;
-		p += len + (p[len] == ',');
-	}
-	return 0;
 }
 
 static int64_t numel_of(const st_tensor_spec *t, const st_size_set *set)
@@ -273,7 +261,7 @@ st_status st_audit_task(const char *task_dir, const st_audit_opts *o, json_t **r
 	const st_size_set *all[64];
 	int n = s ? 0 : st_task_size_sets(&a.task, all, 64);
 	for (int i = 0; i < n; i++)
-		if (selected(sets, all[i]->label))
+		if (st_set_selected(sets, all[i]->label))
 			json_array_append_new(list, audit_set(&a, all[i]));
 	if (!s)
 		*report = json_pack("{s:s,s:s,s:o,s:i,s:i}", "task", a.task.id, "backend", oo.backend,
