@@ -65,4 +65,44 @@ wait "$PID0"
 rc=$?
 check "service: exit 0 after SIGTERM (got $rc)" [ "$rc" -eq 0 ]
 check "service: no runner left behind" wait_for 5 eval '! runners_left'
+
+# The runner is hostile (docs/architecture.md): with the source check off, 10 % of the requests
+# break the runner protocol (tests/load/mix-host-protocol.txt). Each gets its verdict (hacking),
+# nothing is lost, no worker is left stuck, and the throughput is printed beside the same load
+# of honest answers only (tests/load/mix-host-honest.txt).
+PREQ=${STITCH_LOAD_PROTOCOL_REQUESTS:-300}
+rates=()
+for mix in honest protocol; do
+	serve_start "p$mix" "${FAST[@]}" --no-policy --timeout 2 --sets small --seeds 1 \
+		--workers "$WORKERS" --queue-max 16 --deadline 5 || exit 1
+	P=$SPID
+	start=$(date +%s.%N)
+	"$LOAD" --url "http://127.0.0.1:$PORT" --clients 16 --requests "$PREQ" \
+		--mix "$STITCH_SRC/tests/load/mix-host-$mix.txt" --root "$STITCH_SRC" --timing-share 0 \
+		--workers "$WORKERS" --json "$WORK/p$mix.json" --quiet >"$WORK/p$mix.out" 2>"$WORK/p$mix.err"
+	rc=$?
+	rates+=("$(python3 -c "import sys; print('%.2f' % ($PREQ / ($(date +%s.%N) - $start)))")")
+	pnum() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): v = v.get(k, {}) if isinstance(v, dict) else {}
+print(v if v != {} else "")' "$WORK/p$mix.json" "$1"; }
+	check "$mix load: exit 0 (got $rc; $(head -c 300 "$WORK/p$mix.err"))" [ "$rc" -eq 0 ]
+	check "$mix load: $PREQ answers (got $(pnum answers))" [ "$(pnum answers)" = "$PREQ" ]
+	for k in lost duplicated wrong_status id_mismatches no_reward; do
+		check "$mix load: $k 0 (got $(pnum $k))" [ "$(pnum $k)" = 0 ]
+	done
+	TOKEN= http "h$mix" GET /healthz
+	check "$mix load: healthy after it ($CODE)" [ "$CODE" = 200 ]
+	check "$mix load: nothing left in flight" [ "$(metric stitch_serve_inflight)" = 0 ]
+	kill -TERM "$P"
+	wait "$P"
+	check "$mix load: exit 0 after SIGTERM (got $?)" [ $? -eq 0 ]
+done
+hack=$(python3 -c "
+import json
+k = json.load(open('$WORK/pprotocol.json'))['kinds']
+print(sum(v['sent'] for n, v in k.items() if n not in ('good', 'wrong')))")
+check "protocol load: at least 5 % of the requests broke the protocol ($hack of $PREQ)" \
+	[ $((hack * 20)) -ge "$PREQ" ]
+echo "protocol load: ${rates[1]} requests/s against ${rates[0]} for the honest load ($(python3 -c "print('%.0f' % (100 * ${rates[1]} / ${rates[0]}))") %)"
+check "service: no runner left behind after the protocol load" wait_for 5 eval '! runners_left'
 finish
