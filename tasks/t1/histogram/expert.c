@@ -2,7 +2,8 @@
  * reference increments one table, so runs of equal values stall on the store-to-load chain of
  * the same counter. When the table is small (bins <= 4096) this one keeps 4 private tables,
  * fed round-robin by 4 independent streams of elements, and sums them at the end; the range
- * check is a single unsigned compare. Large tables use one table (the copies would not fit
+ * check is a single unsigned compare, and out-of-range values are counted into a spare slot
+ * instead of branched around. Large tables use one table (the copies would not fit
  * in cache). The tables are allocated once in st_init. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@
 
 typedef struct hist_ctx {
     int64_t n, bins;
-    uint32_t *tables; /* COPIES * bins counters, or NULL for large tables */
+    uint32_t *tables; /* COPIES * (bins + 1) counters (the last a spare), or NULL for large tables */
 } hist_ctx;
 
 static int cfg_get(const st_config *cfg, const char *name, int64_t *value) {
@@ -44,7 +45,7 @@ int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
     c->bins = bins;
     c->tables = NULL;
     if (bins <= SMALL_BINS) {
-        c->tables = malloc((size_t)(COPIES * bins) * sizeof(uint32_t));
+        c->tables = malloc((size_t)(COPIES * (bins + 1)) * sizeof(uint32_t));
         if (c->tables == NULL) {
             free(c);
             return 1;
@@ -70,16 +71,16 @@ int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t
             if (x[i] < bins) counts[x[i]]++;
         return 0;
     }
-    uint32_t *restrict t0 = c->tables, *restrict t1 = t0 + bins, *restrict t2 = t1 + bins,
-                       *restrict t3 = t2 + bins;
-    memset(t0, 0, (size_t)(COPIES * bins) * sizeof(uint32_t));
+    uint32_t *restrict t0 = c->tables, *restrict t1 = t0 + bins + 1, *restrict t2 = t1 + bins + 1,
+                       *restrict t3 = t2 + bins + 1;
+    memset(t0, 0, (size_t)(COPIES * (bins + 1)) * sizeof(uint32_t));
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
         const uint32_t a = x[i], b = x[i + 1], d = x[i + 2], e = x[i + 3];
-        if (a < bins) t0[a]++;
-        if (b < bins) t1[b]++;
-        if (d < bins) t2[d]++;
-        if (e < bins) t3[e]++;
+        t0[a < bins ? a : bins]++; /* out-of-range values land in a spare slot */
+        t1[b < bins ? b : bins]++;
+        t2[d < bins ? d : bins]++;
+        t3[e < bins ? e : bins]++;
     }
     for (; i < n; i++)
         if (x[i] < bins) t0[x[i]]++;
