@@ -7,6 +7,7 @@
 #include "common/paths.h"
 #include "verify/compile.h"
 
+#include "common/arch.h"
 #include "common/fs.h"
 #include "common/proc.h"
 
