@@ -25,6 +25,7 @@
 #include "common/fs.h"
 #include "llm/llm.h"
 #include "metrics.h"
+#include "serve_log.h"
 #include "store.h"
 #include "task/task.h"
 #include "verify/peaks.h"
