@@ -25,7 +25,7 @@
 #include "task/task.h"
 #include "verify/gpu_share.h"
 #include "verify/peaks.h"
-#include "verify/runner.h"
+#include "verify/runner_client.h"
 #include "verify/runner_pool.h"
 #include "verify/shm_cache.h"
 #include "verify_opts.h"
