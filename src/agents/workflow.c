@@ -486,6 +486,59 @@ static st_status judge(solve *S, int k, const st_llm_response *r, json_t **verdi
 	return ST_OK;
 }
 
+/* K answers at once, each from its own client (K > 1); recorded in sample order afterwards.
+ * *latency: the longest uncached one. The first failure is returned, the others recorded. */
+static st_status ask_samples(solve *S, st_llm_msg *m, int n_msgs, int K, st_llm_response *r,
+                             double *latency, st_err *err)
+{
+	st_status s = ST_OK;
+	json_t *jm = json_array();
+	for (int i = 0; i < n_msgs; i++)
+		json_array_append_new(jm, json_pack("{s:s,s:s}", "role", m[i].role, "content",
+		                                    m[i].content));
+	traj(S, "request", json_pack("{s:s,s:s,s:i,s:i,s:o}", "agent", "coder", "stage",
+	                             st_stage_name(S->stage), "attempt", S->attempts, "samples",
+	                             K, "messages", jm));
+	sample_job jobs[MAX_SAMPLES];
+	pthread_t th[MAX_SAMPLES];
+	int started[MAX_SAMPLES] = {0};
+	for (int k = 0; k < K; k++) {
+		jobs[k] = (sample_job){.client = S->coders[k],
+		                       .q = {.msgs = m, .n_msgs = n_msgs,
+		                             .temperature = S->o->temperature,
+		                             .max_tokens = S->o->max_output_tokens,
+		                             .sample = S->o->run_index * RUN_SAMPLES +
+		                                       S->attempts * K + k}};
+		started[k] = pthread_create(&th[k], NULL, sample_thread, &jobs[k]) == 0;
+		if (!started[k])
+			sample_thread(&jobs[k]);
+	}
+	for (int k = 0; k < K; k++) {
+		if (started[k])
+			pthread_join(th[k], NULL);
+		r[k] = jobs[k].r;
+		if (jobs[k].s && !s) {
+			s = jobs[k].s;
+			*err = jobs[k].err;
+		}
+		if (jobs[k].s) {
+			traj(S, "llm_error", json_pack("{s:s,s:i,s:s}", "agent", "coder", "sample", k,
+			                               "error", jobs[k].err.msg));
+			continue;
+		}
+		double l = r[k].cached ? 0 : r[k].latency_s;
+		*latency = l > *latency ? l : *latency;
+		traj(S, "response", json_pack("{s:s,s:i,s:s,s:s,s:b,s:I,s:I,s:b,s:f,s:f}", "agent",
+		                              "coder", "sample", k, "text", r[k].text, "finish",
+		                              r[k].finish, "truncated", r[k].truncated,
+		                              "input_tokens", (json_int_t)r[k].input_tokens,
+		                              "output_tokens", (json_int_t)r[k].output_tokens,
+		                              "cached", r[k].cached, "latency_s", r[k].latency_s,
+		                              "cost_usd", r[k].cost_usd));
+	}
+	return s;
+}
+
 static st_status do_attempt(solve *S, st_err *err)
 {
 	double t_start = st_now_s(), latency = 0, verify_s = 0;
@@ -519,51 +572,7 @@ static st_status do_attempt(solve *S, st_err *err)
 	if (K == 1) {
 		s = ask(S, S->coders[0], "coder", m, n_msgs, 0, S->attempts, &r[0], &latency, err);
 	} else {
-		/* K answers at once, each from its own client; recorded in sample order afterwards. */
-		json_t *jm = json_array();
-		for (int i = 0; i < n_msgs; i++)
-			json_array_append_new(jm, json_pack("{s:s,s:s}", "role", m[i].role, "content",
-			                                    m[i].content));
-		traj(S, "request", json_pack("{s:s,s:s,s:i,s:i,s:o}", "agent", "coder", "stage",
-		                             st_stage_name(S->stage), "attempt", S->attempts, "samples",
-		                             K, "messages", jm));
-		sample_job jobs[MAX_SAMPLES];
-		pthread_t th[MAX_SAMPLES];
-		int started[MAX_SAMPLES] = {0};
-		for (int k = 0; k < K; k++) {
-			jobs[k] = (sample_job){.client = S->coders[k],
-			                       .q = {.msgs = m, .n_msgs = n_msgs,
-			                             .temperature = S->o->temperature,
-			                             .max_tokens = S->o->max_output_tokens,
-			                             .sample = S->o->run_index * RUN_SAMPLES +
-			                                       S->attempts * K + k}};
-			started[k] = pthread_create(&th[k], NULL, sample_thread, &jobs[k]) == 0;
-			if (!started[k])
-				sample_thread(&jobs[k]);
-		}
-		for (int k = 0; k < K; k++) {
-			if (started[k])
-				pthread_join(th[k], NULL);
-			r[k] = jobs[k].r;
-			if (jobs[k].s && !s) {
-				s = jobs[k].s;
-				*err = jobs[k].err;
-			}
-			if (jobs[k].s) {
-				traj(S, "llm_error", json_pack("{s:s,s:i,s:s}", "agent", "coder", "sample", k,
-				                               "error", jobs[k].err.msg));
-				continue;
-			}
-			double l = r[k].cached ? 0 : r[k].latency_s;
-			latency = l > latency ? l : latency;
-			traj(S, "response", json_pack("{s:s,s:i,s:s,s:s,s:b,s:I,s:I,s:b,s:f,s:f}", "agent",
-			                              "coder", "sample", k, "text", r[k].text, "finish",
-			                              r[k].finish, "truncated", r[k].truncated,
-			                              "input_tokens", (json_int_t)r[k].input_tokens,
-			                              "output_tokens", (json_int_t)r[k].output_tokens,
-			                              "cached", r[k].cached, "latency_s", r[k].latency_s,
-			                              "cost_usd", r[k].cost_usd));
-		}
+		s = ask_samples(S, m, n_msgs, K, r, &latency, err);
 	}
 	free(prompt);
 	free(S->pending_answer);

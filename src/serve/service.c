@@ -737,6 +737,61 @@ static job *find_inflight(st_service *s, const char *id)
 	return NULL;
 }
 
+/* Out of the admission line (admitted, answered otherwise, or given up): the next may go. Under
+ * s->mu. */
+static void leave_line(st_service *s, waiter *me)
+{
+	waiter **p = &s->admit_head;
+	while (*p != me)
+		p = &(*p)->next;
+	*p = me->next;
+	if (s->admit_tail == me) {
+		s->admit_tail = NULL;
+		for (waiter *w = s->admit_head; w; w = w->next)
+			s->admit_tail = w;
+	}
+	pthread_cond_broadcast(&s->cv_done);
+}
+
+/* A request waiting in the admission line looks again after 50 ms, or when a request is done.
+ * Under s->mu. */
+static void wait_a_little(st_service *s)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_nsec += 50 * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&s->cv_done, &s->mu, &t);
+}
+
+/* Wait under s->mu, up to the deadline, for job j's answer: a copy of it with its HTTP status in
+ * *code, or a 504 that says the work goes on. NULL when out of memory. */
+static char *await_answer(st_service *s, job *j, const char *id, int *code)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	double d = s->o.deadline_s;
+	until.tv_sec += (time_t)d;
+	until.tv_nsec += (long)((d - (double)(time_t)d) * 1e9);
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (!j->done)
+		if (pthread_cond_timedwait(&s->cv_done, &s->mu, &until) == ETIMEDOUT)
+			break;
+	if (j->done) {
+		*code = j->http_status;
+		return strdup(j->answer);
+	}
+	*code = 504;
+	return error_text(id, "no answer within the %g s deadline; the work goes on: repeat "
+	                  "the request with the same id for its answer", s->o.deadline_s);
+}
+
 int st_service_request(st_service *s, const char *kind, const char *body, size_t len,
                        char **answer, double *retry_after, char *id_out, size_t id_len)
 {
@@ -811,14 +866,7 @@ again:
 					queued = 1;
 				}
 				st_serve_record_free(&rec);
-				struct timespec t;
-				clock_gettime(CLOCK_REALTIME, &t);
-				t.tv_nsec += 50 * 1000000L;
-				if (t.tv_nsec >= 1000000000L) {
-					t.tv_sec++;
-					t.tv_nsec -= 1000000000L;
-				}
-				pthread_cond_timedwait(&s->cv_done, &s->mu, &t);
+				wait_a_little(s);
 				goto again;
 			}
 			code = 429;
@@ -834,19 +882,8 @@ again:
 			snprintf(msg, sizeof msg, "out of memory");
 		}
 	}
-	if (queued) {
-		/* out of the line (admitted, answered otherwise, or given up): the next may go */
-		waiter **p = &s->admit_head;
-		while (*p != &me)
-			p = &(*p)->next;
-		*p = me.next;
-		if (s->admit_tail == &me) {
-			s->admit_tail = NULL;
-			for (waiter *w = s->admit_head; w; w = w->next)
-				s->admit_tail = w;
-		}
-		pthread_cond_broadcast(&s->cv_done);
-	}
+	if (queued)
+		leave_line(s, &me);
 	st_serve_record_free(&rec);
 	json_decref(req);
 	if (code) {
@@ -861,26 +898,7 @@ again:
 	}
 	j->refs++;
 	s->waiting++;
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	double d = s->o.deadline_s;
-	until.tv_sec += (time_t)d;
-	until.tv_nsec += (long)((d - (double)(time_t)d) * 1e9);
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	while (!j->done)
-		if (pthread_cond_timedwait(&s->cv_done, &s->mu, &until) == ETIMEDOUT)
-			break;
-	if (j->done) {
-		code = j->http_status;
-		*answer = strdup(j->answer);
-	} else {
-		code = 504;
-		*answer = error_text(id, "no answer within the %g s deadline; the work goes on: repeat "
-		                     "the request with the same id for its answer", s->o.deadline_s);
-	}
+	*answer = await_answer(s, j, id, &code);
 	s->waiting--;
 	release(j);
 	pthread_cond_broadcast(&s->cv_done); /* a drain waits for the last client */
