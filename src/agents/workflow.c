@@ -21,6 +21,7 @@
 #include "agents.h"
 #include "common/clock.h"
 #include "common/fs.h"
+#include "common/json_get.h"
 #include "common/paths.h"
 #include "task/task.h"
 
@@ -189,11 +190,6 @@ static st_status ask(solve *S, st_llm_client *c, const char *agent, const st_llm
 	return ST_OK;
 }
 
-static const char *str_or(const char *s, const char *fallback)
-{
-	return s ? s : fallback;
-}
-
 /* ---- the Planner ---------------------------------------------------------------------------- */
 
 static st_status do_plan(solve *S, st_err *err)
@@ -297,7 +293,7 @@ static const char *coder_template(st_stage s)
 
 static int is_correct(const json_t *verdict)
 {
-	return !strcmp(str_or(json_string_value(json_object_get(verdict, "status")), ""), "ok");
+	return !strcmp(st_json_str_or(verdict, "status", ""), "ok");
 }
 
 static double speedup_of(const json_t *verdict)
@@ -333,8 +329,7 @@ static const char *needs_replan(const solve *S)
 	int n = S->o->replan_after;
 	size_t len = json_array_size(S->history), since = 0;
 	for (size_t i = 0; i < len; i++)
-		if (!strcmp(str_or(json_string_value(json_object_get(json_array_get(S->history, i),
-		                                                     "status")), ""), "replan"))
+		if (!strcmp(st_json_str_or(json_array_get(S->history, i), "status", ""), "replan"))
 			since = i + 1;
 	if (n <= 0 || len - since < (size_t)n)
 		return NULL;
@@ -438,7 +433,7 @@ static double rank_of(const json_t *verdict)
 {
 	if (!verdict)
 		return 0;
-	const char *st = str_or(json_string_value(json_object_get(verdict, "status")), "");
+	const char *st = st_json_str_or(verdict, "status", "");
 	if (!strcmp(st, "ok"))
 		return 3 + speedup_of(verdict);
 	if (!strcmp(st, "compile_error") || !strcmp(st, "forbidden"))
@@ -627,10 +622,9 @@ static st_status do_attempt(solve *S, st_err *err)
 	st_stage next = st_verifier_feedback(pick, pick_code, S->o->target_speedup, &fb);
 	if (S->verifier && fb && next != ST_STAGE_DONE)
 		fb = verifier_note(S, fb, &latency);
-	const char *status = str_or(json_string_value(json_object_get(pick, "status")), "?");
+	const char *status = st_json_str_or(pick, "status", "?");
 	traj(S, "feedback", json_pack("{s:i,s:s,s:s}", "attempt", S->attempts, "version",
-	                              str_or(json_string_value(json_object_get(pick, "version_path")),
-	                                     ""), "text", fb ? fb : ""));
+	                              st_json_str_or(pick, "version_path", ""), "text", fb ? fb : ""));
 	remember(S, status, pick);
 	say(S, "attempt %d: %s%s", S->attempts, status, is_correct(pick) ? "" : " — repairing");
 	/* The next prompt works from this version and what the Verifier said of it. */
@@ -685,11 +679,11 @@ static char *reference_profile(solve *S)
 		if (n < sizeof text)
 			n += (size_t)snprintf(text + n, sizeof text - n, "%.1f%% %s\n",
 			                      100 * json_number_value(json_object_get(k, "share")),
-			                      str_or(json_string_value(json_object_get(k, "name")), "?"));
+			                      st_json_str_or(k, "name", "?"));
 	json_array_foreach(json_object_get(p, "findings"), i, k)
 		if (n < sizeof text)
 			n += (size_t)snprintf(text + n, sizeof text - n, "- %s\n",
-			                      str_or(json_string_value(json_object_get(k, "text")), ""));
+			                      st_json_str_or(k, "text", ""));
 	json_decref(v);
 	return strdup(p ? text : "none");
 }
