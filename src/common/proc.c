@@ -136,6 +136,15 @@ static st_status child_started(pid_t pid, const char *name, const char *cwd, int
 	                  name, strerror(f.err));
 }
 
+/* Both ends of the output and status pipes (those still open), when the child did not start. */
+static void close_pipes(int out_p[2], int st_p[2])
+{
+	st_close(&out_p[0]);
+	st_close(&out_p[1]);
+	st_close(&st_p[0]);
+	st_close(&st_p[1]);
+}
+
 /* Kill the child's group and the child, and reap it (the error paths). */
 static void kill_reap(pid_t pid)
 {
@@ -205,18 +214,14 @@ st_status st_proc_run(char *const argv[], const char *cwd, double timeout_s, siz
 		return st_err_set(err, ST_E_SYSTEM, "cannot run '%s': pipe: %s", name, strerror(errno));
 	if (pipe2(st_p, O_CLOEXEC) != 0) {
 		st_err_set(err, ST_E_SYSTEM, "cannot run '%s': pipe: %s", name, strerror(errno));
-		st_close(&out_p[0]);
-		st_close(&out_p[1]);
+		close_pipes(out_p, st_p);
 		return ST_E_SYSTEM;
 	}
 	double t0 = st_now_s();
 	pid_t pid = fork();
 	if (pid < 0) {
 		st_err_set(err, ST_E_SYSTEM, "cannot run '%s': fork: %s", name, strerror(errno));
-		st_close(&out_p[0]);
-		st_close(&out_p[1]);
-		st_close(&st_p[0]);
-		st_close(&st_p[1]);
+		close_pipes(out_p, st_p);
 		return ST_E_SYSTEM;
 	}
 	if (pid == 0)
