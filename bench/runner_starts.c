@@ -19,7 +19,7 @@
 
 #include "common/clock.h"
 #include "verify/gpu_share.h"
-#include "verify/runner.h"
+#include "verify/runner_client.h"
 
 #define MAX_GPUS 16
 #define MAX_THREADS 16

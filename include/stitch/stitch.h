@@ -6,8 +6,8 @@
 #include <pthread.h>
 #include <jansson.h>
 #include <stdint.h>
-#include "common/st_error.h"
-#include "verify/stats.h"
+#include "stitch/error.h"
+#include "stitch/timing.h"
 
 typedef struct st_verify_opts {
 	const char *backend;       /* "cuda" (default) or "host" */

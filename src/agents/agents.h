@@ -1,4 +1,5 @@
-/* The pieces the agents are made of: prompt templates filled from a task, code taken out of a
+/* The pieces the agents are made of: the task's variables for the prompt templates (the templates
+ * themselves and reading a JSON object from an answer: llm/llm_prompt.h), code taken out of a
  * model's answer, the Planner's JSON plan checked against its schema, and the Verifier agent's
  * feedback made from a verdict. The workflow (workflow.c) strings them together. */
 #ifndef ST_AGENTS_H
@@ -7,6 +8,7 @@
 #include <jansson.h>
 
 #include "common/st_error.h"
+#include "llm/llm_prompt.h" /* prompt templates and the JSON object of an answer */
 
 /* ---- task_vars.c --------------------------------------------------------------------------- */
 
@@ -20,17 +22,6 @@ json_t *st_agent_task_vars(const struct st_task *t, int host, const char *arch,
  * the plan's steps, as text; NULL when out of memory. */
 char *st_agent_history_text(const json_t *history);
 char *st_agent_steps_text(const json_t *plan);
-
-/* ---- prompt.c ------------------------------------------------------------------------------ */
-
-/* Read prompts/<name>.md under `dir` and replace every {{key}} with the string value of `key`
- * in `vars` (numbers are printed, arrays/objects dumped as JSON). A placeholder without a value
- * is an error naming it; "{{{{" stands for a literal "{{". *out is allocated. */
-st_status st_prompt_render(const char *dir, const char *name, const json_t *vars, char **out,
-                           st_err *err);
-/* The same on a template given as text (name is used in messages only). */
-st_status st_prompt_render_text(const char *tmpl, const char *name, const json_t *vars,
-                                char **out, st_err *err);
 
 /* ---- extract.c ----------------------------------------------------------------------------- */
 
@@ -62,12 +53,6 @@ st_extract_result st_extract_code(const char *answer, int truncated, char **code
  * on success; on failure err says which field is wrong (the text is sent back to the model in
  * the one repair request). */
 st_status st_plan_parse(const char *answer, json_t **plan, st_err *err);
-
-/* The JSON object in a model's answer (the whole answer, a ```json or bare fenced block, or a
- * top-level {...} span), preferring the first one that has `key` when key is not NULL. NULL
- * with an error that starts with `what` ("plan", "rubric") and says what was wrong: no object,
- * one never closed, or one that is not valid JSON. */
-json_t *st_answer_object(const char *answer, const char *key, const char *what, st_err *err);
 
 /* ---- feedback.c ---------------------------------------------------------------------------- */
 

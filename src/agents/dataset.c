@@ -19,6 +19,7 @@
 
 #include "agents.h"
 #include "common/fs.h"
+#include "common/json_get.h"
 #include "common/paths.h"
 #include "task/task.h"
 
@@ -75,11 +76,6 @@ typedef struct exporter {
 	st_err err;
 	st_status status;
 } exporter;
-
-static const char *str_or(const char *s, const char *fallback)
-{
-	return s ? s : fallback;
-}
 
 static int fail(exporter *X, st_status s, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -375,7 +371,7 @@ static int close_attempt(run_state *R)
 {
 	int r = 0;
 	if (R->attempt_no_code && !R->attempt_feedback)
-		r = remember(R, str_or(R->stage, "?"), "no_code", 0);
+		r = remember(R, (R->stage ? R->stage : "?"), "no_code", 0);
 	R->attempt_no_code = R->attempt_feedback = 0;
 	return r;
 }
@@ -458,7 +454,7 @@ static int add_pending(exporter *X, run_state *R, const char *path, const json_t
 	p->feedback = strdup(text);
 	snprintf(p->task_id, sizeof p->task_id, "%s", R->task_id);
 	snprintf(p->backend, sizeof p->backend, "%s", R->backend);
-	const char *sha = str_or(json_string_value(json_object_get(code_rec, "version")), "?");
+	const char *sha = st_json_str_or(code_rec, "version", "?");
 	size_t slen = strlen(file) + strlen(sha) + 2;
 	p->path = strdup(path);
 	p->source = malloc(slen);
@@ -503,12 +499,12 @@ static int on_feedback(exporter *X, run_state *R, const json_t *rec, const char 
 		            line);
 	const json_t *verdict = json_object_get(R->verdicts, path);
 	const json_t *code_rec = json_object_get(R->codes, path);
-	const char *status = str_or(json_string_value(json_object_get(verdict, "status")), "?");
+	const char *status = st_json_str_or(verdict, "status", "?");
 	int ok = !strcmp(status, "ok");
 	double speedup = ok ? json_number_value(json_object_get(json_object_get(verdict, "speedup"),
 	                                                        "vs_reference"))
 	                    : 0;
-	if (remember(R, str_or(R->stage, "?"), status, speedup))
+	if (remember(R, (R->stage ? R->stage : "?"), status, speedup))
 		return oom(X);
 	const char *code = json_string_value(json_object_get(code_rec, "code"));
 	if (R->skip || !code)
@@ -558,7 +554,7 @@ static int on_record(exporter *X, run_state *R, json_t *rec, const char *file, i
 		            file, line, type);
 	}
 	if (!strcmp(type, "request")) {
-		if (strcmp(str_or(json_string_value(json_object_get(rec, "agent")), ""), "coder"))
+		if (strcmp(st_json_str_or(rec, "agent", ""), "coder"))
 			return 0;
 		if (close_attempt(R))
 			return oom(X);

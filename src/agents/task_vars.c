@@ -9,13 +9,9 @@
 #include <string.h>
 
 #include "common/fs.h"
+#include "common/json_get.h"
 #include "common/paths.h"
 #include "task/task.h"
-
-static const char *str_or(const char *s, const char *fallback)
-{
-	return s ? s : fallback;
-}
 
 static char *read_or_empty(const char *path)
 {
@@ -101,8 +97,8 @@ char *st_agent_history_text(const json_t *history)
 			snprintf(tail, sizeof tail, ", speedup %.2fx", json_number_value(sp));
 		len += (size_t)snprintf(out + len, cap - len, "attempt %d (%.30s): %.30s%s\n",
 		                        (int)json_integer_value(json_object_get(h, "attempt")),
-		                        str_or(json_string_value(json_object_get(h, "stage")), "?"),
-		                        str_or(json_string_value(json_object_get(h, "status")), "?"),
+		                        st_json_str_or(h, "stage", "?"),
+		                        st_json_str_or(h, "status", "?"),
 		                        tail);
 		if (len >= cap)
 			break;
@@ -116,7 +112,7 @@ char *st_agent_steps_text(const json_t *plan)
 	size_t i, len = 1;
 	json_t *st;
 	json_array_foreach(json_object_get(plan, "steps"), i, st)
-		len += strlen(str_or(json_string_value(json_object_get(st, "what")), "")) + 24;
+		len += strlen(st_json_str_or(st, "what", "")) + 24;
 	char *out = calloc(1, len);
 	if (!out)
 		return NULL;
@@ -124,7 +120,7 @@ char *st_agent_steps_text(const json_t *plan)
 		char num[24];
 		snprintf(num, sizeof num, "%zu. ", i + 1);
 		strcat(out, num);
-		strcat(out, str_or(json_string_value(json_object_get(st, "what")), ""));
+		strcat(out, st_json_str_or(st, "what", ""));
 		strcat(out, "\n");
 	}
 	return out;

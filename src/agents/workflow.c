@@ -21,6 +21,7 @@
 #include "agents.h"
 #include "common/clock.h"
 #include "common/fs.h"
+#include "common/json_get.h"
 #include "common/paths.h"
 #include "task/task.h"
 
@@ -189,11 +190,6 @@ static st_status ask(solve *S, st_llm_client *c, const char *agent, const st_llm
 	return ST_OK;
 }
 
-static const char *str_or(const char *s, const char *fallback)
-{
-	return s ? s : fallback;
-}
-
 /* ---- the Planner ---------------------------------------------------------------------------- */
 
 static st_status do_plan(solve *S, st_err *err)
@@ -297,7 +293,7 @@ static const char *coder_template(st_stage s)
 
 static int is_correct(const json_t *verdict)
 {
-	return !strcmp(str_or(json_string_value(json_object_get(verdict, "status")), ""), "ok");
+	return !strcmp(st_json_str_or(verdict, "status", ""), "ok");
 }
 
 static double speedup_of(const json_t *verdict)
@@ -333,8 +329,7 @@ static const char *needs_replan(const solve *S)
 	int n = S->o->replan_after;
 	size_t len = json_array_size(S->history), since = 0;
 	for (size_t i = 0; i < len; i++)
-		if (!strcmp(str_or(json_string_value(json_object_get(json_array_get(S->history, i),
-		                                                     "status")), ""), "replan"))
+		if (!strcmp(st_json_str_or(json_array_get(S->history, i), "status", ""), "replan"))
 			since = i + 1;
 	if (n <= 0 || len - since < (size_t)n)
 		return NULL;
@@ -438,7 +433,7 @@ static double rank_of(const json_t *verdict)
 {
 	if (!verdict)
 		return 0;
-	const char *st = str_or(json_string_value(json_object_get(verdict, "status")), "");
+	const char *st = st_json_str_or(verdict, "status", "");
 	if (!strcmp(st, "ok"))
 		return 3 + speedup_of(verdict);
 	if (!strcmp(st, "compile_error") || !strcmp(st, "forbidden"))
@@ -486,6 +481,59 @@ static st_status judge(solve *S, int k, const st_llm_response *r, json_t **verdi
 	return ST_OK;
 }
 
+/* K answers at once, each from its own client (K > 1); recorded in sample order afterwards.
+ * *latency: the longest uncached one. The first failure is returned, the others recorded. */
+static st_status ask_samples(solve *S, st_llm_msg *m, int n_msgs, int K, st_llm_response *r,
+                             double *latency, st_err *err)
+{
+	st_status s = ST_OK;
+	json_t *jm = json_array();
+	for (int i = 0; i < n_msgs; i++)
+		json_array_append_new(jm, json_pack("{s:s,s:s}", "role", m[i].role, "content",
+		                                    m[i].content));
+	traj(S, "request", json_pack("{s:s,s:s,s:i,s:i,s:o}", "agent", "coder", "stage",
+	                             st_stage_name(S->stage), "attempt", S->attempts, "samples",
+	                             K, "messages", jm));
+	sample_job jobs[MAX_SAMPLES];
+	pthread_t th[MAX_SAMPLES];
+	int started[MAX_SAMPLES] = {0};
+	for (int k = 0; k < K; k++) {
+		jobs[k] = (sample_job){.client = S->coders[k],
+		                       .q = {.msgs = m, .n_msgs = n_msgs,
+		                             .temperature = S->o->temperature,
+		                             .max_tokens = S->o->max_output_tokens,
+		                             .sample = S->o->run_index * RUN_SAMPLES +
+		                                       S->attempts * K + k}};
+		started[k] = pthread_create(&th[k], NULL, sample_thread, &jobs[k]) == 0;
+		if (!started[k])
+			sample_thread(&jobs[k]);
+	}
+	for (int k = 0; k < K; k++) {
+		if (started[k])
+			pthread_join(th[k], NULL);
+		r[k] = jobs[k].r;
+		if (jobs[k].s && !s) {
+			s = jobs[k].s;
+			*err = jobs[k].err;
+		}
+		if (jobs[k].s) {
+			traj(S, "llm_error", json_pack("{s:s,s:i,s:s}", "agent", "coder", "sample", k,
+			                               "error", jobs[k].err.msg));
+			continue;
+		}
+		double l = r[k].cached ? 0 : r[k].latency_s;
+		*latency = l > *latency ? l : *latency;
+		traj(S, "response", json_pack("{s:s,s:i,s:s,s:s,s:b,s:I,s:I,s:b,s:f,s:f}", "agent",
+		                              "coder", "sample", k, "text", r[k].text, "finish",
+		                              r[k].finish, "truncated", r[k].truncated,
+		                              "input_tokens", (json_int_t)r[k].input_tokens,
+		                              "output_tokens", (json_int_t)r[k].output_tokens,
+		                              "cached", r[k].cached, "latency_s", r[k].latency_s,
+		                              "cost_usd", r[k].cost_usd));
+	}
+	return s;
+}
+
 static st_status do_attempt(solve *S, st_err *err)
 {
 	double t_start = st_now_s(), latency = 0, verify_s = 0;
@@ -519,51 +567,7 @@ static st_status do_attempt(solve *S, st_err *err)
 	if (K == 1) {
 		s = ask(S, S->coders[0], "coder", m, n_msgs, 0, S->attempts, &r[0], &latency, err);
 	} else {
-		/* K answers at once, each from its own client; recorded in sample order afterwards. */
-		json_t *jm = json_array();
-		for (int i = 0; i < n_msgs; i++)
-			json_array_append_new(jm, json_pack("{s:s,s:s}", "role", m[i].role, "content",
-			                                    m[i].content));
-		traj(S, "request", json_pack("{s:s,s:s,s:i,s:i,s:o}", "agent", "coder", "stage",
-		                             st_stage_name(S->stage), "attempt", S->attempts, "samples",
-		                             K, "messages", jm));
-		sample_job jobs[MAX_SAMPLES];
-		pthread_t th[MAX_SAMPLES];
-		int started[MAX_SAMPLES] = {0};
-		for (int k = 0; k < K; k++) {
-			jobs[k] = (sample_job){.client = S->coders[k],
-			                       .q = {.msgs = m, .n_msgs = n_msgs,
-			                             .temperature = S->o->temperature,
-			                             .max_tokens = S->o->max_output_tokens,
-			                             .sample = S->o->run_index * RUN_SAMPLES +
-			                                       S->attempts * K + k}};
-			started[k] = pthread_create(&th[k], NULL, sample_thread, &jobs[k]) == 0;
-			if (!started[k])
-				sample_thread(&jobs[k]);
-		}
-		for (int k = 0; k < K; k++) {
-			if (started[k])
-				pthread_join(th[k], NULL);
-			r[k] = jobs[k].r;
-			if (jobs[k].s && !s) {
-				s = jobs[k].s;
-				*err = jobs[k].err;
-			}
-			if (jobs[k].s) {
-				traj(S, "llm_error", json_pack("{s:s,s:i,s:s}", "agent", "coder", "sample", k,
-				                               "error", jobs[k].err.msg));
-				continue;
-			}
-			double l = r[k].cached ? 0 : r[k].latency_s;
-			latency = l > latency ? l : latency;
-			traj(S, "response", json_pack("{s:s,s:i,s:s,s:s,s:b,s:I,s:I,s:b,s:f,s:f}", "agent",
-			                              "coder", "sample", k, "text", r[k].text, "finish",
-			                              r[k].finish, "truncated", r[k].truncated,
-			                              "input_tokens", (json_int_t)r[k].input_tokens,
-			                              "output_tokens", (json_int_t)r[k].output_tokens,
-			                              "cached", r[k].cached, "latency_s", r[k].latency_s,
-			                              "cost_usd", r[k].cost_usd));
-		}
+		s = ask_samples(S, m, n_msgs, K, r, &latency, err);
 	}
 	free(prompt);
 	free(S->pending_answer);
@@ -618,10 +622,9 @@ static st_status do_attempt(solve *S, st_err *err)
 	st_stage next = st_verifier_feedback(pick, pick_code, S->o->target_speedup, &fb);
 	if (S->verifier && fb && next != ST_STAGE_DONE)
 		fb = verifier_note(S, fb, &latency);
-	const char *status = str_or(json_string_value(json_object_get(pick, "status")), "?");
+	const char *status = st_json_str_or(pick, "status", "?");
 	traj(S, "feedback", json_pack("{s:i,s:s,s:s}", "attempt", S->attempts, "version",
-	                              str_or(json_string_value(json_object_get(pick, "version_path")),
-	                                     ""), "text", fb ? fb : ""));
+	                              st_json_str_or(pick, "version_path", ""), "text", fb ? fb : ""));
 	remember(S, status, pick);
 	say(S, "attempt %d: %s%s", S->attempts, status, is_correct(pick) ? "" : " — repairing");
 	/* The next prompt works from this version and what the Verifier said of it. */
@@ -676,11 +679,11 @@ static char *reference_profile(solve *S)
 		if (n < sizeof text)
 			n += (size_t)snprintf(text + n, sizeof text - n, "%.1f%% %s\n",
 			                      100 * json_number_value(json_object_get(k, "share")),
-			                      str_or(json_string_value(json_object_get(k, "name")), "?"));
+			                      st_json_str_or(k, "name", "?"));
 	json_array_foreach(json_object_get(p, "findings"), i, k)
 		if (n < sizeof text)
 			n += (size_t)snprintf(text + n, sizeof text - n, "- %s\n",
-			                      str_or(json_string_value(json_object_get(k, "text")), ""));
+			                      st_json_str_or(k, "text", ""));
 	json_decref(v);
 	return strdup(p ? text : "none");
 }

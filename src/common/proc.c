@@ -111,6 +111,94 @@ static int st_exited(pid_t pid)
 	return si.si_pid == pid;
 }
 
+/* Blocks only until exec succeeds (close-on-exec closes the pipe) or the child reports: ST_OK
+ * when it runs; otherwise the child is reaped and the error says which step failed. Closes
+ * *st_r. */
+static st_status child_started(pid_t pid, const char *name, const char *cwd, int *st_r,
+                               st_err *err)
+{
+	struct st_child_fail f;
+	ssize_t got;
+	do
+		got = read(*st_r, &f, sizeof f);
+	while (got < 0 && errno == EINTR);
+	st_close(st_r);
+	if (got != (ssize_t)sizeof f)
+		return ST_OK;
+	int status;
+	st_reap(pid, &status);
+	if (f.stage == ST_STAGE_CHDIR)
+		return st_err_set(err, ST_E_SYSTEM, "cannot run '%s': cannot enter folder '%s': %s",
+		                  name, cwd, strerror(f.err));
+	if (f.stage == ST_STAGE_EXEC)
+		return st_err_set(err, ST_E_SYSTEM, "cannot run '%s': %s", name, strerror(f.err));
+	return st_err_set(err, ST_E_SYSTEM, "cannot run '%s': cannot set up stdin/stdout: %s",
+	                  name, strerror(f.err));
+}
+
+/* Both ends of the output and status pipes (those still open), when the child did not start. */
+static void close_pipes(int out_p[2], int st_p[2])
+{
+	st_close(&out_p[0]);
+	st_close(&out_p[1]);
+	st_close(&st_p[0]);
+	st_close(&st_p[1]);
+}
+
+/* Kill the child's group and the child, and reap it (the error paths). */
+static void kill_reap(pid_t pid)
+{
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+	int status;
+	st_reap(pid, &status);
+}
+
+/* One read of the child's output: into the kept buffer (*buf, grown up to max_output + 1) while
+ * under max_output, then into scratch to drain. Closes *fd at end of file or on an error. */
+static void read_output(int *fd, char **buf, size_t *cap, size_t *len, size_t max_output,
+                        char *scratch, size_t scratch_len)
+{
+	char *dst = scratch;
+	size_t room = scratch_len;
+	if (*len < max_output) {
+		if (*cap - *len - 1 == 0) {
+			size_t ncap = *cap * 2 > max_output + 1 ? max_output + 1 : *cap * 2;
+			char *nb = realloc(*buf, ncap);
+			if (nb) {
+				*buf = nb;
+				*cap = ncap;
+			}
+		}
+		if (*cap - *len - 1 > 0) {
+			dst = *buf + *len;
+			room = *cap - *len - 1;
+		}
+	}
+	ssize_t r = read(*fd, dst, room);
+	if (r > 0) {
+		if (dst != scratch)
+			*len += (size_t)r;
+	} else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+		st_close(fd);
+	}
+}
+
+/* The result of a run that ended: its output (buf, now owned by res), timing and exit. */
+static void fill_result(st_proc_result *res, char *buf, size_t len, int timed_out, double t0,
+                        int status)
+{
+	buf[len] = '\0';
+	res->out = buf;
+	res->out_len = len;
+	res->timed_out = timed_out;
+	res->wall_s = st_now_s() - t0;
+	if (WIFEXITED(status))
+		res->exit_code = WEXITSTATUS(status);
+	else if (WIFSIGNALED(status))
+		res->signal = WTERMSIG(status);
+}
+
 st_status st_proc_run(char *const argv[], const char *cwd, double timeout_s, size_t max_output,
                       st_proc_result *res, st_err *err)
 {
@@ -126,18 +214,14 @@ st_status st_proc_run(char *const argv[], const char *cwd, double timeout_s, siz
 		return st_err_set(err, ST_E_SYSTEM, "cannot run '%s': pipe: %s", name, strerror(errno));
 	if (pipe2(st_p, O_CLOEXEC) != 0) {
 		st_err_set(err, ST_E_SYSTEM, "cannot run '%s': pipe: %s", name, strerror(errno));
-		st_close(&out_p[0]);
-		st_close(&out_p[1]);
+		close_pipes(out_p, st_p);
 		return ST_E_SYSTEM;
 	}
 	double t0 = st_now_s();
 	pid_t pid = fork();
 	if (pid < 0) {
 		st_err_set(err, ST_E_SYSTEM, "cannot run '%s': fork: %s", name, strerror(errno));
-		st_close(&out_p[0]);
-		st_close(&out_p[1]);
-		st_close(&st_p[0]);
-		st_close(&st_p[1]);
+		close_pipes(out_p, st_p);
 		return ST_E_SYSTEM;
 	}
 	if (pid == 0)
@@ -149,24 +233,10 @@ st_status st_proc_run(char *const argv[], const char *cwd, double timeout_s, siz
 	st_close(&out_p[1]);
 	st_close(&st_p[1]);
 
-	/* Blocks only until exec succeeds (close-on-exec closes the pipe) or the child reports. */
-	struct st_child_fail f;
-	ssize_t got;
-	do
-		got = read(st_p[0], &f, sizeof f);
-	while (got < 0 && errno == EINTR);
-	st_close(&st_p[0]);
-	if (got == (ssize_t)sizeof f) {
-		int status;
+	st_status started = child_started(pid, name, cwd, &st_p[0], err);
+	if (started) {
 		st_close(&out_p[0]);
-		st_reap(pid, &status);
-		if (f.stage == ST_STAGE_CHDIR)
-			return st_err_set(err, ST_E_SYSTEM, "cannot run '%s': cannot enter folder '%s': %s",
-			                  name, cwd, strerror(f.err));
-		if (f.stage == ST_STAGE_EXEC)
-			return st_err_set(err, ST_E_SYSTEM, "cannot run '%s': %s", name, strerror(f.err));
-		return st_err_set(err, ST_E_SYSTEM, "cannot run '%s': cannot set up stdin/stdout: %s",
-		                  name, strerror(f.err));
+		return started;
 	}
 
 	pidfd = st_pidfd_open(pid);
@@ -175,10 +245,7 @@ st_status st_proc_run(char *const argv[], const char *cwd, double timeout_s, siz
 	cap = max_output < 65535 ? max_output + 1 : 65536;
 	buf = malloc(cap);
 	if (!buf) {
-		kill(-pid, SIGKILL);
-		kill(pid, SIGKILL);
-		int status;
-		st_reap(pid, &status);
+		kill_reap(pid);
 		st_close(&out_p[0]);
 		st_close(&pidfd);
 		return st_err_set(err, ST_E_NOMEM, "cannot run '%s': out of memory", name);
@@ -221,41 +288,14 @@ st_status st_proc_run(char *const argv[], const char *cwd, double timeout_s, siz
 			if (errno == EINTR)
 				continue;
 			st_err_set(err, ST_E_SYSTEM, "running '%s': poll: %s", name, strerror(errno));
-			kill(-pid, SIGKILL);
-			kill(pid, SIGKILL);
-			int status;
-			st_reap(pid, &status);
+			kill_reap(pid);
 			st_close(&out_p[0]);
 			st_close(&pidfd);
 			free(buf);
 			return ST_E_SYSTEM;
 		}
-		if (out_p[0] >= 0 && pfd[0].revents) {
-			/* Read into the kept buffer while under max_output, then into scratch to drain. */
-			char *dst = scratch;
-			size_t room = sizeof scratch;
-			if (len < max_output) {
-				if (cap - len - 1 == 0) {
-					size_t ncap = cap * 2 > max_output + 1 ? max_output + 1 : cap * 2;
-					char *nb = realloc(buf, ncap);
-					if (nb) {
-						buf = nb;
-						cap = ncap;
-					}
-				}
-				if (cap - len - 1 > 0) {
-					dst = buf + len;
-					room = cap - len - 1;
-				}
-			}
-			ssize_t r = read(out_p[0], dst, room);
-			if (r > 0) {
-				if (dst != scratch)
-					len += (size_t)r;
-			} else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-				st_close(&out_p[0]);
-			}
-		}
+		if (out_p[0] >= 0 && pfd[0].revents)
+			read_output(&out_p[0], &buf, &cap, &len, max_output, scratch, sizeof scratch);
 	}
 
 	/* Kill the whole group while the leader is still an unreaped zombie (its pgid cannot be
@@ -274,15 +314,7 @@ st_status st_proc_run(char *const argv[], const char *cwd, double timeout_s, siz
 	st_close(&out_p[0]);
 	st_close(&pidfd);
 
-	buf[len] = '\0';
-	res->out = buf;
-	res->out_len = len;
-	res->timed_out = timed_out;
-	res->wall_s = st_now_s() - t0;
-	if (WIFEXITED(status))
-		res->exit_code = WEXITSTATUS(status);
-	else if (WIFSIGNALED(status))
-		res->signal = WTERMSIG(status);
+	fill_result(res, buf, len, timed_out, t0, status);
 	return ST_OK;
 }
 

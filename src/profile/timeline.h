@@ -119,7 +119,7 @@ void st_roofline_compute(const json_t *peaks, const char *unit, double flops, do
                          double time_ms, double busy_pct, st_roofline *r);
 json_t *st_roofline_json(const st_roofline *r);
 
-/* ---- feedback.c ----------------------------------------------------------------------------- */
+/* ---- findings.c ----------------------------------------------------------------------------- */
 
 /* Findings derived from the measurements, heaviest first, at most `max`; deterministic for the
  * same input. roof and ncu may be NULL (n_ncu 0). Returns the count; *out is allocated. */

@@ -33,7 +33,8 @@ static char *demangled(const char *name)
 	return strdup(name);
 }
 
-static double num(const json_t *a, size_t i)
+/* Element i of an activity record (an array) as a number; 0 when it is not one. */
+static double at_num(const json_t *a, size_t i)
 {
 	return json_number_value(json_array_get(a, i));
 }
@@ -56,24 +57,24 @@ static st_status parse_act(const json_t *a, st_activity *x, size_t index, st_err
 		return st_err_set(err, ST_E_INVALID, "profile: record %zu has unknown tag '%s'", index,
 		                  tag);
 	}
-	x->start_us = num(a, 2);
-	x->end_us = num(a, 3);
+	x->start_us = at_num(a, 2);
+	x->end_us = at_num(a, 3);
 	if (!(x->end_us >= x->start_us))
 		return st_err_set(err, ST_E_INVALID, "profile: record %zu ends before it starts", index);
-	x->stream = (uint32_t)num(a, 4);
-	x->corr = (uint32_t)num(a, 5);
+	x->stream = (uint32_t)at_num(a, 4);
+	x->corr = (uint32_t)at_num(a, 5);
 	if (x->kind == ST_ACT_KERNEL) {
 		if (json_array_size(a) < 15)
 			return st_err_set(err, ST_E_INVALID, "profile: kernel record %zu is short", index);
 		for (int d = 0; d < 3; d++) {
-			x->grid[d] = (int)num(a, 6 + (size_t)d);
-			x->block[d] = (int)num(a, 9 + (size_t)d);
+			x->grid[d] = (int)at_num(a, 6 + (size_t)d);
+			x->block[d] = (int)at_num(a, 9 + (size_t)d);
 		}
-		x->regs = (int)num(a, 12);
-		x->smem_static = (int)num(a, 13);
-		x->smem_dynamic = (int)num(a, 14);
+		x->regs = (int)at_num(a, 12);
+		x->smem_static = (int)at_num(a, 13);
+		x->smem_dynamic = (int)at_num(a, 14);
 	} else if (x->kind == ST_ACT_MEMCPY || x->kind == ST_ACT_MEMSET) {
-		x->bytes = (int64_t)num(a, 6);
+		x->bytes = (int64_t)at_num(a, 6);
 	}
 	x->name = x->kind == ST_ACT_KERNEL ? demangled(name) : strdup(name);
 	if (!x->name)

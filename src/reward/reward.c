@@ -7,7 +7,7 @@
  * in a reasoning preamble is not mistaken for the verdict. */
 #include "reward/reward.h"
 
-#include "agents/agents.h"
+#include "llm/llm_prompt.h"
 
 #include <math.h>
 #include <stdio.h>

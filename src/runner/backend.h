@@ -8,7 +8,7 @@
 #include <jansson.h>
 #include "stitch/solution.h"
 #include "task/task.h"
-#include "verify/stats.h"
+#include "stitch/timing.h"
 
 /* An elementwise init, resolved to numbers (randint bounds already evaluated). */
 typedef struct rb_init {

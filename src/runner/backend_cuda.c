@@ -19,7 +19,7 @@
 #include "common/proto.h"
 #include "cuda_kernels.h"
 #include "profile_cupti.h"
-#include "verify/compile.h"
+#include "common/arch.h"
 
 static cudaStream_t g_stream;
 static cudaEvent_t g_ev0, g_ev1;

@@ -388,17 +388,15 @@ static int copy_params(json_t *offsets, int up)
 	return bad ? -1 : 0;
 }
 
-static json_t *op_setup(json_t *req, int fd)
+/* The size set's [name, value] pairs into R.cfg, the solution's st_config; -1 when out of
+ * memory. */
+static int read_sizes(json_t *sizes)
 {
-	if (!R.loaded)
-		return reply_fail("harness", "setup before load");
-	teardown();
-	json_t *sizes = json_object_get(req, "sizes");
 	R.n_sizes = (int)json_array_size(sizes);
 	R.size_names = calloc((size_t)R.n_sizes + 1, sizeof *R.size_names);
 	R.size_values = calloc((size_t)R.n_sizes + 1, sizeof *R.size_values);
 	if (!R.size_names || !R.size_values)
-		return reply_fail("harness", "out of host memory");
+		return -1;
 	for (int i = 0; i < R.n_sizes; i++) {
 		json_t *kv = json_array_get(sizes, (size_t)i);
 		R.size_names[i] = strdup(json_string_value(json_array_get(kv, 0)));
@@ -407,6 +405,16 @@ static json_t *op_setup(json_t *req, int fd)
 	R.cfg.n = R.n_sizes;
 	R.cfg.names = (const char *const *)R.size_names;
 	R.cfg.values = R.size_values;
+	return 0;
+}
+
+static json_t *op_setup(json_t *req, int fd)
+{
+	if (!R.loaded)
+		return reply_fail("harness", "setup before load");
+	teardown();
+	if (read_sizes(json_object_get(req, "sizes")))
+		return reply_fail("harness", "out of host memory");
 
 	if (fd < 0)
 		return reply_fail("harness", "setup without a shared-memory block");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "serve_log.h"
 #include "service.h"
 
 void st_serve_opts_default(st_serve_opts *o)
@@ -30,19 +31,6 @@ void st_serve_opts_default(st_serve_opts *o)
 	o->verify.stop.min_time_ms = 100;
 	o->verify.stop.max_rse = 0.01;
 	st_reward_opts_default(&o->reward);
-}
-
-void st_serve_log(const st_serve_opts *o, const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
-	va_end(ap);
-	if (o->log)
-		o->log(line);
-	else
-		fprintf(stderr, "serve: %s\n", line);
 }
 
 st_status st_serve_run(const st_serve_opts *o, st_err *err)

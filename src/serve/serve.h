@@ -58,10 +58,6 @@ typedef struct st_serve_opts {
 
 void st_serve_opts_default(st_serve_opts *o);
 
-/* A line for the operator through o->log (stderr, prefixed "serve: ", when NULL). */
-void st_serve_log(const st_serve_opts *o, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
 /* Run the service until SIGTERM or SIGINT, then drain and return. ST_E_INVALID for bad
  * options (address, GPU list, database), ST_E_SYSTEM when it cannot listen or start. */
 st_status st_serve_run(const st_serve_opts *o, st_err *err);

@@ -25,18 +25,20 @@
 #include "common/fs.h"
 #include "llm/llm.h"
 #include "metrics.h"
-#include "store.h"
+#include "serve_log.h"
+#include "journal.h"
 #include "task/task.h"
 #include "verify/peaks.h"
-#include "verify/runner.h"
+#include "verify/runner_client.h"
 #include "verify/gpu_share.h"
 #include "verify/runner_pool.h"
 #include "verify/shm_cache.h"
+#include "verify/verify_env.h"
 #include "queue/queue.h"
 #include "warm.h"
 
 #define ID_MAX 128
-#define MAX_WORKERS 64
+#define MAX_WORKERS ST_VERIFY_ENV_MAX
 #define MAX_SEEN 256        /* tasks remembered for GPU affinity */
 #define AFFINITY_SCAN 32    /* queued jobs a worker looks through for one of its GPU's tasks */
 #define AFFINITY_WAIT_S 5.0 /* how much longer than the job it would pass the oldest may wait */
@@ -91,12 +93,8 @@ struct st_service {
 	int draining, stopping;
 	char arch[32];                   /* learned from the first verdict; precompiles need it */
 	long spooled;                    /* jobs written to the spool (its sweep counts them) */
-	int n_workers;
-	char devices[MAX_WORKERS][16];   /* per worker: its CUDA_VISIBLE_DEVICES, "" on host */
-	int gpu_of[MAX_WORKERS];         /* per worker: its GPU's index into gpu_locks, or -1 */
-	pthread_rwlock_t gpu_locks[MAX_WORKERS];
-	int n_gpu_locks;
-	st_runner_pool *pool;            /* runners kept between requests, or NULL */
+	st_verify_env env;               /* per worker: its GPU and the GPU's lock; the runners kept
+	                                    between requests (env.pool), or NULL */
 	struct { char *task; int gpu; } seen[MAX_SEEN]; /* where each task last ran (affinity) */
 	int n_seen;
 	const char *labels[MAX_WORKERS];
@@ -418,7 +416,7 @@ static st_status rerun_alone(job *j, st_verify_opts *o, json_t **verdict, st_sta
 static int first_of_gpu(const st_service *s, int w)
 {
 	for (int u = 0; u < w; u++)
-		if (!strcmp(s->devices[u], s->devices[w]))
+		if (!strcmp(s->env.devices[u], s->env.devices[w]))
 			return 0;
 	return 1;
 }
@@ -430,10 +428,7 @@ static void worker_opts(st_service *s, int w, st_shm_cache *shm, char known_arch
                         st_verify_opts *o)
 {
 	*o = s->o.verify;
-	o->devices = s->devices[w][0] ? s->devices[w] : NULL;
-	o->gpu_lock = s->gpu_of[w] >= 0 ? &s->gpu_locks[s->gpu_of[w]] : NULL;
-	o->runner_pool = s->pool;
-	o->shm_cache = shm;
+	st_verify_env_opts(&s->env, w, shm, o);
 	pthread_mutex_lock(&s->mu);
 	snprintf(known_arch, 32, "%s", s->arch);
 	pthread_mutex_unlock(&s->mu);
@@ -453,12 +448,12 @@ static void *worker_main(void *arg)
 	 * memory: every verify makes its own, as before). */
 	st_shm_cache *shm = s->o.queue_url ? NULL : st_shm_cache_new();
 	char near[256]; /* its GPU's own CPUs, where probe_devices pinned the GPU's runners */
-	if (st_runner_pinned(s->devices[w->index], near, sizeof near) && st_cpus_pin(near))
+	if (st_runner_pinned(s->env.devices[w->index], near, sizeof near) && st_cpus_pin(near))
 		st_serve_log(&s->o, "worker %d: cannot keep to CPUs %s: %s", w->index, near,
 		             strerror(errno));
 	char known_arch[32];
 	st_verify_opts o;
-	if (s->o.warm && s->pool && first_of_gpu(s, w->index)) {
+	if (s->o.warm && s->env.pool && first_of_gpu(s, w->index)) {
 		worker_opts(s, w->index, NULL, known_arch, &o);
 		st_serve_warm_runners(&s->o, &o);
 		pthread_mutex_lock(&s->mu);
@@ -466,7 +461,7 @@ static void *worker_main(void *arg)
 		pthread_cond_broadcast(&s->cv_warm);
 		pthread_mutex_unlock(&s->mu);
 	}
-	while ((j = take_run(s, s->gpu_of[w->index]))) {
+	while ((j = take_run(s, s->env.gpu_of[w->index]))) {
 		j->t_start = st_now_s();
 		worker_opts(s, w->index, shm, known_arch, &o);
 		st_verify_opts_apply(&o, json_object_get(j->req, "options"));
@@ -742,6 +737,61 @@ static job *find_inflight(st_service *s, const char *id)
 	return NULL;
 }
 
+/* Out of the admission line (admitted, answered otherwise, or given up): the next may go. Under
+ * s->mu. */
+static void leave_line(st_service *s, waiter *me)
+{
+	waiter **p = &s->admit_head;
+	while (*p != me)
+		p = &(*p)->next;
+	*p = me->next;
+	if (s->admit_tail == me) {
+		s->admit_tail = NULL;
+		for (waiter *w = s->admit_head; w; w = w->next)
+			s->admit_tail = w;
+	}
+	pthread_cond_broadcast(&s->cv_done);
+}
+
+/* A request waiting in the admission line looks again after 50 ms, or when a request is done.
+ * Under s->mu. */
+static void wait_a_little(st_service *s)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_nsec += 50 * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&s->cv_done, &s->mu, &t);
+}
+
+/* Wait under s->mu, up to the deadline, for job j's answer: a copy of it with its HTTP status in
+ * *code, or a 504 that says the work goes on. NULL when out of memory. */
+static char *await_answer(st_service *s, job *j, const char *id, int *code)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	double d = s->o.deadline_s;
+	until.tv_sec += (time_t)d;
+	until.tv_nsec += (long)((d - (double)(time_t)d) * 1e9);
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (!j->done)
+		if (pthread_cond_timedwait(&s->cv_done, &s->mu, &until) == ETIMEDOUT)
+			break;
+	if (j->done) {
+		*code = j->http_status;
+		return strdup(j->answer);
+	}
+	*code = 504;
+	return error_text(id, "no answer within the %g s deadline; the work goes on: repeat "
+	                  "the request with the same id for its answer", s->o.deadline_s);
+}
+
 int st_service_request(st_service *s, const char *kind, const char *body, size_t len,
                        char **answer, double *retry_after, char *id_out, size_t id_len)
 {
@@ -816,14 +866,7 @@ again:
 					queued = 1;
 				}
 				st_serve_record_free(&rec);
-				struct timespec t;
-				clock_gettime(CLOCK_REALTIME, &t);
-				t.tv_nsec += 50 * 1000000L;
-				if (t.tv_nsec >= 1000000000L) {
-					t.tv_sec++;
-					t.tv_nsec -= 1000000000L;
-				}
-				pthread_cond_timedwait(&s->cv_done, &s->mu, &t);
+				wait_a_little(s);
 				goto again;
 			}
 			code = 429;
@@ -839,19 +882,8 @@ again:
 			snprintf(msg, sizeof msg, "out of memory");
 		}
 	}
-	if (queued) {
-		/* out of the line (admitted, answered otherwise, or given up): the next may go */
-		waiter **p = &s->admit_head;
-		while (*p != &me)
-			p = &(*p)->next;
-		*p = me.next;
-		if (s->admit_tail == &me) {
-			s->admit_tail = NULL;
-			for (waiter *w = s->admit_head; w; w = w->next)
-				s->admit_tail = w;
-		}
-		pthread_cond_broadcast(&s->cv_done);
-	}
+	if (queued)
+		leave_line(s, &me);
 	st_serve_record_free(&rec);
 	json_decref(req);
 	if (code) {
@@ -866,26 +898,7 @@ again:
 	}
 	j->refs++;
 	s->waiting++;
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	double d = s->o.deadline_s;
-	until.tv_sec += (time_t)d;
-	until.tv_nsec += (long)((d - (double)(time_t)d) * 1e9);
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	while (!j->done)
-		if (pthread_cond_timedwait(&s->cv_done, &s->mu, &until) == ETIMEDOUT)
-			break;
-	if (j->done) {
-		code = j->http_status;
-		*answer = strdup(j->answer);
-	} else {
-		code = 504;
-		*answer = error_text(id, "no answer within the %g s deadline; the work goes on: repeat "
-		                     "the request with the same id for its answer", s->o.deadline_s);
-	}
+	*answer = await_answer(s, j, id, &code);
 	s->waiting--;
 	release(j);
 	pthread_cond_broadcast(&s->cv_done); /* a drain waits for the last client */
@@ -946,13 +959,9 @@ static char *tasks_text(const char *root, st_err *err)
 static st_status parse_gpus(st_service *s, st_err *err)
 {
 	if (s->o.queue_url) { /* threads that wait on the queue's workers, not GPUs */
-		s->n_workers = s->o.workers > 0 ? s->o.workers : 32;
-		if (s->n_workers > MAX_WORKERS)
-			s->n_workers = MAX_WORKERS;
-		for (int i = 0; i < s->n_workers; i++) {
+		st_verify_env_host(&s->env, s->o.workers > 0 ? s->o.workers : 32);
+		for (int i = 0; i < s->env.n_slots; i++)
 			s->labels[i] = "queue";
-			s->gpu_of[i] = -1;
-		}
 		const char *a = s->o.queue_arch ? s->o.queue_arch
 		              : s->o.verify.arch ? s->o.verify.arch
 		              : strcmp(s->o.verify.backend, "host") ? "sm_90a" : "host";
@@ -960,42 +969,18 @@ static st_status parse_gpus(st_service *s, st_err *err)
 		return ST_OK;
 	}
 	if (!strcmp(s->o.verify.backend, "host")) {
-		s->n_workers = s->o.workers > 0 ? s->o.workers : st_cpus_usable();
-		if (s->n_workers > MAX_WORKERS)
-			s->n_workers = MAX_WORKERS;
-		for (int i = 0; i < s->n_workers; i++) {
+		st_verify_env_host(&s->env, s->o.workers > 0 ? s->o.workers : st_cpus_usable());
+		for (int i = 0; i < s->env.n_slots; i++)
 			s->labels[i] = "host";
-			s->gpu_of[i] = -1;
-		}
 		return ST_OK;
 	}
-	const char *p = s->o.gpus ? s->o.gpus : "0";
-	int per = s->o.per_gpu > 0 ? s->o.per_gpu : 1;
-	long g;
-	int more;
-	while ((more = st_gpu_list_next(&p, &g)) > 0) {
-		if (s->n_workers + per > MAX_WORKERS)
-			return st_err_set(err, ST_E_INVALID, "--gpus, --per-gpu: at most %d workers",
-			                  MAX_WORKERS);
-		int lock = -1;
-		if (per > 1) {
-			lock = s->n_gpu_locks;
-			int rc = st_gpu_lock_init(&s->gpu_locks[lock]);
-			if (rc)
-				return st_err_set(err, ST_E_SYSTEM, "the lock of GPU %ld: %s", g, strerror(rc));
-			s->n_gpu_locks++;
-		}
-		for (int k = 0; k < per; k++) {
-			snprintf(s->devices[s->n_workers], sizeof s->devices[0], "%ld", g);
-			s->labels[s->n_workers] = s->devices[s->n_workers];
-			s->gpu_of[s->n_workers] = lock;
-			s->n_workers++;
-		}
-	}
-	if (more < 0)
-		return st_err_set(err, ST_E_INVALID, "--gpus %s: not a comma list of GPU indexes",
-		                  s->o.gpus);
-	if (!s->n_workers)
+	st_status st = st_verify_env_gpus(&s->env, s->o.gpus ? s->o.gpus : "0", s->o.per_gpu,
+	                                  "workers", err);
+	if (st)
+		return st;
+	for (int i = 0; i < s->env.n_slots; i++)
+		s->labels[i] = s->env.devices[i];
+	if (!s->env.n_slots)
 		return st_err_set(err, ST_E_INVALID, "--gpus: no GPU named");
 	return ST_OK;
 }
@@ -1004,7 +989,7 @@ static st_status parse_gpus(st_service *s, st_err *err)
 static int distinct_devices(const st_service *s)
 {
 	int n = 0;
-	for (int w = 0; w < s->n_workers; w++)
+	for (int w = 0; w < s->env.n_slots; w++)
 		n += first_of_gpu(s, w);
 	return n > 0 ? n : 1;
 }
@@ -1025,19 +1010,19 @@ static st_status probe_devices(st_service *s, st_err *err)
 	}
 	if (s->o.verify.arch)
 		snprintf(s->arch, sizeof s->arch, "%s", s->o.verify.arch);
-	for (int w = 0; w < s->n_workers; w++) {
+	for (int w = 0; w < s->env.n_slots; w++) {
 		if (!first_of_gpu(s, w)) /* a GPU of several workers is looked at once */
 			continue;
 		char arch[32], bus[64];
 		st_err pe;
 		st_status st = st_device_probe(s->o.verify.backend,
 		                               s->o.verify.no_sandbox ? 0 : ST_RUNNER_SANDBOX,
-		                               s->devices[w][0] ? s->devices[w] : NULL,
+		                               s->env.devices[w][0] ? s->env.devices[w] : NULL,
 		                               s->o.verify.timing || s->o.verify.profile, arch,
 		                               sizeof arch, bus, sizeof bus, &pe, err);
 		if (st)
 			return st_err_wrap(err, st, "worker %d (GPU %s)", w,
-			                   s->devices[w][0] ? s->devices[w] : "host");
+			                   s->env.devices[w][0] ? s->env.devices[w] : "host");
 		if (pe.msg[0])
 			st_serve_log(&s->o, "worker %d: device peaks unavailable: %s", w, pe.msg);
 		if (!s->arch[0] && arch[0])
@@ -1047,10 +1032,10 @@ static st_status probe_devices(st_service *s, st_err *err)
 		 * in memory next to the GPU rather than through the other socket. (The two-GPU hosts
 		 * lent to this project are one node: nothing changes there.) */
 		char near[256];
-		if (s->devices[w][0] && st_cpus_near_pci(bus, near, sizeof near) > 0) {
-			st_runner_pin(s->devices[w], near); /* its workers too (worker_main) */
+		if (s->env.devices[w][0] && st_cpus_near_pci(bus, near, sizeof near) > 0) {
+			st_runner_pin(s->env.devices[w], near); /* its workers too (worker_main) */
 			st_serve_log(&s->o, "GPU %s (%s): its workers and runners on CPUs %s, its NUMA node",
-			             s->devices[w], bus, near);
+			             s->env.devices[w], bus, near);
 		}
 	}
 	return ST_OK;
@@ -1083,7 +1068,7 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 	 * cores, so that more workers (a second GPU's) never mean more comparison threads than
 	 * cores, which slowed every verify of the first GPU's workers too. */
 	if (!st && !o->queue_url && s->o.verify.threads <= 0)
-		s->o.verify.threads = st_cpus_share(s->n_workers, 16);
+		s->o.verify.threads = st_cpus_share(s->env.n_slots, 16);
 	if (!st && o->judge_model) {
 		st_llm_model m;
 		st = st_llm_model_parse(o->judge_model, &m, err);
@@ -1092,7 +1077,7 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 	}
 	if (!st && !(s->tasks_text = tasks_text(o->tasks_root, err)))
 		st = st_err_wrap(err, ST_E_INVALID, "tasks");
-	if (!st && !(s->metrics = st_serve_metrics_new(s->n_workers)))
+	if (!st && !(s->metrics = st_serve_metrics_new(s->env.n_slots)))
 		st = st_err_set(err, ST_E_NOMEM, "serve: out of memory");
 	if (!st)
 		st = st_serve_warm_check(o, err);
@@ -1108,7 +1093,7 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 	 * --keep-runners counts per GPU: one cap over two GPUs was reached by the 8 tasks of
 	 * scripts/gpu-serve, whose loaded runners then pushed each other out. */
 	if (!st && o->keep_runners > 0 && !o->queue_url &&
-	    !(s->pool = st_runner_pool_new((o->spares > 0 ? o->spares : 2) *
+	    !(s->env.pool = st_runner_pool_new((o->spares > 0 ? o->spares : 2) *
 	                                   (o->per_gpu > 0 ? o->per_gpu : 1),
 	                                   o->keep_runners * distinct_devices(s))))
 		st = st_err_set(err, ST_E_NOMEM, "serve: out of memory");
@@ -1144,10 +1129,10 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		             ra.n == 1 ? "" : "s",
 		             ra.bad ? " (some could no longer be read and stay unanswered)" : "");
 	int bad = 0;
-	s->warm_left = o->warm && s->pool ? distinct_devices(s) : 0;
+	s->warm_left = o->warm && s->env.pool ? distinct_devices(s) : 0;
 	for (int i = 0; i < compilers; i++)
 		bad |= spawn(s, compile_main, s);
-	for (int i = 0; i < s->n_workers; i++) {
+	for (int i = 0; i < s->env.n_slots; i++) {
 		s->args[i] = (worker_arg){s, i};
 		bad |= spawn(s, worker_main, &s->args[i]);
 	}
@@ -1200,13 +1185,11 @@ void st_service_stop(st_service *s)
 		next = j->all_next;
 		job_free(j);
 	}
-	st_runner_pool_free(s->pool); /* after the workers: none of its runners is out */
+	st_verify_env_free(&s->env); /* after the workers: none of the pool's runners is out */
 	for (int i = 0; i < s->n_seen; i++)
 		free(s->seen[i].task);
 	st_serve_store_close(s->store);
 	st_serve_metrics_free(s->metrics);
-	for (int i = 0; i < s->n_gpu_locks; i++)
-		pthread_rwlock_destroy(&s->gpu_locks[i]);
 	free(s->tasks_text);
 	pthread_cond_destroy(&s->cv_work);
 	pthread_cond_destroy(&s->cv_done);
@@ -1227,7 +1210,7 @@ char *st_service_health(st_service *s, int *http_status)
 {
 	pthread_mutex_lock(&s->mu);
 	json_t *o = json_pack("{s:b,s:b,s:i,s:i,s:i,s:i,s:s?}", "ok", !s->draining, "draining",
-	                      s->draining, "workers", s->n_workers, "inflight", s->n_inflight,
+	                      s->draining, "workers", s->env.n_slots, "inflight", s->n_inflight,
 	                      "queue_max", s->o.queue_max, "waiting", s->waiting, "arch",
 	                      s->arch[0] ? s->arch : NULL);
 	*http_status = s->draining ? 503 : 200;
@@ -1251,7 +1234,7 @@ char *st_service_metrics_text(st_service *s)
 	pthread_mutex_unlock(&s->mu);
 	g.uptime_s = st_now_s() - s->t0;
 	g.worker_labels = s->labels;
-	st_runner_pool_stats_get(s->pool, &g.pool);
+	st_runner_pool_stats_get(s->env.pool, &g.pool);
 	st_serve_metrics_answer(s->metrics, 200, -1);
 	return st_serve_metrics_text(s->metrics, &g);
 }

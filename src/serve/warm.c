@@ -8,6 +8,8 @@
  * times what one GPU pays before it runs at speed. */
 #include "warm.h"
 
+#include "serve_log.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

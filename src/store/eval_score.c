@@ -10,13 +10,8 @@
 #include <string.h>
 
 #include "bench.h"
+#include "common/json_get.h"
 #include "eval.h"
-
-static double num(const json_t *o, const char *k)
-{
-	const json_t *x = json_object_get(o, k);
-	return json_is_number(x) ? json_number_value(x) : 0;
-}
 
 double st_eval_pass_at(int n, int c, int k)
 {
@@ -53,7 +48,7 @@ static double speedup(const json_t *r, int b)
 {
 	if (!json_is_true(json_object_get(r, "correct")))
 		return 0;
-	double s = num(r, b ? "vs_expert" : "vs_reference");
+	double s = st_json_num(r, b ? "vs_expert" : "vs_reference");
 	return s > 0 && isfinite(s) ? s : 0;
 }
 
@@ -103,8 +98,8 @@ static json_t *task_scores(const json_t *rows, int K, int R)
 				ns[b]++;
 			}
 		}
-		if (json_is_true(json_object_get(r, "correct")) && num(r, "sol_fraction") > 0) {
-			sol += num(r, "sol_fraction");
+		if (json_is_true(json_object_get(r, "correct")) && st_json_num(r, "sol_fraction") > 0) {
+			sol += st_json_num(r, "sol_fraction");
 			nsol++;
 		}
 	}
@@ -171,7 +166,7 @@ static json_t *task_scores(const json_t *rows, int K, int R)
 /* Adds x into acc[key] (a number). */
 static void add(json_t *acc, const char *key, double x)
 {
-	json_object_set_new(acc, key, json_real(num(acc, key) + x));
+	json_object_set_new(acc, key, json_real(st_json_num(acc, key) + x));
 }
 
 /* The mean over a group of tasks (id prefix; NULL: all) of every pass@ figure and of every
@@ -211,7 +206,7 @@ static json_t *group_scores(const json_t *tasks, const char *prefix, int R)
 				add(acc, m, json_number_value(v));
 		}
 		for (int b = 0; b < 2; b++) {
-			double s = num(t, b ? "geomean_vs_expert" : "geomean_vs_reference");
+			double s = st_json_num(t, b ? "geomean_vs_expert" : "geomean_vs_reference");
 			if (s > 0) {
 				lg[b] += log(s);
 				ng[b]++;
@@ -223,11 +218,11 @@ static json_t *group_scores(const json_t *tasks, const char *prefix, int R)
 			if ((int)i >= R)
 				break;
 			json_t *acc = json_array_get(rsum, i);
-			add(acc, "compile", num(c, "compile"));
-			add(acc, "correct", num(c, "correct"));
-			add(acc, "fast_1_vs_reference", num(c, "fast_1_vs_reference"));
+			add(acc, "compile", st_json_num(c, "compile"));
+			add(acc, "correct", st_json_num(c, "correct"));
+			add(acc, "fast_1_vs_reference", st_json_num(c, "fast_1_vs_reference"));
 			rn[i]++;
-			double s = num(c, "geomean_vs_reference");
+			double s = st_json_num(c, "geomean_vs_reference");
 			if (s > 0) {
 				rgl[i] += log(s);
 				rgn[i]++;
@@ -252,9 +247,9 @@ static json_t *group_scores(const json_t *tasks, const char *prefix, int R)
 		json_t *a = json_array_get(rsum, i);
 		int d = rn[i] ? rn[i] : 1;
 		json_array_append_new(curve, json_pack("{s:i,s:f,s:f,s:f,s:o}", "round", i + 1,
-		                                       "compile", num(a, "compile") / d, "correct",
-		                                       num(a, "correct") / d, "fast_1_vs_reference",
-		                                       num(a, "fast_1_vs_reference") / d,
+		                                       "compile", st_json_num(a, "compile") / d, "correct",
+		                                       st_json_num(a, "correct") / d, "fast_1_vs_reference",
+		                                       st_json_num(a, "fast_1_vs_reference") / d,
 		                                       "geomean_vs_reference",
 		                                       rgn[i] ? json_real(exp(rgl[i] / rgn[i]))
 		                                              : json_null()));

@@ -5,13 +5,8 @@
 #include <string.h>
 
 #include "bench.h"
+#include "common/json_get.h"
 #include "html.h"
-
-static double num(const json_t *o, const char *k)
-{
-	const json_t *x = json_object_get(o, k);
-	return json_is_number(x) ? json_number_value(x) : 0;
-}
 
 static const char *str(const json_t *o, const char *k)
 {
@@ -85,11 +80,11 @@ void st_bench_print_table(const json_t *rows, const json_t *score, const char *b
 	const json_t *r;
 	json_array_foreach(rows, i, r) {
 		fprintf(f, "%-24s %-14s", str(r, "task"), str(r, "status"));
-		ms(f, num(r, "reference_ms"), 12);
-		ms(f, num(r, "expert_ms"), 12);
-		ms(f, num(r, "solution_ms"), 12);
-		times(f, num(r, "vs_reference"), 8);
-		times(f, num(r, "vs_expert"), 9);
+		ms(f, st_json_num(r, "reference_ms"), 12);
+		ms(f, st_json_num(r, "expert_ms"), 12);
+		ms(f, st_json_num(r, "solution_ms"), 12);
+		times(f, st_json_num(r, "vs_reference"), 8);
+		times(f, st_json_num(r, "vs_expert"), 9);
 		pct(f, json_object_get(r, "sol_fraction"), 6);
 		if (json_array_size(json_object_get(r, "suspicious")))
 			fprintf(f, "  suspicious: %s",
@@ -161,13 +156,13 @@ static void number_cells(FILE *f, const json_t *r, const char *before, const cha
 	const char *times_ms[] = {"reference_ms", "expert_ms", "solution_ms"};
 	for (int k = 0; k < 3; k++) {
 		fputs(before, f);
-		ms(f, num(r, times_ms[k]), 1);
+		ms(f, st_json_num(r, times_ms[k]), 1);
 		fputs(after, f);
 	}
 	const char *speedups[] = {"vs_reference", "vs_expert"};
 	for (int k = 0; k < 2; k++) {
 		fputs(before, f);
-		times(f, num(r, speedups[k]), 1);
+		times(f, st_json_num(r, speedups[k]), 1);
 		fputs(after, f);
 	}
 	fputs(before, f);
@@ -290,7 +285,7 @@ static void svg_speedups(const json_t *rows, const char *baseline, FILE *f)
 	size_t i;
 	const json_t *r;
 	json_array_foreach(rows, i, r) {
-		double s = num(r, key);
+		double s = st_json_num(r, key);
 		if (s > 0) {
 			while (s < lo)
 				lo /= 2;
@@ -314,7 +309,7 @@ static void svg_speedups(const json_t *rows, const char *baseline, FILE *f)
 		fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"label\">", left - 6, y + bar - 4);
 		st_html_text(f, str(r, "task"), 64);
 		fputs("</text>", f);
-		double s = num(r, key);
+		double s = st_json_num(r, key);
 		if (s > 0) {
 			double x = left + width * (log2(s) - log2(lo)) / span;
 			double a = x < x1 ? x : x1, w = fabs(x - x1);
@@ -455,13 +450,15 @@ void st_bench_print_compare(const json_t *run_a, const json_t *rows_a, const jso
 		const json_t *a = row_for(rows_a, id), *b = row_for(rows_b, id);
 		fprintf(f, "%-24s %-14s %-14s", id, a ? str(a, "status") : "(absent)",
 		        b ? str(b, "status") : "(absent)");
-		double ma = a ? num(a, "solution_ms") : 0, mb = b ? num(b, "solution_ms") : 0;
+		double ma = a ? st_json_num(a, "solution_ms") : 0;
+		double mb = b ? st_json_num(b, "solution_ms") : 0;
 		ms(f, ma, 12);
 		ms(f, mb, 12);
 		/* > 1: B is faster than A */
 		times(f, ma > 0 && mb > 0 ? ma / mb : 0, 9);
 		/* the reference's own drift between the runs: how far the machines differ */
-		double ra = a ? num(a, "reference_ms") : 0, rb = b ? num(b, "reference_ms") : 0;
+		double ra = a ? st_json_num(a, "reference_ms") : 0;
+		double rb = b ? st_json_num(b, "reference_ms") : 0;
 		times(f, ra > 0 && rb > 0 ? ra / rb : 0, 9);
 		pct(f, b ? json_object_get(b, "sol_fraction") : NULL, 9);
 		fputc('\n', f);

@@ -7,18 +7,13 @@
 #include <string.h>
 
 #include "bench.h"
+#include "common/json_get.h"
 
 const double st_bench_p[ST_BENCH_NP] = {0, 1, 1.5, 2, 5};
 
 static json_t *num_or_null(double x)
 {
 	return x > 0 && isfinite(x) ? json_real(x) : json_null();
-}
-
-static double num(const json_t *o, const char *k)
-{
-	const json_t *x = json_object_get(o, k);
-	return json_is_number(x) ? json_number_value(x) : 0;
 }
 
 json_t *st_bench_row(const char *task_id, int tier, const json_t *verdict)
@@ -51,16 +46,19 @@ json_t *st_bench_row(const char *task_id, int tier, const json_t *verdict)
 	json_object_set_new(r, "reason", json_string(reason ? reason : ""));
 	json_object_set_new(r, "compiled", json_boolean(compiled));
 	json_object_set_new(r, "correct", json_boolean(correct));
-	json_object_set_new(r, "reference_ms", num_or_null(num(base, "reference_ms")));
-	json_object_set_new(r, "expert_ms", num_or_null(num(base, "expert_ms")));
-	json_object_set_new(r, "solution_ms", num_or_null(correct ? num(cand, "median_ms") : 0));
-	json_object_set_new(r, "vs_reference", num_or_null(correct ? num(sp, "vs_reference") : 0));
-	json_object_set_new(r, "vs_expert", num_or_null(correct ? num(sp, "vs_expert") : 0));
-	json_object_set_new(r, "sol_fraction", num_or_null(correct ? num(sol, "fraction") : 0));
+	json_object_set_new(r, "reference_ms", num_or_null(st_json_num(base, "reference_ms")));
+	json_object_set_new(r, "expert_ms", num_or_null(st_json_num(base, "expert_ms")));
+	json_object_set_new(r, "solution_ms",
+	                    num_or_null(correct ? st_json_num(cand, "median_ms") : 0));
+	json_object_set_new(r, "vs_reference",
+	                    num_or_null(correct ? st_json_num(sp, "vs_reference") : 0));
+	json_object_set_new(r, "vs_expert", num_or_null(correct ? st_json_num(sp, "vs_expert") : 0));
+	json_object_set_new(r, "sol_fraction",
+	                    num_or_null(correct ? st_json_num(sol, "fraction") : 0));
 	json_t *sus = json_array();
-	if (correct && num(sp, "vs_expert") > ST_BENCH_SUSPICIOUS_VS_EXPERT)
+	if (correct && st_json_num(sp, "vs_expert") > ST_BENCH_SUSPICIOUS_VS_EXPERT)
 		json_array_append_new(sus, json_string("faster than the expert by more than 3x"));
-	if (correct && num(sol, "fraction") > 1.0)
+	if (correct && st_json_num(sol, "fraction") > 1.0)
 		json_array_append_new(sus, json_string("faster than the roofline allows (SOL > 100%)"));
 	json_object_set_new(r, "suspicious", sus);
 	const json_t *flags = json_object_get(verdict, "flags");
@@ -93,7 +91,7 @@ static void add(acc *a, const json_t *r)
 	for (int b = 0; b < 2; b++) {
 		char key[32];
 		snprintf(key, sizeof key, "vs_%s", baselines[b]);
-		double s = num(r, key);
+		double s = st_json_num(r, key);
 		/* fast_0 counts every correct solution, timed or not */
 		a->fast[b][0]++;
 		if (s <= 0)
@@ -107,7 +105,7 @@ static void add(acc *a, const json_t *r)
 			a->n_faster[b]++;
 		}
 	}
-	double f = num(r, "sol_fraction");
+	double f = st_json_num(r, "sol_fraction");
 	if (f > 0) {
 		double *grown = realloc(a->sol, (size_t)(a->n_sol + 1) * sizeof *grown);
 		if (grown) {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/arch.h"
 #include "dtype.h"
 #include "expr.h"
 
@@ -703,21 +704,6 @@ static st_status load_policy(loader *L, json_t *root)
 	return s;
 }
 
-/* sm_<digits> with an optional 'a' or 'f' suffix, as nvcc spells architectures. */
-static int arch_valid(const char *s)
-{
-	if (strncmp(s, "sm_", 3))
-		return 0;
-	s += 3;
-	if (!(*s >= '0' && *s <= '9'))
-		return 0;
-	while (*s >= '0' && *s <= '9')
-		s++;
-	if (*s == 'a' || *s == 'f')
-		s++;
-	return *s == '\0';
-}
-
 static st_status load_archs(loader *L, json_t *root)
 {
 	json_t *arr;
@@ -738,7 +724,7 @@ static st_status load_archs(loader *L, json_t *root)
 		field_index(f, "archs", i);
 		if ((s = want_type(L, v, f, JSON_STRING)))
 			return s;
-		if (!arch_valid(json_string_value(v)))
+		if (st_arch_valid(json_string_value(v)) != 0)
 			return bad(L, f, "'%s' is not an architecture like sm_90a", json_string_value(v));
 		if ((s = dup(L, json_string_value(v), &L->t->archs[L->t->n_archs])))
 			return s;

@@ -7,6 +7,7 @@
 #include "common/paths.h"
 #include "verify/compile.h"
 
+#include "common/arch.h"
 #include "common/fs.h"
 #include "common/proc.h"
 
@@ -404,8 +405,9 @@ typedef struct st_job {
 	char src_copy[PATH_MAX];
 } st_job;
 
-static st_status st_job_prepare(st_job *j, const char *src_path, const st_compile_opts *o,
-                                st_compile_result *r, st_err *err)
+/* Job j's source: its kind from the name (.cu or .c), its real path and its bytes, refused when
+ * they are binary. */
+static st_status job_read_source(st_job *j, const char *src_path, st_err *err)
 {
 	if (st_ends_with(src_path, ".cu"))
 		j->cuda = 1;
@@ -424,49 +426,13 @@ static st_status st_job_prepare(st_job *j, const char *src_path, const st_compil
 		return st_err_set(err, ST_E_INVALID,
 		                  "%s: a binary file (NUL byte at offset %zu), not C or CUDA source",
 		                  src_path, (size_t)(nul - j->source));
+	return ST_OK;
+}
 
-	const char *arch = o ? o->arch : NULL;
-	if (j->cuda && !arch)
-		return st_err_set(err, ST_E_INVALID, "%s: no target architecture given (e.g. sm_90a)",
-		                  src_path);
-	if (j->cuda && st_arch_valid(arch) != 0)
-		return st_err_set(err, ST_E_INVALID, "'%s' is not a GPU architecture (expected e.g. sm_90a)",
-		                  arch);
-	int n_libs = o && o->libraries ? o->n_libraries : 0;
-	if (n_libs < 0 || n_libs > 32)
-		return st_err_set(err, ST_E_INVALID, "%d libraries to link: expected 0 to 32", n_libs);
-	for (int i = 0; i < n_libs; i++)
-		if (!st_valid_libname(o->libraries[i]))
-			return st_err_set(err, ST_E_INVALID, "'%s' is not a library name",
-			                  o->libraries[i] ? o->libraries[i] : "(null)");
-
-	char home_inc[PATH_MAX];
-	snprintf(home_inc, sizeof home_inc, "%.4000s/include", st_home());
-	const char *inc = o && o->include_dir ? o->include_dir : home_inc;
-	if (!realpath(inc, j->include_dir))
-		return st_err_set(err, ST_E_INVALID, "include folder '%s': %s", inc, strerror(errno));
-
-	char cache[PATH_MAX];
-	if (o && o->cache_dir) {
-		if ((size_t)snprintf(cache, sizeof cache, "%s", o->cache_dir) >= sizeof cache)
-			return st_err_set(err, ST_E_INVALID, "cache folder path too long");
-	} else {
-		st_status s = st_cache_dir(cache, sizeof cache, err);
-		if (s != ST_OK)
-			return s;
-	}
-	if ((size_t)snprintf(j->dir, sizeof j->dir, "%s/compile", cache) >= sizeof j->dir)
-		return st_err_set(err, ST_E_INVALID, "cache folder path too long");
-	st_status s = st_mkdirs(j->dir, err);
-	if (s == ST_OK)
-		s = st_dir_mode(j->dir, err);
-	if (s != ST_OK)
-		return st_err_wrap(err, s, "compile cache");
-
-	s = st_find_compiler(j->cuda, j->compiler, sizeof j->compiler, err);
-	if (s != ST_OK)
-		return s;
-
+/* The compiler's command line for job j (the output and source paths are placeholders until
+ * the key is known). */
+static void job_args(st_job *j, const char *arch, const st_compile_opts *o, int n_libs)
+{
 	/* The output path differs on every run (temp name); it is filled in after the key. */
 	st_args *a = &j->args;
 	st_args_add(a, "%s", j->compiler);
@@ -494,11 +460,16 @@ static st_status st_job_prepare(st_job *j, const char *src_path, const st_compil
 		st_args_add(a, "%s", "-lm");
 	for (int i = 0; i < n_libs; i++)
 		st_args_add(a, "-l%s", o->libraries[i]);
-	if (a->oom)
-		return st_err_set(err, ST_E_NOMEM, "compile: out of memory");
+}
 
+/* Job j's cache key into r->key: the source, the command line but for its two paths, the
+ * compiler's identity, the solution.h it compiles against and the environment that changes
+ * what compilers do. */
+static st_status job_key(st_job *j, st_compile_result *r, st_err *err)
+{
+	st_args *a = &j->args;
 	char ident[65];
-	s = st_compiler_identity(j->compiler, ident, err);
+	st_status s = st_compiler_identity(j->compiler, ident, err);
 	if (s != ST_OK)
 		return s;
 
@@ -533,6 +504,65 @@ static st_status st_job_prepare(st_job *j, const char *src_path, const st_compil
 	st_sha256_final(&h, r->key);
 	if (strlen(r->key) != 64)
 		return st_err_set(err, ST_E_SYSTEM, "compile: SHA-256 failed");
+	return ST_OK;
+}
+
+static st_status st_job_prepare(st_job *j, const char *src_path, const st_compile_opts *o,
+                                st_compile_result *r, st_err *err)
+{
+	st_status s = job_read_source(j, src_path, err);
+	if (s != ST_OK)
+		return s;
+	const char *arch = o ? o->arch : NULL;
+	if (j->cuda && !arch)
+		return st_err_set(err, ST_E_INVALID, "%s: no target architecture given (e.g. sm_90a)",
+		                  src_path);
+	if (j->cuda && st_arch_valid(arch) != 0)
+		return st_err_set(err, ST_E_INVALID, "'%s' is not a GPU architecture (expected e.g. sm_90a)",
+		                  arch);
+	int n_libs = o && o->libraries ? o->n_libraries : 0;
+	if (n_libs < 0 || n_libs > 32)
+		return st_err_set(err, ST_E_INVALID, "%d libraries to link: expected 0 to 32", n_libs);
+	for (int i = 0; i < n_libs; i++)
+		if (!st_valid_libname(o->libraries[i]))
+			return st_err_set(err, ST_E_INVALID, "'%s' is not a library name",
+			                  o->libraries[i] ? o->libraries[i] : "(null)");
+
+	char home_inc[PATH_MAX];
+	snprintf(home_inc, sizeof home_inc, "%.4000s/include", st_home());
+	const char *inc = o && o->include_dir ? o->include_dir : home_inc;
+	if (!realpath(inc, j->include_dir))
+		return st_err_set(err, ST_E_INVALID, "include folder '%s': %s", inc, strerror(errno));
+
+	char cache[PATH_MAX];
+	if (o && o->cache_dir) {
+		if ((size_t)snprintf(cache, sizeof cache, "%s", o->cache_dir) >= sizeof cache)
+			return st_err_set(err, ST_E_INVALID, "cache folder path too long");
+	} else {
+		s = st_cache_dir(cache, sizeof cache, err);
+		if (s != ST_OK)
+			return s;
+	}
+	if ((size_t)snprintf(j->dir, sizeof j->dir, "%s/compile", cache) >= sizeof j->dir)
+		return st_err_set(err, ST_E_INVALID, "cache folder path too long");
+	s = st_mkdirs(j->dir, err);
+	if (s == ST_OK)
+		s = st_dir_mode(j->dir, err);
+	if (s != ST_OK)
+		return st_err_wrap(err, s, "compile cache");
+
+	s = st_find_compiler(j->cuda, j->compiler, sizeof j->compiler, err);
+	if (s != ST_OK)
+		return s;
+
+	st_args *a = &j->args;
+	job_args(j, arch, o, n_libs);
+	if (a->oom)
+		return st_err_set(err, ST_E_NOMEM, "compile: out of memory");
+
+	s = job_key(j, r, err);
+	if (s != ST_OK)
+		return s;
 
 	if ((size_t)snprintf(r->so_path, sizeof r->so_path, "%s/%s.so", j->dir, r->key) >=
 	        sizeof r->so_path ||

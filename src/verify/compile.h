@@ -56,9 +56,4 @@ void st_diags_errors_first(st_diag *d, int n);
  * compile that failed, never a warning. */
 const st_diag *st_compile_first_error(const st_compile_result *r);
 
-/* "sm_90a" for compute capability 9.0, "sm_100a" for 10.0, "sm_<M><m>" otherwise. */
-void st_arch_from_cc(int major, int minor, char *out, size_t len);
-/* Accepts sm_<digits>[a|f]; 0 when valid. */
-int st_arch_valid(const char *arch);
-
 #endif

@@ -4,7 +4,7 @@
 #define ST_PEAKS_H
 
 #include <jansson.h>
-#include "runner.h"
+#include "runner_client.h"
 
 /* 1 with *peaks set when the runner's device has cached peaks (nothing is measured). */
 int st_peaks_cached(const st_runner *r, json_t **peaks);

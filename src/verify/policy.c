@@ -358,6 +358,45 @@ static int string_prefix(const char *id, int raw)
 }
 
 /* Tokens of the spliced text s[0..n). C (may be NULL) receives the include-form hits. */
+/* The kind of the directive named `name` (the word after a '#' that starts a line; dir when it
+ * is none the checker knows), with the hits its name alone earns. *want_header when an
+ * #include's header comes next. */
+static dir_kind directive(checker *C, int dir_line, const char *name, dir_kind dir,
+                          int *want_header)
+{
+	if (!strcmp(name, "include")) {
+		dir = D_INCLUDE;
+		*want_header = 1;
+	} else if (!strcmp(name, "include_next") || !strcmp(name, "import") ||
+	           !strcmp(name, "embed")) {
+		dir = D_INCLUDE;
+		hit(C, dir_line, "forbidden-include", "#%s may not be used", name);
+	} else if (!strcmp(name, "define")) {
+		dir = D_DEFINE;
+	} else if (!strcmp(name, "error") || !strcmp(name, "warning")) {
+		dir = D_MESSAGE;
+	}
+	return dir;
+}
+
+/* The punctuator at s[i]: its length, and in *as its canonical spelling when it is one of
+ * puncts (NULL: a single character as it is). */
+static size_t punct_at(const char *s, size_t i, const char **as)
+{
+	char c = s[i];
+	/* "<::" not followed by ':' or '>' is '<' '::' (C++11), as in vector<::T> */
+	int templ = c == '<' && s[i + 1] == ':' && s[i + 2] == ':' && s[i + 3] != ':' &&
+	            s[i + 3] != '>';
+	for (size_t p = 0; !templ && p < sizeof puncts / sizeof puncts[0]; p++) {
+		size_t pl = strlen(puncts[p].spell);
+		if (!strncmp(s + i, puncts[p].spell, pl)) {
+			*as = puncts[p].as;
+			return pl;
+		}
+	}
+	return 1;
+}
+
 static int lex(const char *s, const int *ln, size_t n, lexed *L, checker *C)
 {
 	L->pool = malloc(2 * n + 16);
@@ -429,20 +468,8 @@ static int lex(const char *s, const int *ln, size_t n, lexed *L, checker *C)
 				i = read_quoted(s, i, n, &b, &blen);
 				rc = push(L, k, dir, line, s + b, blen);
 			} else {
-				if (dirname) {
-					if (!strcmp(buf, "include")) {
-						dir = D_INCLUDE;
-						want_header = 1;
-					} else if (!strcmp(buf, "include_next") || !strcmp(buf, "import") ||
-					           !strcmp(buf, "embed")) {
-						dir = D_INCLUDE;
-						hit(C, dir_line, "forbidden-include", "#%s may not be used", buf);
-					} else if (!strcmp(buf, "define")) {
-						dir = D_DEFINE;
-					} else if (!strcmp(buf, "error") || !strcmp(buf, "warning")) {
-						dir = D_MESSAGE;
-					}
-				}
+				if (dirname)
+					dir = directive(C, dir_line, buf, dir, &want_header);
 				rc = push(L, T_IDENT, dir, line, buf, blen);
 			}
 			continue;
@@ -460,18 +487,7 @@ static int lex(const char *s, const int *ln, size_t n, lexed *L, checker *C)
 			continue;
 		}
 		const char *as = NULL;
-		size_t sl = 1;
-		/* "<::" not followed by ':' or '>' is '<' '::' (C++11), as in vector<::T> */
-		int templ = c == '<' && s[i + 1] == ':' && s[i + 2] == ':' && s[i + 3] != ':' &&
-		            s[i + 3] != '>';
-		for (size_t p = 0; !templ && p < sizeof puncts / sizeof puncts[0]; p++) {
-			size_t pl = strlen(puncts[p].spell);
-			if (!strncmp(s + i, puncts[p].spell, pl)) {
-				as = puncts[p].as;
-				sl = pl;
-				break;
-			}
-		}
+		size_t sl = punct_at(s, i, &as);
 		if (as) {
 			rc = push(L, T_PUNCT, dir, line, as, strlen(as));
 		} else {

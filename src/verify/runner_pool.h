@@ -14,7 +14,7 @@
 
 #include <pthread.h>
 
-#include "verify/runner.h"
+#include "verify/runner_client.h"
 
 typedef struct st_runner_pool st_runner_pool;
 

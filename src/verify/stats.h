@@ -3,12 +3,7 @@
 #ifndef ST_STATS_H
 #define ST_STATS_H
 
-typedef struct st_sample {
-	double ms;      /* CUDA event time on the solution's stream (host backend: CPU time) */
-	double wall_ms; /* host wall time from launch to whole-device sync */
-	int sm_mhz;     /* SM clock read right after the sample; 0 when unknown */
-	int throttled;  /* the driver reported a throttle reason other than idle during the sample */
-} st_sample;
+#include "stitch/timing.h"
 
 typedef struct st_stats {
 	int n;                 /* samples kept */
@@ -25,14 +20,6 @@ typedef struct st_stats {
 /* A sample is discarded when throttled, or when its SM clock is below 90 % of the highest clock
  * seen in the set (clock unknown: kept). Quartiles by linear interpolation (type 7). */
 void st_stats_compute(const st_sample *s, int n, st_stats *out);
-
-typedef struct st_stop_rule {
-	int min_samples;      /* default 10 */
-	int max_samples;      /* cap, default 20000 */
-	double min_time_ms;   /* GPU time that must be gathered, default 300 */
-	double max_rse;       /* on the median's relative standard error, default 0.005 */
-	double max_wall_ms;   /* cap on wall time spent timing one solution, default 4000 */
-} st_stop_rule;
 
 void st_stop_rule_default(st_stop_rule *r);
 

@@ -3,20 +3,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/json_get.h"
 #include "stitch/stitch.h"
-
-static double num(const json_t *o, const char *key)
-{
-	return json_number_value(json_object_get(o, key));
-}
 
 static void print_stats(FILE *f, const char *name, const json_t *s)
 {
 	if (!s)
 		return;
 	fprintf(f, "  %-10s %10.4f ms  [q1 %.4f  q3 %.4f  min %.4f]  n=%d  median rse %.2f%%", name,
-	        num(s, "median_ms"), num(s, "q1_ms"), num(s, "q3_ms"), num(s, "min_ms"),
-	        (int)json_integer_value(json_object_get(s, "samples")), 100 * num(s, "rse_median"));
+	        st_json_num(s, "median_ms"), st_json_num(s, "q1_ms"), st_json_num(s, "q3_ms"),
+	        st_json_num(s, "min_ms"), (int)json_integer_value(json_object_get(s, "samples")),
+	        100 * st_json_num(s, "rse_median"));
 	int disc = (int)json_integer_value(json_object_get(s, "discarded"));
 	int mhz = (int)json_integer_value(json_object_get(s, "sm_mhz_median"));
 	if (mhz)
@@ -79,12 +76,12 @@ static void print_correctness(FILE *f, const json_t *v)
 				continue; /* a validator's entry: a message, no errors */
 			errors = 1;
 			nonfinite += json_integer_value(json_object_get(o, "nonfinite"));
-			if (num(o, "max_abs") < 0)
+			if (st_json_num(o, "max_abs") < 0)
 				max_abs = -1;
-			else if (max_abs >= 0 && num(o, "max_abs") > max_abs)
-				max_abs = num(o, "max_abs");
-			if (num(o, "max_rel") > max_rel)
-				max_rel = num(o, "max_rel");
+			else if (max_abs >= 0 && st_json_num(o, "max_abs") > max_abs)
+				max_abs = st_json_num(o, "max_abs");
+			if (st_json_num(o, "max_rel") > max_rel)
+				max_rel = st_json_num(o, "max_rel");
 		}
 	}
 	if (last[0]) {
@@ -137,14 +134,15 @@ static void print_ncu(FILE *f, const json_t *n)
 		const char *bound = json_string_value(json_object_get(k, "bound"));
 		char work[64] = "";
 		if (json_object_get(k, "tflops"))
-			snprintf(work, sizeof work, "%7.1f TFLOP/s %6.1f FLOP/B  ", num(k, "tflops"),
-			         num(k, "intensity"));
+			snprintf(work, sizeof work, "%7.1f TFLOP/s %6.1f FLOP/B  ", st_json_num(k, "tflops"),
+			         st_json_num(k, "intensity"));
 		fprintf(f, "%-10s %3d x %8.1f us  %-7s DRAM %3.0f%%  SM %3.0f%%  occupancy %3.0f%%  "
 		        "tensor %3.0f%%  L2 hit %3.0f%%  %3.0f regs  %s%.50s\n", first ? "ncu" : "",
-		        (int)json_integer_value(json_object_get(k, "launches")), num(k, "duration_us"),
-		        bound ? bound : "?",
-		        num(k, "dram_pct"), num(k, "sm_pct"), num(k, "occupancy_pct"), num(k, "tensor_pct"),
-		        num(k, "l2_hit_pct"), num(k, "registers"), work,
+		        (int)json_integer_value(json_object_get(k, "launches")),
+		        st_json_num(k, "duration_us"), bound ? bound : "?", st_json_num(k, "dram_pct"),
+		        st_json_num(k, "sm_pct"), st_json_num(k, "occupancy_pct"),
+		        st_json_num(k, "tensor_pct"),
+		        st_json_num(k, "l2_hit_pct"), st_json_num(k, "registers"), work,
 		        json_string_value(json_object_get(k, "name")));
 	}
 }
@@ -162,23 +160,24 @@ static void print_profile(FILE *f, const json_t *p)
 	const json_t *s = json_object_get(p, "summary");
 	fprintf(f, "%-10s %d launches, GPU busy %.0f%% of %.1f us, %d gaps (%.1f us), first launch "
 	        "after %.1f us, st_run wall %.1f us\n", "profile",
-	        (int)json_integer_value(json_object_get(s, "launches")), num(s, "busy_pct"),
-	        num(s, "span_us"), (int)json_integer_value(json_object_get(s, "n_gaps")),
-	        num(s, "gaps_us"), num(s, "lead_us"), num(s, "host_us"));
+	        (int)json_integer_value(json_object_get(s, "launches")), st_json_num(s, "busy_pct"),
+	        st_json_num(s, "span_us"), (int)json_integer_value(json_object_get(s, "n_gaps")),
+	        st_json_num(s, "gaps_us"), st_json_num(s, "lead_us"), st_json_num(s, "host_us"));
 	size_t i;
 	json_t *k;
 	json_array_foreach(json_object_get(s, "top_kernels"), i, k) {
 		if (i == 4)
 			break;
-		fprintf(f, "%-10s %5.1f%%  %3d x  %.60s\n", "", 100 * num(k, "share"),
+		fprintf(f, "%-10s %5.1f%%  %3d x  %.60s\n", "", 100 * st_json_num(k, "share"),
 		        (int)json_integer_value(json_object_get(k, "launches")),
 		        json_string_value(json_object_get(k, "name")));
 	}
 	const json_t *r = json_object_get(p, "roofline");
 	if (r)
 		fprintf(f, "%-10s %s-bound, %.0f%% of its roof (%.3g FLOP/byte, %.1f TFLOP/s, %.0f GB/s)\n",
-		        "roofline", json_string_value(json_object_get(r, "bound")), 100 * num(r, "fraction"),
-		        num(r, "intensity"), num(r, "attained_tflops"), num(r, "attained_gbs"));
+		        "roofline", json_string_value(json_object_get(r, "bound")),
+		        100 * st_json_num(r, "fraction"), st_json_num(r, "intensity"),
+		        st_json_num(r, "attained_tflops"), st_json_num(r, "attained_gbs"));
 	const char *w = json_string_value(json_object_get(p, "warning"));
 	if (w)
 		fprintf(f, "%-10s %s\n", "", w);
@@ -213,7 +212,7 @@ void st_verdict_print(const json_t *v, FILE *f)
 		fprintf(f, "%-10s %s (%.2f s)\n", "compile",
 		        !json_is_true(json_object_get(comp, "ok")) ? "failed"
 		        : json_is_true(json_object_get(comp, "cached")) ? "cached" : "ok",
-		        num(comp, "seconds"));
+		        st_json_num(comp, "seconds"));
 		size_t i;
 		json_t *d;
 		json_array_foreach(json_object_get(comp, "diagnostics"), i, d) {
@@ -244,7 +243,7 @@ void st_verdict_print(const json_t *v, FILE *f)
 		fprintf(f, "%-10s", "speedup");
 		for (int k = 0, n = 0; k < 4; k++)
 			if (json_object_get(sp, against[k][0]))
-				fprintf(f, "%s %.2fx vs %s", n++ ? "," : "", num(sp, against[k][0]),
+				fprintf(f, "%s %.2fx vs %s", n++ ? "," : "", st_json_num(sp, against[k][0]),
 				        against[k][1]);
 		const json_t *b = json_object_get(v, "baselines");
 		if (json_object_get(b, "measured_on"))
@@ -255,8 +254,9 @@ void st_verdict_print(const json_t *v, FILE *f)
 	const json_t *sol = json_object_get(v, "sol");
 	if (sol && json_object_get(sol, "fraction"))
 		fprintf(f, "%-10s %.1f%% of the %.4f ms floor (%.3g FLOP %s, %.3g bytes)\n", "SOL",
-		        100 * num(sol, "fraction"), num(sol, "floor_ms"), num(sol, "flops"),
-		        json_string_value(json_object_get(sol, "unit")), num(sol, "bytes"));
+		        100 * st_json_num(sol, "fraction"), st_json_num(sol, "floor_ms"),
+		        st_json_num(sol, "flops"),
+		        json_string_value(json_object_get(sol, "unit")), st_json_num(sol, "bytes"));
 	print_profile(f, json_object_get(v, "profile"));
 	const char *ef = json_string_value(json_object_get(v, "expert_failure"));
 	if (ef)
@@ -269,5 +269,5 @@ void st_verdict_print(const json_t *v, FILE *f)
 		json_array_foreach(flags, i, x) fprintf(f, " %s", json_string_value(x));
 		fputc('\n', f);
 	}
-	fprintf(f, "%-10s %.2f s\n", "wall", num(v, "wall_s"));
+	fprintf(f, "%-10s %.2f s\n", "wall", st_json_num(v, "wall_s"));
 }

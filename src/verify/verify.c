@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/arch.h"
 #include "common/clock.h"
 #include "common/cpus.h"
 #include "common/fs.h"

@@ -17,7 +17,7 @@
 #include "verify/commits.h"
 #include "verify/compile.h"
 #include "verify/gpu_hold.h"
-#include "verify/runner.h"
+#include "verify/runner_client.h"
 #include "verify/shm_cache.h"
 #include "verify/stats.h"
 

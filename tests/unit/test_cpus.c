@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "common/cpus.h"
-#include "verify/runner.h"
+#include "verify/runner_client.h"
 
 static void test_parse(void **state)
 {
@@ -78,7 +78,7 @@ static void test_pin_and_near(void **state)
 	assert_int_equal(sched_setaffinity(0, sizeof mine, &mine), 0);
 }
 
-/* The runners' pin table (runner.c), which a service's workers read back for themselves. */
+/* The runners' pin table (runner_client.c), which a service's workers read back for themselves. */
 static void test_runner_pin_table(void **state)
 {
 	(void)state;

@@ -1,5 +1,5 @@
 /* Unit tests for the diagnostic parser (one sample per compiler output shape it knows, plus the
- * lines it must ignore) and for the architecture name helpers. */
+ * lines it must ignore); the architecture name rule is tested in test_arch.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -167,36 +167,6 @@ static void test_dedupe_and_empty(void **state)
 	st_diags_free(d, n);
 }
 
-static void test_arch(void **state)
-{
-	(void)state;
-	char a[16];
-	st_arch_from_cc(9, 0, a, sizeof a);
-	assert_string_equal(a, "sm_90a");
-	st_arch_from_cc(10, 0, a, sizeof a);
-	assert_string_equal(a, "sm_100a");
-	st_arch_from_cc(8, 9, a, sizeof a);
-	assert_string_equal(a, "sm_89");
-	st_arch_from_cc(8, 0, a, sizeof a);
-	assert_string_equal(a, "sm_80");
-	st_arch_from_cc(12, 0, a, sizeof a);
-	assert_string_equal(a, "sm_120");
-
-	assert_int_equal(st_arch_valid("sm_90a"), 0);
-	assert_int_equal(st_arch_valid("sm_90"), 0);
-	assert_int_equal(st_arch_valid("sm_100f"), 0);
-	assert_int_equal(st_arch_valid("sm_120"), 0);
-	assert_true(st_arch_valid("sm_9") != 0);
-	assert_true(st_arch_valid("sm_1000") != 0);
-	assert_true(st_arch_valid("sm_90b") != 0);
-	assert_true(st_arch_valid("sm_90aa") != 0);
-	assert_true(st_arch_valid("compute_90") != 0);
-	assert_true(st_arch_valid("sm_") != 0);
-	assert_true(st_arch_valid("") != 0);
-	assert_true(st_arch_valid(NULL) != 0);
-	assert_true(st_arch_valid("sm_90 -o/x") != 0);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -206,7 +176,6 @@ int main(void)
 		cmocka_unit_test(test_ptxas_nvlink),
 		cmocka_unit_test(test_linker),
 		cmocka_unit_test(test_dedupe_and_empty),
-		cmocka_unit_test(test_arch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

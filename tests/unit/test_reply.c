@@ -14,7 +14,7 @@
 
 #include "common/proto.h"
 #include "verify/reply.h"
-#include "verify/runner.h"
+#include "verify/runner_client.h"
 
 static json_t *batch(int n, int digests)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "verify/runner.h"
+#include "verify/runner_client.h"
 
 static char g_bufs[ST_RUNNER_ENV_MAX][ST_RUNNER_ENV_LEN];
 static char *g_envp[ST_RUNNER_ENV_MAX];

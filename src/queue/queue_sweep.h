@@ -1,10 +1,10 @@
 /* A bench sweep through the queue (`stitch bench --queue`): every job submitted at once (held
  * back while the queue is full), the results gathered in the order of the jobs, as the local
- * sweep (src/store/sweep.h) hands them out, so the same progress, tables and store follow. */
+ * sweep (src/bench/sweep.h) hands them out, so the same progress, tables and store follow. */
 #ifndef ST_QUEUE_SWEEP_H
 #define ST_QUEUE_SWEEP_H
 
-#include "store/sweep.h"
+#include "bench/sweep.h"
 
 /* arch: the stream the jobs go to ("sm_90a", "host"); trusted: the solutions are the tasks' own
  * (the bundled experts), which workers check byte for byte. Options from o: sets, seeds,

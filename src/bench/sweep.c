@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sweep.h"
+#include "bench/sweep.h"
 
 typedef struct pool {
 	const st_bench_job *jobs;

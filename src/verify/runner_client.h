@@ -1,7 +1,7 @@
 /* The parent's handle on one runner child process: start it (own process group, scrubbed
  * environment, private working folder), talk to it, and turn its death or silence into a reason. */
-#ifndef ST_RUNNER_H
-#define ST_RUNNER_H
+#ifndef ST_RUNNER_CLIENT_H
+#define ST_RUNNER_CLIENT_H
 
 #include <jansson.h>
 #include <stdint.h>

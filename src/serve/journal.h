@@ -1,8 +1,8 @@
-/* The serve store: every request the service accepted and every answer it gave, in one SQLite
+/* The serve journal: every request the service accepted and every answer it gave, in one SQLite
  * file, so that a restart loses nothing (unanswered requests are queued again) and a request id
  * seen before gets the stored answer instead of a second run. */
-#ifndef ST_SERVE_STORE_H
-#define ST_SERVE_STORE_H
+#ifndef ST_SERVE_JOURNAL_H
+#define ST_SERVE_JOURNAL_H
 
 #include <jansson.h>
 

@@ -1,6 +1,6 @@
-/* The serve store on SQLite (WAL, one connection behind a mutex: the service's threads write a
+/* The serve journal on SQLite (WAL, one connection behind a mutex: the service's threads write a
  * row per request and per answer, far below what one connection sustains). */
-#include "store.h"
+#include "journal.h"
 #include "common/clock.h"
 
 #include <pthread.h>

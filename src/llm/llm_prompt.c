@@ -3,7 +3,7 @@
  * and never scanned again (a reference source full of `{{` initialisers must come through
  * untouched), and a placeholder nobody filled is an error rather than an empty hole, because a
  * prompt missing its task text still "works" and silently wastes a whole model call. */
-#include "agents/agents.h"
+#include "llm/llm_prompt.h"
 
 #include "common/buf.h"
 #include "common/fs.h"

@@ -1,6 +1,6 @@
-/* The queue's bench sweep (sweep.h). Jobs go out with their task id, not a path: the workers
- * resolve it in their own copy of the suite. */
-#include "sweep.h"
+/* The queue's bench sweep (queue_sweep.h). Jobs go out with their task id, not a path: the
+ * workers resolve it in their own copy of the suite. */
+#include "queue/queue_sweep.h"
 
 #include <stdlib.h>
 #include <string.h>

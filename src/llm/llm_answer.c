@@ -3,7 +3,7 @@
  * whole answer, each fenced block marked json (or not marked), then each top-level {...} span
  * found by brace matching that respects strings. The Planner's plan and the rubric judge's
  * scores are both read this way. */
-#include "agents/agents.h"
+#include "llm/llm_prompt.h"
 
 #include <ctype.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* Starting and supervising runner processes. A runner is untrusted once it has loaded a solution:
  * everything it says is checked, its silence is bounded by timeouts, and its whole process group
  * is killed when it overstays. */
-#include "runner.h"
+#include "runner_client.h"
 
 #include <errno.h>
 #include <stdarg.h>
