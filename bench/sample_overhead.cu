@@ -1,6 +1,7 @@
 /* What one timed sample costs besides the solution's own work, piece by piece, on the local GPU:
  * NVML clock and throttle-reason reads, an idle stream sync, the 2 x L2 flush (by memset and by
- * the runner's fill kernel), poisoning and regenerating a 128 MiB tensor. The timing loop in
+ * the runner's fill kernel), poisoning and regenerating a 128 MiB tensor and the digest an
+ * untrusted candidate's runner commits of it after every timed call. The timing loop in
  * backend_cuda.c pays these per sample, so this is where a slow verify of a short kernel is
  * explained. Prints medians in microseconds.
  * Usage: stitch-bench-overhead [MiB]   (tensor size, default 128) */
@@ -127,6 +128,16 @@ int main(int argc, char **argv)
 		t[i] = now_us() - a;
 	}
 	printf("fill bf16 normal + sync    %8.1f us\n", median(t));
+	unsigned long long *sums;
+	CK(cudaMalloc((void **)&sums, sizeof *sums));
+	for (int i = 0; i < REPS; i++) {
+		st_prep_span span = {buf, bytes, 0};
+		double a = now_us();
+		CK((cudaError_t)st_cuda_digest(&span, 1, sums, fill_blocks, s));
+		CK(cudaStreamSynchronize(s));
+		t[i] = now_us() - a;
+	}
+	printf("digest of the tensor + sync %7.1f us\n", median(t));
 	for (int i = 0; i < REPS; i++) {
 		double a = now_us();
 		CK(cudaDeviceSynchronize());

@@ -105,12 +105,15 @@ static int run_case(const gen_case *c, int64_t n, uint64_t seed, void *dev, void
 	return ok;
 }
 
-/* The GPU digest kernel against the host's code over spans of what `dev` holds. */
+/* The GPU digest kernel against the host's code over spans of what `dev` holds: whole and ragged,
+ * 16-byte aligned (the vector path, with and without a tail of words), only 8-byte aligned or not
+ * at all (word by word), and spans too short for every thread to get a vector. */
 static int digest_cases(unsigned char *dev, unsigned char *host, size_t bytes)
 {
 	CK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
-	const size_t off[] = {0, 0, 1, 8, 3, 4096};
-	const size_t len[] = {bytes, bytes - 5, bytes - 9, 13, 7, 1};
+	const size_t off[] = {0, 0, 1, 8, 3, 4096, 16, 8, 32, 48, 0};
+	const size_t len[] = {bytes, bytes - 5, bytes - 9, 13, 7, 1, bytes - 16 - 13, 100003, 4096 * 16 + 8,
+	                      64, bytes - 16};
 	int n = sizeof off / sizeof off[0], ok = 1;
 	st_prep_span spans[ST_PREP_SPANS];
 	for (int k = 0; k < n; k++)
