@@ -26,6 +26,8 @@ import statistics
 import sys
 import time
 
+import kb_tol
+
 INIT_SEED = 42          # the seed Model(*get_init_inputs()) is built under
 CHECK_SEED = 9001       # the timed-call check's inputs (never a correctness seed)
 
@@ -323,7 +325,7 @@ def main():
         os.makedirs(os.path.join(a.out, "data"), exist_ok=True)
 
         seeds = []
-        xs1 = ys1 = None
+        xs1 = ys1 = ys_other = None
         for k in list(range(1, a.seeds + 1)) + [CHECK_SEED]:
             xs = seeded_inputs(torch, mod, a.seed_base + k, device)
             ys = run_model(torch, model, xs, f"seed {k}")
@@ -341,6 +343,8 @@ def main():
                               {"seed": a.seed_base + k, "program": name})
             if k != CHECK_SEED:
                 seeds.append("data/" + fname)
+            else:
+                ys_other = ys
         write_safetensors(torch, os.path.join(a.out, "data", "params.safetensors"), state,
                           {"program": name, "init_seed": INIT_SEED})
 
@@ -348,8 +352,15 @@ def main():
             return {"name": nm, "dtype": stitch_dtype(torch, t, nm), "shape": shape_of(t)}
         params = [spec(k, v) for k, v in state]
         inputs = [dict(spec(f"x{i}", x), init=timing_init(torch, x)) for i, x in enumerate(xs1)]
-        outputs = [dict(spec(f"y{i}", y), tol=tolerance(stitch_dtype(torch, y, f"y{i}")))
-                   for i, y in enumerate(ys1)]
+        tols, tol_record = kb_tol.audit(torch, xs1, ys1, ys_other,
+                                        [tolerance(stitch_dtype(torch, y, f"y{i}"))
+                                         for i, y in enumerate(ys1)])
+        for nm, c in tol_record["changed"].items():
+            log(f"{name}: {nm}: tolerance {c['from']} -> {c['to']}: {c['why']}")
+        for nm, why in tol_record["degenerate"].items():
+            log(f"{name}: {nm}: degenerate: {why}; every verdict of this task is flagged "
+                "degenerate_task")
+        outputs = [dict(spec(f"y{i}", y), tol=tols[i]) for i, y in enumerate(ys1)]
         nbytes = sum(t.numel() * t.element_size() for _, t in state) + \
             sum(t.numel() * t.element_size() for t in xs1 + ys1)
         flops = count_flops(torch, model, xs1)
@@ -375,7 +386,7 @@ def main():
             "source": {"kind": "kernelbench", "file": "model.py", "level": level,
                        "sha256": hashlib.sha256(source.encode()).hexdigest(),
                        "mode": mode, "imported_on": device, "torch": torch.__version__,
-                       "flops_counted": flops is not None},
+                       "flops_counted": flops is not None, "tol_audit": tol_record},
         }
         import_s = time.perf_counter() - started
         task["source"]["import_s"] = round(import_s, 3)

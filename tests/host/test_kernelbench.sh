@@ -136,7 +136,61 @@ verify "$WORK/damaged.json" "$B" "$KB/solutions/linear_relu.c"
 check "a damaged seed file is bad input ($RC)" [ "$RC" -eq 2 ]
 check "the message names the file and the tensor" grep -q "seed2.safetensors: no tensor 'x0'" "$WORK/damaged.json.err"
 
-# 3. Programs that cannot be imported: exit 2 and a message naming the cause.
+# 3. The tolerance audit at import (scripts/kb_tol.py): a copied tolerance that admits all zeros
+# is tightened, a degenerate program is flagged, and the report over a folder counts both.
+A=$KB/audit/level1
+W=$ROOT/kb/level1/wide_softmax
+"$STITCH" import kernelbench "$A/wide_softmax.py" --out "$W" >/dev/null 2>"$WORK/wide.err"
+check "wide_softmax imports ($(tail -n 1 "$WORK/wide.err"))" [ -f "$W/task.json" ]
+check "the import says it tightened y0's tolerance and why" grep -q "y0: tolerance .*zeros.* passed the copied tolerance" "$WORK/wide.err"
+check "task.json records the change: atol scaled to the output, under 1e-4" python3 - "$W/task.json" <<'EOF2'
+import json, sys
+t = json.load(open(sys.argv[1]))
+a, tol = t["source"]["tol_audit"], t["outputs"][0]["tol"]
+ok = "zeros" in a["admitted"]["y0"] and a["changed"]["y0"]["from"]["atol"] == 1e-4 and \
+    0 < tol.get("atol", 1) < 1e-6 and not a["degenerate"]
+sys.exit(0 if ok else 1)
+EOF2
+verify "$WORK/wide.json" "$W" "$KB/solutions/wide_softmax.c"
+check "wide_softmax: an honest answer passes the audited tolerance ($RC: $(field "$WORK/wide.json" reason))" [ "$RC" -eq 0 ]
+verify "$WORK/zeros.json" "$W" "$KB/exploits/zeros.c"
+check "wide_softmax: all zeros is incorrect now ($RC)" [ "$(field "$WORK/zeros.json" status)" = incorrect ]
+D=$ROOT/kb/level1/flat_out
+"$STITCH" import kernelbench "$A/flat_out.py" --out "$D" >/dev/null 2>"$WORK/flat.err"
+check "flat_out imports, called degenerate ($(tail -n 1 "$WORK/flat.err"))" grep -q "y0: degenerate" "$WORK/flat.err"
+check "a program whose output is right for every input gets no verdict without the flag" python3 - "$D/task.json" <<'EOF2'
+import json, sys
+sys.exit(0 if json.load(open(sys.argv[1]))["source"]["tol_audit"]["degenerate"].get("y0") else 1)
+EOF2
+python3 - "$WORK/flat.c" <<'EOF2'
+import sys
+open(sys.argv[1], "w").write("""#include "stitch/solution.h"
+int st_init(const st_config *c, const st_tensor *p, int32_t n, cudaStream_t s, void **o)
+{ (void)c; (void)p; (void)n; (void)s; *o = 0; return 0; }
+int st_run(void *p, const st_tensor *in, int32_t ni, st_tensor *out, int32_t no, cudaStream_t s)
+{ (void)p; (void)in; (void)ni; (void)no; (void)s; float *y = out[0].data;
+  for (int64_t i = 0; i < out[0].shape[0] * out[0].shape[1]; i++) y[i] = -1.0f; return 0; }
+void st_free(void *p) { (void)p; }
+""")
+EOF2
+verify "$WORK/flat.json" "$D" "$WORK/flat.c"
+check "a constant answer to a degenerate task is ok but flagged degenerate_task" python3 - "$WORK/flat.json" <<'EOF2'
+import json, sys
+v = json.load(open(sys.argv[1]))
+sys.exit(0 if v["status"] == "ok" and "degenerate_task" in v["flags"] else 1)
+EOF2
+"$STITCH_PYTHON" "$STITCH_SRC/scripts/kb_audit.py" "$KB/audit" --levels 1 --json "$WORK/kb_audit.json" >"$WORK/kb_audit.out" 2>&1
+rc=$?
+check "kb_audit: exit 0, no import admits a trivial answer unflagged ($rc: $(tail -n 1 "$WORK/kb_audit.out"))" [ "$rc" -eq 0 ]
+check "kb_audit counts: 3 ran, KernelBench's tolerance admits 2, 1 tightened, 1 degenerate" python3 - "$WORK/kb_audit.json" <<'EOF2'
+import json, sys
+c = json.load(open(sys.argv[1]))["counts"]
+ok = (c["ran"], c["kb_tolerance_admits_trivial"], c["copied_tolerance_admits_trivial"],
+      c["tightened_at_import"], c["degenerate"], c["import_admits_trivial_unflagged"]) == (3, 2, 2, 1, 1, 0)
+sys.exit(0 if ok else print(c) or 1)
+EOF2
+
+# 4. Programs that cannot be imported: exit 2 and a message naming the cause.
 bad_import() { # bad_import FILE EXPECTED_TEXT
 	"$STITCH" import kernelbench "$KB/bad/$1" --out "$ROOT/bad/${1%.py}" >/dev/null 2>"$WORK/bad.err"
 	local rc=$?

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""The tolerance audit over a KernelBench checkout: how many programs admit a trivial answer.
+
+For every program of the chosen levels (KB_DIR/level1 ... level3, as in KernelBench's
+repository), on the GPU when there is one: build the model as `stitch import` does, run two
+seeds' inputs, and judge the trivial answers of scripts/kb_tol.py (all zeros, the mean, the
+first input passed through, the other seed's output; NaN never passes) under KernelBench's own
+tolerance (atol = rtol = 1e-2), under the tolerance an import copies (kb_import.py's), and under
+what the import keeps after its audit (which must admit none, unless the output is degenerate and
+the task is flagged). Prints one row per program and the totals; --json writes them.
+Usage: scripts/kb_audit.py KB_DIR [--levels 1,2,3] [--only SUBSTRING] [--json FILE]
+Exit: 0 when no import admits a trivial answer unflagged, 1 otherwise, 3 without torch.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kb_import  # noqa: E402
+import kb_tol  # noqa: E402
+
+KB_TOL = {"atol": 1e-2, "rtol": 1e-2}  # KernelBench's eval: torch.allclose(atol=1e-02, rtol=1e-02)
+
+
+def audit_program(torch, path, device):
+    mod = kb_import.load_program(path)
+    torch.manual_seed(kb_import.INIT_SEED)
+    model = mod.Model(*mod.get_init_inputs()).to(device)
+    xs = kb_import.seeded_inputs(torch, mod, 1001, device)
+    ys = kb_import.run_model(torch, model, xs, "seed 1")
+    xo = kb_import.seeded_inputs(torch, mod, 1000 + kb_import.CHECK_SEED, device)
+    yo = kb_import.run_model(torch, model, xo, "the check seed")
+    del xo
+    row = {"kb": {}, "copied": {}, "after": {}}
+    copied = [kb_import.tolerance(kb_import.stitch_dtype(torch, y, f"y{i}")) for i, y in enumerate(ys)]
+    for i, y in enumerate(ys):
+        for key, tol in (("kb", KB_TOL), ("copied", copied[i])):
+            got = kb_tol.admitted(torch, y, xs, yo[i], tol)
+            if got:
+                row[key][f"y{i}"] = got
+    final, record = kb_tol.audit(torch, xs, ys, yo, copied)
+    for i, y in enumerate(ys):
+        got = kb_tol.admitted(torch, y, xs, yo[i], final[i])
+        if got:
+            row["after"][f"y{i}"] = got
+    row["changed"] = record["changed"]
+    row["degenerate"] = record["degenerate"]
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("kb_dir")
+    ap.add_argument("--levels", default="1,2,3")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("kb_audit: no PyTorch for this python3", file=sys.stderr)
+        return 3
+    kb_import.DTYPES = kb_import.dtype_table(torch)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    files = []
+    for lv in a.levels.split(","):
+        files += sorted(glob.glob(os.path.join(a.kb_dir, f"level{lv.strip()}", "*.py")))
+    files = [f for f in files if a.only in f]
+    if not files:
+        print(f"kb_audit: no programs under {a.kb_dir}/level{{{a.levels}}}", file=sys.stderr)
+        return 2
+    rows, t0 = {}, time.perf_counter()
+    print(f"kb_audit: {len(files)} programs on {device}", flush=True)
+    for f in files:
+        key = os.path.relpath(f, a.kb_dir)
+        t = time.perf_counter()
+        try:
+            row = audit_program(torch, f, device)
+        except Exception as e:  # one program's failure is a row, not the end of the report
+            row = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+        row["s"] = round(time.perf_counter() - t, 2)
+        rows[key] = row
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        show = row.get("error") or "; ".join(
+            f"{k}: {v}" for k, v in (("KernelBench tol admits", row["kb"]),
+                                      ("copied tol admits", row["copied"]),
+                                      ("after audit admits", row["after"]),
+                                      ("degenerate", row["degenerate"])) if v) or "no trivial answer passes"
+        print(f"{key:60s} {row['s']:6.2f} s  {show}", flush=True)
+    ok = [r for r in rows.values() if "error" not in r]
+    count = {
+        "programs": len(rows),
+        "ran": len(ok),
+        "errors": len(rows) - len(ok),
+        "kb_tolerance_admits_trivial": sum(1 for r in ok if r["kb"]),
+        "kb_tolerance_admits_zeros": sum(1 for r in ok if any("zeros" in v for v in r["kb"].values())),
+        "copied_tolerance_admits_trivial": sum(1 for r in ok if r["copied"]),
+        "tightened_at_import": sum(1 for r in ok if r["changed"]),
+        "degenerate": sum(1 for r in ok if r["degenerate"]),
+        "import_admits_trivial_unflagged": sum(1 for r in ok if r["after"] and not r["degenerate"]),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    print("kb_audit: " + ", ".join(f"{k} {v}" for k, v in count.items()))
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"counts": count, "programs": rows}, fh, indent=1)
+    return 1 if count["import_admits_trivial_unflagged"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

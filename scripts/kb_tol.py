@@ -1,0 +1,116 @@
+"""The trivial-answer audit of an imported program's tolerances (docs/kernelbench.md).
+
+A tolerance copied from KernelBench can admit an answer that does no work: softmax over 32768
+columns has every output near 3e-5, under an atol of 1e-4, so all zeros pass. For each output,
+the answers a do-nothing program can give (all zeros, the output's mean everywhere, the first
+input of the same shape passed through, another seed's expected output) are judged as the
+verifier judges (src/task/compare.c: every element within atol + rtol*|want|, or the NMSE bound;
+a NaN never passes). Where one passes, the tolerance is tightened in two steps, each taken only
+if the step before still admits a trivial answer: atol scaled to the output's magnitude (rtol
+times its root mean square), then a relative-L2 bound (NMSE <= rtol^2). Where the expected
+output itself does not depend on the input (constant, or the same for two seeds), no tolerance
+can tell a trivial answer from a right one: the output is called degenerate and the task is
+flagged, not refused (the import keeps the program; `stitch verify` flags its verdicts).
+Used by kb_import.py at import time and by kb_audit.py over a KernelBench checkout.
+"""
+import math
+
+
+CHUNK = 1 << 24  # elements judged at a time: KernelBench's own sizes reach gigabytes
+
+
+def judge(torch, got, want, tol):
+    """True when `got` passes as `want` under `tol` ({atol, rtol} or {nmse})."""
+    if got.shape != want.shape:
+        return False
+    g, w = got.reshape(-1), want.reshape(-1)
+    err = norm = 0.0
+    for at in range(0, g.numel(), CHUNK):
+        gc, wc = g[at:at + CHUNK].double(), w[at:at + CHUNK].double()
+        if not bool(torch.isfinite(gc).all()):
+            return False
+        d = gc - wc
+        if "nmse" in tol:
+            err += float((d * d).sum())
+            norm += float((wc * wc).sum())
+        elif not bool((d.abs() <= tol["atol"] + tol["rtol"] * wc.abs()).all()):
+            return False
+    if "nmse" in tol:
+        return (err / norm if norm > 0 else (math.inf if err > 0 else 0.0)) <= tol["nmse"]
+    return True
+
+
+def trivial_answers(torch, y, xs, other):
+    """(name, tensor) for each answer a program doing no work could give for output y, made one
+    at a time (each is as large as the output)."""
+    yield "zeros", torch.zeros_like(y)
+    if y.is_floating_point():
+        flat = y.reshape(-1)
+        total = sum(float(flat[at:at + CHUNK].double().sum()) for at in range(0, flat.numel(), CHUNK))
+        yield "mean", torch.full_like(y, total / max(flat.numel(), 1))
+    if xs and xs[0].shape == y.shape:
+        yield "passthrough", xs[0].to(y.dtype)
+    if other is not None:
+        yield "other_seed", other
+
+
+def admitted(torch, y, xs, other, tol):
+    return [name for name, t in trivial_answers(torch, y, xs, other) if judge(torch, t, y, tol)]
+
+
+def degenerate(torch, y, other):
+    """Why no tolerance can help for output y, or None."""
+    if y.numel() == 0 or bool((y == y.reshape(-1)[0]).all()):
+        return "the expected output is one constant on this input"
+    if other is not None and other.shape == y.shape and bool(torch.equal(other, y)):
+        return "the expected output is the same for two seeds' inputs"
+    return None
+
+
+def tighten(torch, y, tol):
+    """The next tolerance step for output y after `tol` admitted a trivial answer, or None."""
+    if "nmse" in tol:
+        return None
+    flat = y.reshape(-1)
+    sq = sum(float((flat[at:at + CHUNK].double() ** 2).sum()) for at in range(0, flat.numel(), CHUNK))
+    rms = math.sqrt(sq / flat.numel()) if flat.numel() else 0.0
+    scaled = tol["rtol"] * rms
+    if tol["atol"] > scaled and y.is_floating_point():
+        return {"atol": float("%.3g" % scaled), "rtol": tol["rtol"]}
+    if y.is_floating_point() and tol["rtol"] > 0:
+        return {"nmse": float("%.3g" % (tol["rtol"] ** 2))}
+    return None
+
+
+def audit(torch, xs, ys, others, tols):
+    """Audit every output: ys the expected outputs of one seed, others those of a second seed
+    (or None), tols their tolerances. Returns (tolerances to use, record for task.json)."""
+    record = {"answers": ["zeros", "nan", "mean", "passthrough", "other_seed"],
+              "admitted": {}, "changed": {}, "degenerate": {}}
+    final = []
+    for i, (y, tol) in enumerate(zip(ys, tols)):
+        other = others[i] if others else None
+        name = f"y{i}"
+        got = admitted(torch, y, xs, other, tol)
+        if got:
+            record["admitted"][name] = got
+        why = degenerate(torch, y, other) if got else None
+        if why:
+            record["degenerate"][name] = why
+            final.append(tol)
+            continue
+        new = tol
+        while got:
+            step = tighten(torch, y, new)
+            if step is None:
+                record["degenerate"][name] = ("no tolerance step rejects " + ", ".join(got) +
+                                              " (the output barely depends on the input)")
+                break
+            new = step
+            got = admitted(torch, y, xs, other, new)
+        if new is not tol:
+            record["changed"][name] = {"from": tol, "to": new,
+                                       "why": ", ".join(record["admitted"][name]) +
+                                       " passed the copied tolerance"}
+        final.append(new)
+    return final, record
