@@ -505,6 +505,8 @@ def b_spmv(c):
     x = c["x"]
     size = (rows, cols)
 
+    import warnings
+    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
     kw = {"check_invariants": False}  # torch >= 2.0; the data are valid by construction
     try:
         torch.sparse_csr_tensor(crow, col, vals, size=size, **kw)
