@@ -19,16 +19,18 @@
 #include "common/fs.h"
 #include "common/paths.h"
 #include "task/task.h"
+#include "kb_helper.h"
+#include "task/vendor.h"
 #include "verify_opts.h"
 
 typedef struct bench_args {
 	const char *solutions, *glob, *baseline, *report, *db, *cmp[2], *queue, *queue_arch;
-	int tier, format, no_db, jobs, verbose, quiet;
+	int tier, format, no_db, jobs, verbose, quiet, vendor;
 } bench_args;
 
 enum { FMT_TABLE, FMT_JSON, FMT_CSV, FMT_MD };
 
-static const char *const baselines[] = {"reference", "expert", NULL};
+static const char *const baselines[] = {"reference", "expert", "best", NULL};
 
 /* bench's own options, over a; room for 20 entries. */
 static void own_table(bench_args *a, st_opt *t)
@@ -44,7 +46,8 @@ static void own_table(bench_args *a, st_opt *t)
 		{ST_OPT_STRING, .name = "task", 0, &a->glob, "GLOB",
 		 "only tasks whose id matches GLOB (e.g. 't1/*')", .unset = "all"},
 		{ST_OPT_ENUM, .name = "baseline", 0, &a->baseline, "B",
-		 "reference or expert: the headline speedup", .values = baselines},
+		 "reference, expert or best (the faster of expert and vendor):\n"
+		 "the headline speedup", .values = baselines},
 		{ST_OPT_CONST, .name = "json", 0, &a->format, NULL,
 		 "print {run, score, rows, verdicts} as JSON instead of the table", .value = FMT_JSON},
 		{ST_OPT_CONST, .name = "csv", 0, &a->format, NULL,
@@ -72,6 +75,12 @@ static void own_table(bench_args *a, st_opt *t)
 		 .unset = "--arch, else sm_90a; host with --backend host"},
 		{ST_OPT_FLAG, .name = "verbose", 0, &a->verbose, NULL,
 		 "the verifier's progress lines for every task"},
+		{ST_OPT_FLAG, .name = "vendor", 0, &a->vendor, NULL,
+		 "instead of verifying, time PyTorch's equivalent of each task\n"
+		 "(--task, --tier) on this GPU with scripts/vendor_baselines.py\n"
+		 "($STITCH_PYTHON, default python3, with torch) into\n"
+		 "<device>.json in $STITCH_VENDOR_DIR, else in bench/vendor/:\n"
+		 "the vendor half of the 'best' bar (docs/bench.md)"},
 		{ST_OPT_END},
 	};
 	_Static_assert(sizeof table / sizeof table[0] <= 20, "room for bench's table");
@@ -80,7 +89,7 @@ static void own_table(bench_args *a, st_opt *t)
 
 static const st_opt_conflict conflicts[] = {
 	{"json", "csv"}, {"json", "md"}, {"csv", "md"}, {"db", "no-db"},
-	{"no-timing", "time-set"}, {NULL, NULL},
+	{"no-timing", "time-set"}, {"vendor", "compare"}, {"vendor", "solutions"}, {NULL, NULL},
 };
 
 static void usage(FILE *f)
@@ -93,24 +102,30 @@ static void usage(FILE *f)
 	st_verify_opt_table(&o, &a.quiet, 0, ver);
 	fprintf(f,
 	        "usage: stitch bench [options]\n"
-	        "       stitch bench --compare A B [--db FILE]\n\n"
+	        "       stitch bench --compare A B [--db FILE]\n"
+	        "       stitch bench --vendor [--task GLOB | --tier N]\n\n"
 	        "Verify a solution for every task of the suite (%s) against the task's\n"
 	        "reference and expert: one task at a time on the GPU (or with --backend host on the\n"
 	        "CPU) while the next ones compile. Prints per task: status, reference, expert and\n"
 	        "solution ms, speedups and SOL; then per tier and overall: compile and correctness\n"
 	        "rates, fast_p (correct and more than p times faster, p = 1, 1.5, 2, 5) against the\n"
-	        "reference and the expert, geometric-mean speedups and mean SOL. Rows that look too\n"
-	        "good (over 3x the expert, above the roofline) are flagged suspicious.\n\n"
+	        "reference, the expert and the best known (the faster of the expert and the vendor's\n"
+	        "PyTorch figure for this GPU, where --vendor has timed one; else the expert, and the\n"
+	        "report says so), geometric-mean speedups and mean SOL. Rows that look too good (over\n"
+	        "3x the expert, above the roofline) are flagged suspicious.\n\n"
 	        "options:\n",
 	        st_cli_tasks_root());
 	st_opt_usage(f, own);
 	st_opt_usage(f, ver);
 	fprintf(f,
-	        "\nNot together: --json, --csv, --md; --db and --no-db; --no-timing and --time-set.\n"
+	        "\nNot together: --json, --csv, --md; --db and --no-db; --no-timing and --time-set;\n"
+	        "--vendor and --compare or --solutions.\n"
 	        "\nA task the verifier cannot run (a broken task file or baseline) gets status 'error'\n"
 	        "and the run goes on.\n"
 	        "\nexit: 0 every solution correct, 1 some solution missing or not correct, 2 bad\n"
-	        "      input, 3 no GPU, or some task could not be verified (status error)\n");
+	        "      input, 3 no GPU, or some task could not be verified (status error)\n"
+	        "      --vendor: 0 figures written (tasks that failed on every backend are listed),\n"
+	        "      2 bad input, 3 no python, torch or GPU\n");
 }
 
 /* 0 ok, otherwise an exit code */
@@ -421,6 +436,40 @@ static int finish_run(const bench_args *a, const st_verify_opts *o, int argc, ch
 	return rc;
 }
 
+/* ---- --vendor ----------------------------------------------------------------------------------- */
+
+/* The vendor baselines helper over the suite (or --task / --tier of it); a filtered run merges
+ * into the device's existing file instead of dropping the other tasks' figures. */
+static int vendor_run(const bench_args *a)
+{
+	char dir[PATH_MAX], glob[64];
+	st_vendor_dir(dir, sizeof dir);
+	const char *args[16];
+	int n = 0;
+	args[n++] = "--tasks-dir";
+	args[n++] = st_cli_tasks_root();
+	args[n++] = "--out";
+	args[n++] = dir;
+	if (a->glob) {
+		args[n++] = "--task";
+		args[n++] = a->glob;
+	}
+	if (a->tier) {
+		snprintf(glob, sizeof glob, "t%d/*", a->tier);
+		args[n++] = "--task";
+		args[n++] = glob;
+	}
+	if (a->glob || a->tier)
+		args[n++] = "--merge";
+	args[n] = NULL;
+	if (a->glob && a->tier) {
+		st_cli_error("bench --vendor: --task and --tier together would time the union; give one");
+		return ST_EXIT_USAGE;
+	}
+	return st_py_helper_run("vendor_baselines.py", "the vendor baselines helper", args,
+	                        a->format == FMT_JSON);
+}
+
 /* ---- the command ------------------------------------------------------------------------------ */
 
 int cmd_bench(int argc, char **argv)
@@ -442,6 +491,8 @@ int cmd_bench(int argc, char **argv)
 	if (a.cmp[0])
 		return compare(a.db ? a.db : st_bench_db_default_path(db_buf, sizeof db_buf), a.cmp[0],
 		               a.cmp[1]);
+	if (a.vendor)
+		return vendor_run(&a);
 
 	int host = !strcmp(o.backend, "host");
 	/* shipped experts link what their task ships; solutions from a folder are candidates */

@@ -337,12 +337,13 @@ static void summary(const eval_args *a, const eval_ctx *c, const json_t *scores,
 	const json_t *usage = json_object_get(scores, "usage");
 	const json_t *p1 = json_object_get(json_object_get(scores, "overall"), "pass@1");
 	printf("%s, %s, %d tasks x %d samples: pass@1 compile %.2f, correct %.2f, fast_1 vs "
-	       "reference %.2f, vs expert %.2f; %lld tokens in, %lld out, $%.2f\n", a->model,
-	       mode_name(c->mode), n_tasks, a->samples,
+	       "reference %.2f, vs expert %.2f, vs best %.2f; %lld tokens in, %lld out, $%.2f\n",
+	       a->model, mode_name(c->mode), n_tasks, a->samples,
 	       json_number_value(json_object_get(p1, "compile")),
 	       json_number_value(json_object_get(p1, "correct")),
 	       json_number_value(json_object_get(p1, "fast_1_vs_reference")),
 	       json_number_value(json_object_get(p1, "fast_1_vs_expert")),
+	       json_number_value(json_object_get(p1, "fast_1_vs_best")),
 	       (long long)json_integer_value(json_object_get(usage, "input_tokens")),
 	       (long long)json_integer_value(json_object_get(usage, "output_tokens")),
 	       json_number_value(json_object_get(usage, "cost_usd")));

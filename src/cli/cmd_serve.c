@@ -11,7 +11,7 @@
 #include "serve/serve.h"
 #include "verify_opts.h"
 
-static const char *const baselines[] = {"reference", "expert", NULL};
+static const char *const baselines[] = {"reference", "expert", "best", NULL};
 
 /* serve's own options over o (and *body_max, an int for the table; o->body_max is a size_t). */
 #define SERVE_OPT_N 28
@@ -81,7 +81,8 @@ static void own_table(st_serve_opts *o, int *body_max, double *cap_gib, st_opt *
 		{ST_OPT_DOUBLE, .name = "lambda-opt", 0, &o->reward.lambda_opt, "X",
 		 "reward: rubric weight for optimisation", 0, 1e6},
 		{ST_OPT_ENUM, .name = "baseline", 0, &o->reward.baseline, "B",
-		 "reward: reference or expert, which speedup counts", .values = baselines},
+		 "reward: reference, expert or best (the faster of expert and\n"
+		 "vendor), which speedup counts", .values = baselines},
 		{ST_OPT_FLAG, .name = "profile", 0, &o->verify.profile, NULL,
 		 "add the CUPTI profile to every verdict (costs a run)"},
 		ST_REQUEST_CAP_OPT(cap_gib),

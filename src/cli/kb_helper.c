@@ -1,4 +1,4 @@
-/* Running the KernelBench import's PyTorch helper, and the fresh-seed copy of an imported task
+/* Running stitch's PyTorch helpers (the KernelBench import's, the vendor baselines'), and the fresh-seed copy of an imported task
  * that `stitch verify --fresh-seeds` judges instead of the stored seeds: the stored ones are on
  * disk for as long as the task exists, fresh ones exist only for one verify. */
 #include "kb_helper.h"
@@ -22,17 +22,23 @@
 
 int st_kb_helper_run(const char *const *args, int quiet_stdout)
 {
+	return st_py_helper_run("kb_import.py", "the KernelBench helper", args, quiet_stdout);
+}
+
+int st_py_helper_run(const char *script, const char *what, const char *const *args,
+                     int quiet_stdout)
+{
 	const char *python = getenv("STITCH_PYTHON");
 	const char *want = python && *python ? python : "python3";
 	char py[PATH_MAX], helper[PATH_MAX];
 	if (!st_which(want, py, sizeof py)) {
-		st_cli_error("no %s here: the KernelBench helper needs python3 with torch (set "
-		             "STITCH_PYTHON to one)", want);
+		st_cli_error("no %s here: %s needs python3 with torch (set STITCH_PYTHON to one)", want,
+		             what);
 		return ST_EXIT_ENV;
 	}
-	snprintf(helper, sizeof helper, "%s/scripts/kb_import.py", st_home());
+	snprintf(helper, sizeof helper, "%s/scripts/%s", st_home(), script);
 	if (!st_file_exists(helper)) {
-		st_cli_error("the KernelBench helper %s is missing (STITCH_HOME?)", helper);
+		st_cli_error("%s %s is missing (STITCH_HOME?)", what, helper);
 		return ST_EXIT_ENV;
 	}
 	const char *argv[40];
@@ -62,14 +68,14 @@ int st_kb_helper_run(const char *const *args, int quiet_stdout)
 			return ST_EXIT_ENV;
 		}
 	if (WIFSIGNALED(status)) {
-		st_cli_error("the KernelBench helper was killed by signal %d", WTERMSIG(status));
+		st_cli_error("%s was killed by signal %d", what, WTERMSIG(status));
 		return ST_EXIT_ENV;
 	}
 	int rc = WEXITSTATUS(status);
 	if (rc == ST_EXIT_OK || rc == ST_EXIT_USAGE || rc == ST_EXIT_ENV)
 		return rc;
 	if (rc != 127)
-		st_cli_error("the KernelBench helper failed (exit %d)", rc);
+		st_cli_error("%s failed (exit %d)", what, rc);
 	return ST_EXIT_ENV;
 }
 

@@ -1,6 +1,7 @@
 /* The KernelBench import's PyTorch helper (scripts/kb_import.py), run for `stitch import
- * kernelbench` and for `stitch verify --fresh-seeds`: which python runs it, how it is started,
- * and the fresh-seed copy of an imported task. */
+ * kernelbench` and for `stitch verify --fresh-seeds`, and the vendor baselines' helper
+ * (scripts/vendor_baselines.py, `stitch bench --vendor`): which python runs them, how they are
+ * started, and the fresh-seed copy of an imported task. */
 #ifndef ST_KB_HELPER_H
 #define ST_KB_HELPER_H
 
@@ -12,6 +13,11 @@
  * ST_EXIT_USAGE (the helper refused the program) or ST_EXIT_ENV (no python, torch or helper),
  * having said why. */
 int st_kb_helper_run(const char *const *args, int quiet_stdout);
+
+/* The same for any helper in <STITCH_HOME>/scripts/: `script` is its file name, `what` names it
+ * in messages ("the vendor baselines helper"). */
+int st_py_helper_run(const char *script, const char *what, const char *const *args,
+                     int quiet_stdout);
 
 /* A copy of the imported KernelBench task in task_dir whose correctness and check seeds are
  * drawn now, by the helper, under a secret seed: the program is rebuilt from the task's

@@ -37,9 +37,22 @@ static const st_reward_opts *opts_or_default(const st_reward_opts *o, st_reward_
 	return tmp;
 }
 
-static int is_expert(const st_reward_opts *o)
+/* The baseline by name: "expert", "best" (the faster of expert and vendor), else "reference". */
+static const char *base_name(const st_reward_opts *o)
 {
-	return o->baseline && !strcmp(o->baseline, "expert");
+	if (o->baseline && !strcmp(o->baseline, "expert"))
+		return "expert";
+	return o->baseline && !strcmp(o->baseline, "best") ? "best" : "reference";
+}
+
+/* The verdict's speedup against the baseline; "best" falls back to the expert where the verdict
+ * has no bar (one from before it, or an imported task's). */
+static const json_t *speedup_of(const json_t *verdict, const char *base)
+{
+	const json_t *sp = json_object_get(verdict, "speedup");
+	if (!strcmp(base, "best") && json_object_get(sp, "vs_best"))
+		return json_object_get(sp, "vs_best");
+	return json_object_get(sp, strcmp(base, "reference") ? "vs_expert" : "vs_reference");
 }
 
 static int verdict_ok(const json_t *verdict)
@@ -52,8 +65,7 @@ double st_reward_rule(const json_t *verdict, const st_reward_opts *o, double *sp
 {
 	st_reward_opts tmp;
 	o = opts_or_default(o, &tmp);
-	const json_t *sp = json_object_get(json_object_get(verdict, "speedup"),
-	                                   is_expert(o) ? "vs_expert" : "vs_reference");
+	const json_t *sp = speedup_of(verdict, base_name(o));
 	double raw = json_is_number(sp) ? json_number_value(sp) : 0;
 	/* A negative or non-finite speedup is a broken verdict, not a slow solution. */
 	if (!isfinite(raw) || raw < 0)
@@ -327,8 +339,14 @@ json_t *st_reward_combine(const json_t *verdict, const st_rubric *rubric, st_ski
 		if (!jr)
 			return NULL;
 	}
-	return json_pack("{s:b,s:f,s:s,s:f,s:o,s:f,s:f,s:s?,s:s}", "correct", correct, "speedup",
-	                 speedup, "baseline", is_expert(o) ? "expert" : "reference", "rule", rule,
-	                 "rubric", jr, "lambda", lambda, "reward", reward, "zeroed_by", zeroed_by,
-	                 "formula", formula);
+	json_t *out = json_pack("{s:b,s:f,s:s,s:f,s:o,s:f,s:f,s:s?,s:s}", "correct", correct,
+	                        "speedup", speedup, "baseline", base_name(o), "rule", rule, "rubric",
+	                        jr, "lambda", lambda, "reward", reward, "zeroed_by", zeroed_by,
+	                        "formula", formula);
+	if (out && !strcmp(base_name(o), "best")) { /* which one set the bar */
+		const char *bar = json_string_value(json_object_get(json_object_get(verdict, "baselines"),
+		                                                    "best"));
+		json_object_set_new(out, "bar", json_string(bar ? bar : "expert"));
+	}
+	return out;
 }

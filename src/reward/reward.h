@@ -20,7 +20,8 @@ typedef struct st_reward_opts {
 	double offset;        /* added to the capped speedup, default 0.3 */
 	double lambda_gen;    /* rubric weight for task-to-code, default 1.0 */
 	double lambda_opt;    /* for optimisation, default 0.7 */
-	const char *baseline; /* "reference" (default) or "expert": which speedup counts */
+	const char *baseline; /* "reference" (default), "expert" or "best" (the faster of expert and
+	                       * vendor, docs/bench.md): which speedup counts */
 } st_reward_opts;
 
 void st_reward_opts_default(st_reward_opts *o);
@@ -63,7 +64,8 @@ st_status st_rubric_judge(st_llm_client *c, const char *prompts_dir, st_skill sk
  * breakdown object (NULL when out of memory):
  * {"correct", "speedup", "baseline", "rule", "rubric": {items by name, "score",
  *  "major_hacking", "neutral", "rationale"} or null, "lambda", "reward",
- *  "zeroed_by" ("incorrect", "major_hacking" or null), "formula"}. */
+ *  "zeroed_by" ("incorrect", "major_hacking" or null), "formula"}, and with the baseline
+ *  "best" "bar": "expert" or "vendor", which one set it. */
 json_t *st_reward_combine(const json_t *verdict, const st_rubric *rubric, st_skill skill,
                           const st_reward_opts *o);
 

@@ -16,6 +16,12 @@
 #define ST_BENCH_NP 5
 extern const double st_bench_p[ST_BENCH_NP];
 
+/* The baselines fast_p and geomean are scored against: "reference", "expert" and "best" (the
+ * faster of the expert and the vendor's PyTorch figure for the GPU; the expert where there is
+ * none: docs/bench.md). */
+#define ST_BENCH_NB 3
+extern const char *const st_bench_bases[ST_BENCH_NB];
+
 /* A speedup over the expert above this, or a SOL fraction above 1 (faster than the roofline
  * allows), marks a row suspicious: most likely a measurement or verification gap, worth a look
  * before anyone believes it. */
@@ -23,14 +29,20 @@ extern const double st_bench_p[ST_BENCH_NP];
 
 /* One row from a verdict (NULL verdict: the solution was missing from DIR). Keys: task, tier,
  * status, reason, compiled, correct, reference_ms, expert_ms, solution_ms, vs_reference,
- * vs_expert, sol_fraction, suspicious (array of strings), flags (the verdict's). Times and
- * speedups are null when unknown. */
+ * vs_expert, sol_fraction, suspicious (array of strings), flags (the verdict's), and the "best"
+ * bar's: vendor_ms, best_ms, best ("expert" or "vendor": which set the bar), vs_vendor,
+ * vs_best. Times and speedups are null when unknown. */
 json_t *st_bench_row(const char *task_id, int tier, const json_t *verdict);
+
+/* Sets row r's "best" keys from the verdict (NULL: none); a verdict without a bar (from before
+ * it, or an imported task) makes the expert the bar. The store rebuilds them with it. */
+void st_bench_row_best(json_t *r, const json_t *verdict);
 
 /* Scores of a set of rows: {"all": S, "tiers": {"1": S, ...}} where S = {tasks, compiled,
  * correct, compile_rate, correct_rate, fast_p: {reference: {"0": x, "1": x, "1.5": x, "2": x,
- * "5": x}, expert: {...}}, geomean: {reference: {correct, faster}, expert: {...}}, sol:
- * {mean, median, n}, suspicious}. Rates are over every row, missing solutions included. */
+ * "5": x}, expert: {...}, best: {...}}, geomean: {reference: {correct, faster}, expert: {...},
+ * best: {...}}, sol: {mean, median, n}, suspicious, bar: {with_vendor, vendor} (rows with a
+ * vendor figure, rows whose bar it set)}. Rates are over every row, missing solutions included. */
 json_t *st_bench_score(const json_t *rows);
 
 /* Renderings. `baseline` ("reference" or "expert") picks the headline speedup column. */

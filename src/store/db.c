@@ -214,7 +214,8 @@ st_status st_bench_db_load(st_bench_db *d, const char *ref, json_t **run, json_t
 	if (sqlite3_prepare_v2(d->store.db,
 	                       "SELECT task, tier, status, reason, compiled, correct, reference_ms,"
 	                       " expert_ms, solution_ms, vs_reference, vs_expert, sol_fraction,"
-	                       " suspicious, flags FROM results WHERE run = ? ORDER BY seq", -1, &st,
+	                       " suspicious, flags, verdict FROM results WHERE run = ? ORDER BY seq",
+	                       -1, &st,
 	                       NULL)) {
 		json_decref(r);
 		return st_sql_store_error(&d->store, err, "cannot prepare");
@@ -241,6 +242,11 @@ st_status st_bench_db_load(st_bench_db *d, const char *ref, json_t **run, json_t
 			json_t *x = text ? json_loads(text, 0, NULL) : NULL;
 			json_object_set_new(row, i == 12 ? "suspicious" : "flags", x ? x : json_array());
 		}
+		/* the "best" bar's figures live in the stored verdict: no columns of their own */
+		const char *vt = (const char *)sqlite3_column_text(st, 14);
+		json_t *v = vt ? json_loads(vt, 0, NULL) : NULL;
+		st_bench_row_best(row, v);
+		json_decref(v);
 		json_array_append_new(a, row);
 	}
 	sqlite3_finalize(st);

@@ -27,17 +27,18 @@ double st_eval_pass_at(int n, int c, int k)
 	return 1.0 - p;
 }
 
-static const char *const bases[2] = {"reference", "expert"};
+/* fast_p and geomean against each of st_bench_bases: reference, expert, best */
+#define NB ST_BENCH_NB
 
 /* Counts over a task's final rows, and pass@k of each. */
-static json_t *pass_block(int n, int compiled, int correct, const int fast[2][ST_BENCH_NP], int k)
+static json_t *pass_block(int n, int compiled, int correct, const int fast[NB][ST_BENCH_NP], int k)
 {
 	json_t *x = json_pack("{s:f,s:f}", "compile", st_eval_pass_at(n, compiled, k), "correct",
 	                      st_eval_pass_at(n, correct, k));
-	for (int b = 0; b < 2; b++)
+	for (int b = 0; b < NB; b++)
 		for (int p = 0; p < ST_BENCH_NP; p++) {
 			char name[48];
-			snprintf(name, sizeof name, "fast_%g_vs_%s", st_bench_p[p], bases[b]);
+			snprintf(name, sizeof name, "fast_%g_vs_%s", st_bench_p[p], st_bench_bases[b]);
 			json_object_set_new(x, name, json_real(st_eval_pass_at(n, fast[b][p], k)));
 		}
 	return x;
@@ -48,7 +49,9 @@ static double speedup(const json_t *r, int b)
 {
 	if (!json_is_true(json_object_get(r, "correct")))
 		return 0;
-	double s = st_json_num(r, b ? "vs_expert" : "vs_reference");
+	char key[32];
+	snprintf(key, sizeof key, "vs_%s", st_bench_bases[b]);
+	double s = st_json_num(r, key);
 	return s > 0 && isfinite(s) ? s : 0;
 }
 
@@ -76,8 +79,8 @@ static json_t *round_block(int round, json_t *const *rows, int n)
 /* One task's scores from its rows (every round of every sample). */
 static json_t *task_scores(const json_t *rows, int K, int R)
 {
-	int n = 0, compiled = 0, correct = 0, fast[2][ST_BENCH_NP] = {{0}}, ns[2] = {0}, nsol = 0;
-	double logsum[2] = {0}, sol = 0;
+	int n = 0, compiled = 0, correct = 0, fast[NB][ST_BENCH_NP] = {{0}}, ns[NB] = {0}, nsol = 0;
+	double logsum[NB] = {0}, sol = 0;
 	int max_sample = -1;
 	size_t i;
 	json_t *r;
@@ -89,7 +92,7 @@ static json_t *task_scores(const json_t *rows, int K, int R)
 		n++;
 		compiled += json_is_true(json_object_get(r, "compiled"));
 		correct += json_is_true(json_object_get(r, "correct"));
-		for (int b = 0; b < 2; b++) {
+		for (int b = 0; b < NB; b++) {
 			double x = speedup(r, b);
 			for (int p = 0; p < ST_BENCH_NP; p++)
 				fast[b][p] += json_is_true(json_object_get(r, "correct")) && x > st_bench_p[p];
@@ -110,10 +113,12 @@ static json_t *task_scores(const json_t *rows, int K, int R)
 		snprintf(key, sizeof key, "pass@%d", K);
 		json_object_set_new(o, key, pass_block(n, compiled, correct, fast, K));
 	}
-	for (int b = 0; b < 2; b++)
-		if (ns[b])
-			json_object_set_new(o, b ? "geomean_vs_expert" : "geomean_vs_reference",
-			                    json_real(exp(logsum[b] / ns[b])));
+	for (int b = 0; b < NB; b++)
+		if (ns[b]) {
+			char key[48];
+			snprintf(key, sizeof key, "geomean_vs_%s", st_bench_bases[b]);
+			json_object_set_new(o, key, json_real(exp(logsum[b] / ns[b])));
+		}
 	if (nsol)
 		json_object_set_new(o, "sol_fraction", json_real(sol / nsol));
 	/* The row each sample holds at each round: its latest row up to that round with code (a
@@ -174,8 +179,8 @@ static void add(json_t *acc, const char *key, double x)
 static json_t *group_scores(const json_t *tasks, const char *prefix, int R)
 {
 	json_t *g = json_object();
-	int n = 0, ng[2] = {0};
-	double lg[2] = {0};
+	int n = 0, ng[NB] = {0};
+	double lg[NB] = {0};
 	json_t *rsum = json_array();
 	int rn[ST_EVAL_MAX_ROUNDS], rgn[ST_EVAL_MAX_ROUNDS];
 	double rgl[ST_EVAL_MAX_ROUNDS];
@@ -205,8 +210,10 @@ static json_t *group_scores(const json_t *tasks, const char *prefix, int R)
 			json_object_foreach(x, m, v)
 				add(acc, m, json_number_value(v));
 		}
-		for (int b = 0; b < 2; b++) {
-			double s = st_json_num(t, b ? "geomean_vs_expert" : "geomean_vs_reference");
+		for (int b = 0; b < NB; b++) {
+			char gk[48];
+			snprintf(gk, sizeof gk, "geomean_vs_%s", st_bench_bases[b]);
+			double s = st_json_num(t, gk);
 			if (s > 0) {
 				lg[b] += log(s);
 				ng[b]++;
@@ -238,10 +245,12 @@ static json_t *group_scores(const json_t *tasks, const char *prefix, int R)
 			json_object_set_new(acc, m, json_real(json_number_value(v) / n));
 	}
 	json_object_set_new(g, "tasks", json_integer(n));
-	for (int b = 0; b < 2; b++)
-		if (ng[b])
-			json_object_set_new(g, b ? "geomean_vs_expert" : "geomean_vs_reference",
-			                    json_real(exp(lg[b] / ng[b])));
+	for (int b = 0; b < NB; b++)
+		if (ng[b]) {
+			char gk[48];
+			snprintf(gk, sizeof gk, "geomean_vs_%s", st_bench_bases[b]);
+			json_object_set_new(g, gk, json_real(exp(lg[b] / ng[b])));
+		}
 	json_t *curve = json_array();
 	for (int i = 0; i < R; i++) {
 		json_t *a = json_array_get(rsum, i);

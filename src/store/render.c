@@ -50,6 +50,31 @@ static const json_t *geomean(const json_t *s, const char *base, const char *whic
 	return json_object_get(json_object_get(json_object_get(s, "geomean"), base), which);
 }
 
+/* Which bar "best" was, in one sentence from the overall score: the expert everywhere (no
+ * vendor figures for this GPU), or the faster of expert and vendor with the count of each. */
+static void bar_sentence(const json_t *score, char *out, size_t len)
+{
+	const json_t *all = json_object_get(score, "all");
+	const json_t *bar = json_object_get(all, "bar");
+	int n = (int)json_integer_value(json_object_get(all, "tasks"));
+	int nv = (int)json_integer_value(json_object_get(bar, "with_vendor"));
+	int vb = (int)json_integer_value(json_object_get(bar, "vendor"));
+	if (!nv)
+		snprintf(out, len, "bar 'best' = the expert on every task: no vendor (PyTorch) figures "
+		         "for this GPU (`stitch bench --vendor` times them)");
+	else
+		snprintf(out, len, "bar 'best' = the faster of expert and vendor (PyTorch): vendor "
+		         "figures for %d of %d tasks, the vendor set the bar on %d, the expert on %d",
+		         nv, n, vb, n - vb);
+}
+
+/* A row's bar: "vendor" or "expert", "-" when neither was timed. */
+static const char *bar_of(const json_t *r)
+{
+	const char *b = json_string_value(json_object_get(r, "best"));
+	return b ? b : "-";
+}
+
 /* ---- terminal table --------------------------------------------------------------------------- */
 
 static void score_line(const char *label, const json_t *s, const char *base, FILE *f)
@@ -64,6 +89,13 @@ static void score_line(const char *label, const json_t *s, const char *base, FIL
 	fprintf(f, "  geomean");
 	const json_t *g = geomean(s, base, "correct");
 	times(f, json_is_number(g) ? json_number_value(g) : 0, 7);
+	if (strcmp(base, "best")) {
+		fprintf(f, "  vs best: fast_1");
+		pct(f, fastp(s, "best", 1), 4);
+		fprintf(f, " geomean");
+		g = geomean(s, "best", "correct");
+		times(f, json_is_number(g) ? json_number_value(g) : 0, 7);
+	}
 	fprintf(f, "  SOL mean");
 	pct(f, json_object_get(json_object_get(s, "sol"), "mean"), 4);
 	int sus = (int)json_integer_value(json_object_get(s, "suspicious"));
@@ -74,8 +106,9 @@ static void score_line(const char *label, const json_t *s, const char *base, FIL
 
 void st_bench_print_table(const json_t *rows, const json_t *score, const char *baseline, FILE *f)
 {
-	fprintf(f, "%-24s %-14s %12s %12s %12s %8s %9s %6s\n", "task", "status", "reference ms",
-	        "expert ms", "solution ms", "vs ref", "vs expert", "SOL");
+	fprintf(f, "%-24s %-14s %12s %12s %12s %8s %9s %6s %12s %-6s %8s\n", "task", "status",
+	        "reference ms", "expert ms", "solution ms", "vs ref", "vs expert", "SOL", "best ms",
+	        "bar", "vs best");
 	size_t i;
 	const json_t *r;
 	json_array_foreach(rows, i, r) {
@@ -86,6 +119,9 @@ void st_bench_print_table(const json_t *rows, const json_t *score, const char *b
 		times(f, st_json_num(r, "vs_reference"), 8);
 		times(f, st_json_num(r, "vs_expert"), 9);
 		pct(f, json_object_get(r, "sol_fraction"), 6);
+		ms(f, st_json_num(r, "best_ms"), 12);
+		fprintf(f, " %-6s", bar_of(r));
+		times(f, st_json_num(r, "vs_best"), 8);
 		if (json_array_size(json_object_get(r, "suspicious")))
 			fprintf(f, "  suspicious: %s",
 			        json_string_value(json_array_get(json_object_get(r, "suspicious"), 0)));
@@ -100,6 +136,9 @@ void st_bench_print_table(const json_t *rows, const json_t *score, const char *b
 		score_line(label, s, baseline, f);
 	}
 	score_line("all", json_object_get(score, "all"), baseline, f);
+	char bar[256];
+	bar_sentence(score, bar, sizeof bar);
+	fprintf(f, "%s\n", bar);
 }
 
 /* ---- CSV ------------------------------------------------------------------------------------ */
@@ -127,7 +166,8 @@ static void csv_num(FILE *f, const json_t *r, const char *k)
 void st_bench_print_csv(const json_t *rows, FILE *f)
 {
 	fprintf(f, "task,tier,status,compiled,correct,reference_ms,expert_ms,solution_ms,"
-	           "vs_reference,vs_expert,sol_fraction,suspicious,reason\n");
+	           "vs_reference,vs_expert,sol_fraction,suspicious,reason,vendor_ms,best_ms,best,"
+	           "vs_best\n");
 	size_t i;
 	const json_t *r;
 	json_array_foreach(rows, i, r) {
@@ -145,6 +185,11 @@ void st_bench_print_csv(const json_t *rows, FILE *f)
 		csv_field(f, sus ? json_string_value(sus) : "");
 		fputc(',', f);
 		csv_field(f, str(r, "reason"));
+		csv_num(f, r, "vendor_ms");
+		csv_num(f, r, "best_ms");
+		fputc(',', f);
+		csv_field(f, str(r, "best"));
+		csv_num(f, r, "vs_best");
 		fputc('\n', f);
 	}
 }
@@ -167,6 +212,13 @@ static void number_cells(FILE *f, const json_t *r, const char *before, const cha
 	}
 	fputs(before, f);
 	pct(f, json_object_get(r, "sol_fraction"), 1);
+	fputs(after, f);
+	fputs(before, f);
+	ms(f, st_json_num(r, "best_ms"), 1);
+	fputs(after, f);
+	fprintf(f, "%s %s%s", before, bar_of(r), after);
+	fputs(before, f);
+	times(f, st_json_num(r, "vs_best"), 1);
 	fputs(after, f);
 }
 
@@ -213,8 +265,8 @@ static void md_score_row(FILE *f, const char *label, const json_t *s)
 	fputs(" |", f);
 	pct(f, json_object_get(s, "correct_rate"), 1);
 	fputs(" |", f);
-	for (int b = 0; b < 2; b++) {
-		const char *base = b ? "expert" : "reference";
+	for (int b = 0; b < ST_BENCH_NB; b++) {
+		const char *base = st_bench_bases[b];
 		for (int k = 1; k < ST_BENCH_NP; k++) {
 			pct(f, fastp(s, base, st_bench_p[k]), 1);
 			fputs(k + 1 < ST_BENCH_NP ? " /" : " |", f);
@@ -237,9 +289,13 @@ void st_bench_print_md(const json_t *run, const json_t *rows, const json_t *scor
 	fprintf(f, "\n## Scores\n\nfast_p: share of all tasks that are correct and more than p times "
 	           "faster than the baseline (p = 1 / 1.5 / 2 / 5). Geomean: over correct tasks / "
 	           "over those faster than the baseline. Headline baseline: %s.\n\n", baseline);
+	char bar[256];
+	bar_sentence(score, bar, sizeof bar);
+	fprintf(f, "The %s.\n\n", bar);
 	fprintf(f, "| scope | tasks | compiled | correct | fast_p vs reference | geomean vs reference "
-	           "| fast_p vs expert | geomean vs expert | SOL mean | suspicious |\n"
-	           "|---|---|---|---|---|---|---|---|---|---|\n");
+	           "| fast_p vs expert | geomean vs expert | fast_p vs best | geomean vs best "
+	           "| SOL mean | suspicious |\n"
+	           "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 	const char *key;
 	const json_t *s;
 	json_object_foreach((json_t *)json_object_get(score, "tiers"), key, s) {
@@ -256,8 +312,8 @@ void st_bench_print_md(const json_t *run, const json_t *rows, const json_t *scor
 		if (t != tier) {
 			tier = t;
 			fprintf(f, "\n## Tier %lld\n\n| task | status | reference ms | expert ms | solution ms "
-			           "| vs reference | vs expert | SOL | notes |\n"
-			           "|---|---|---|---|---|---|---|---|---|\n", (long long)t);
+			           "| vs reference | vs expert | SOL | best ms | bar | vs best | notes |\n"
+			           "|---|---|---|---|---|---|---|---|---|---|---|---|\n", (long long)t);
 		}
 		fprintf(f, "| %s | %s |", str(r, "task"), str(r, "status"));
 		number_cells(f, r, "", " |");
@@ -362,10 +418,11 @@ void st_bench_print_html(const json_t *run, const json_t *rows, const json_t *sc
 	run_facts(run, f, 1);
 	fputs("</table>\n<h2>Scores</h2>\n<table><tr><th>scope</th><th>tasks</th><th>compiled</th>"
 	      "<th>correct</th>", f);
-	for (int b = 0; b < 2; b++)
+	for (int b = 0; b < ST_BENCH_NB; b++)
 		for (int k = 1; k < ST_BENCH_NP; k++)
-			fprintf(f, "<th>fast_%g vs %s</th>", st_bench_p[k], b ? "expert" : "ref");
-	fputs("<th>geomean vs ref</th><th>geomean vs expert</th><th>SOL mean</th><th>suspicious</th></tr>\n", f);
+			fprintf(f, "<th>fast_%g vs %s</th>", st_bench_p[k], b ? st_bench_bases[b] : "ref");
+	fputs("<th>geomean vs ref</th><th>geomean vs expert</th><th>geomean vs best</th>"
+	      "<th>SOL mean</th><th>suspicious</th></tr>\n", f);
 	json_t *scopes = json_deep_copy(json_object_get(score, "tiers"));
 	json_object_set(scopes, "all", json_object_get(score, "all"));
 	const char *key;
@@ -376,14 +433,14 @@ void st_bench_print_html(const json_t *run, const json_t *rows, const json_t *sc
 		pct(f, json_object_get(s, "compile_rate"), 1);
 		fputs("</td><td>", f);
 		pct(f, json_object_get(s, "correct_rate"), 1);
-		for (int b = 0; b < 2; b++)
+		for (int b = 0; b < ST_BENCH_NB; b++)
 			for (int k = 1; k < ST_BENCH_NP; k++) {
 				fputs("</td><td>", f);
-				pct(f, fastp(s, b ? "expert" : "reference", st_bench_p[k]), 1);
+				pct(f, fastp(s, st_bench_bases[b], st_bench_p[k]), 1);
 			}
-		for (int b = 0; b < 2; b++) {
+		for (int b = 0; b < ST_BENCH_NB; b++) {
 			fputs("</td><td>", f);
-			const json_t *g = geomean(s, b ? "expert" : "reference", "correct");
+			const json_t *g = geomean(s, st_bench_bases[b], "correct");
 			times(f, json_is_number(g) ? json_number_value(g) : 0, 1);
 		}
 		fputs("</td><td>", f);
@@ -391,12 +448,16 @@ void st_bench_print_html(const json_t *run, const json_t *rows, const json_t *sc
 		fprintf(f, "</td><td>%d</td></tr>\n", (int)json_integer_value(json_object_get(s, "suspicious")));
 	}
 	json_decref(scopes);
-	fputs("</table>\n", f);
+	char bar[256];
+	bar_sentence(score, bar, sizeof bar);
+	fputs("</table>\n<p class=\"bar\">The ", f);
+	st_html_text(f, bar, sizeof bar);
+	fputs(".</p>\n", f);
 	svg_speedups(rows, baseline, f);
 	svg_sol(score, f);
 	fputs("<h2>Tasks</h2>\n<table><tr><th>task</th><th>status</th><th>reference ms</th>"
 	      "<th>expert ms</th><th>solution ms</th><th>vs reference</th><th>vs expert</th>"
-	      "<th>SOL</th><th>notes</th></tr>\n", f);
+	      "<th>SOL</th><th>best ms</th><th>bar</th><th>vs best</th><th>notes</th></tr>\n", f);
 	size_t i;
 	const json_t *r;
 	json_array_foreach(rows, i, r) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "task/expr.h"
+#include "task/vendor.h"
 #include "verify/peaks.h"
 #include "verify/verify_int.h"
 
@@ -26,6 +27,49 @@ static void imported_baselines(vctx *v, const json_t *b, double cand_ms, json_t 
 		json_object_set_new(base, "measured_on", json_string(dev));
 	if (dev && here && !strstr(here, dev))
 		vx_flag(v, "baselines_from_other_device");
+}
+
+/* The "best" bar: the faster of the expert, timed here, and the vendor's (PyTorch's) figure for
+ * this GPU and size set (task/vendor.h), timed by scripts/vendor_baselines.py in another run. Its
+ * absence is no failure: the bar is then the expert and `best_note` says why. Imported tasks
+ * have their own PyTorch figures (eager, compile) and no expert: no bar here. */
+static void best_bar(vctx *v, const st_size_set *set, double cand_ms, double expert_ms,
+                     json_t *base, json_t *speed)
+{
+	const st_task *t = v->task;
+	if (t->n_data_seeds)
+		return;
+	const char *dev = json_string_value(json_object_get(json_object_get(v->verdict, "device"),
+	                                                    "device"));
+	st_vendor vd;
+	st_err e;
+	char note[768];
+	if (st_vendor_lookup(NULL, dev, t->id, set->label, &vd, &e)) {
+		snprintf(note, sizeof note, "vendor figures unreadable: %.600s", e.msg);
+		vd.ms = 0;
+	} else {
+		snprintf(note, sizeof note, "%s", vd.note);
+	}
+	if (vd.ms > 0) {
+		json_object_set_new(base, "vendor_ms", json_real(vd.ms));
+		json_object_set_new(base, "vendor_op", json_string(vd.op));
+		json_object_set_new(base, "vendor_backend", json_string(vd.backend));
+		if (cand_ms > 0)
+			json_object_set_new(speed, "vs_vendor", json_real(vd.ms / cand_ms));
+	}
+	int vendor = vd.ms > 0 && (expert_ms <= 0 || vd.ms < expert_ms);
+	double best = vendor ? vd.ms : expert_ms;
+	if (best <= 0)
+		return;
+	if (vd.ms > 0 && !vendor)
+		snprintf(note, sizeof note, "the expert (%.4f ms) is faster than the vendor's %s %s "
+		         "(%.4f ms)", expert_ms, vd.op, vd.backend, vd.ms);
+	json_object_set_new(base, "best_ms", json_real(best));
+	json_object_set_new(base, "best", json_string(vendor ? "vendor" : "expert"));
+	if (!vendor)
+		json_object_set_new(base, "best_note", json_string(note));
+	if (cand_ms > 0)
+		json_object_set_new(speed, "vs_best", json_real(best / cand_ms));
 }
 
 /* The parent's own clock (clock_bound.h): what the candidate's batches took beyond its reports,
@@ -166,6 +210,7 @@ void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 		json_object_set_new(speed, "vs_expert", json_real(med[v->expert] / c));
 	if (t->baselines && c > 0)
 		imported_baselines(v, t->baselines, c, base, speed);
+	best_bar(v, set, c, v->expert >= 0 ? med[v->expert] : 0, base, speed);
 	json_object_set_new(v->verdict, "baselines", base);
 	json_object_set_new(v->verdict, "speedup", speed);
 

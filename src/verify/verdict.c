@@ -239,9 +239,11 @@ void st_verdict_print(const json_t *v, FILE *f)
 		static const char *const against[][2] = {{"vs_reference", "reference"},
 		                                         {"vs_expert", "expert"},
 		                                         {"vs_eager", "PyTorch eager"},
-		                                         {"vs_compile", "torch.compile"}};
+		                                         {"vs_compile", "torch.compile"},
+		                                         {"vs_vendor", "vendor"},
+		                                         {"vs_best", "best"}};
 		fprintf(f, "%-10s", "speedup");
-		for (int k = 0, n = 0; k < 4; k++)
+		for (int k = 0, n = 0; k < 6; k++)
 			if (json_object_get(sp, against[k][0]))
 				fprintf(f, "%s %.2fx vs %s", n++ ? "," : "", st_json_num(sp, against[k][0]),
 				        against[k][1]);
@@ -250,6 +252,15 @@ void st_verdict_print(const json_t *v, FILE *f)
 			fprintf(f, " (PyTorch timed at import on %s)",
 			        json_string_value(json_object_get(b, "measured_on")));
 		fputc('\n', f);
+		const char *best = json_string_value(json_object_get(b, "best"));
+		if (best && !strcmp(best, "vendor"))
+			fprintf(f, "%-10s the vendor's %s (%s), %.4f ms, is faster than the expert\n", "best",
+			        json_string_value(json_object_get(b, "vendor_op")),
+			        json_string_value(json_object_get(b, "vendor_backend")),
+			        st_json_num(b, "vendor_ms"));
+		else if (best)
+			fprintf(f, "%-10s the expert (%s)\n", "best",
+			        json_string_value(json_object_get(b, "best_note")));
 	}
 	const json_t *sol = json_object_get(v, "sol");
 	if (sol && json_object_get(sol, "fraction"))

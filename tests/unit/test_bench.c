@@ -2,7 +2,9 @@
  * suspicious), the scores (rates over every row, fast_p at each threshold against both
  * baselines, geometric means, SOL mean/median, per tier), the SQLite store (a run saved with raw
  * samples and read back by id, 'last' and 'last~1', bad references refused) and the renderings
- * (CSV quoting, HTML escaping and its two SVG charts, the comparison of two runs). */
+ * (CSV quoting, HTML escaping and its two SVG charts, the comparison of two runs), and the "best"
+ * bar: the vendor file's look-up, rows and scores against the faster of expert and vendor, the
+ * reports naming which set the bar or saying there were no vendor figures. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "store/bench.h"
+#include "task/vendor.h"
 
 #define EPS 1e-9
 
@@ -280,6 +283,142 @@ static void test_db(void **state)
 	json_decref(vs);
 }
 
+
+/* A correct verdict with the "best" bar as timing_verdict.c writes it. */
+static json_t *verdict_bar(double exp, double vendor, double cand)
+{
+	json_t *v = verdict("ok", 1, 2 * exp, exp, cand, 0.5);
+	json_t *b = json_object_get(v, "baselines"), *sp = json_object_get(v, "speedup");
+	int vb = vendor > 0 && vendor < exp;
+	double best = vb ? vendor : exp;
+	if (vendor > 0) {
+		json_object_set_new(b, "vendor_ms", json_real(vendor));
+		json_object_set_new(sp, "vs_vendor", json_real(vendor / cand));
+	}
+	json_object_set_new(b, "best_ms", json_real(best));
+	json_object_set_new(b, "best", json_string(vb ? "vendor" : "expert"));
+	json_object_set_new(sp, "vs_best", json_real(best / cand));
+	return v;
+}
+
+static void test_best_bar(void **state)
+{
+	(void)state;
+	/* t1/x: the vendor (0.5 ms) beats the expert (1 ms); t1/y: the expert is faster; t1/z: an
+	 * old verdict with no bar at all: the expert is the bar */
+	json_t *vx = verdict_bar(1.0, 0.5, 1.0), *vy = verdict_bar(1.0, 3.0, 0.5);
+	json_t *vz = verdict("ok", 1, 4.0, 2.0, 1.0, 0.5);
+	json_t *rows = json_array();
+	json_array_append_new(rows, st_bench_row("t1/x", 1, vx));
+	json_array_append_new(rows, st_bench_row("t1/y", 1, vy));
+	json_array_append_new(rows, st_bench_row("t1/z", 1, vz));
+	const json_t *x = json_array_get(rows, 0), *y = json_array_get(rows, 1),
+	             *z = json_array_get(rows, 2);
+	assert_string_equal(json_string_value(json_object_get(x, "best")), "vendor");
+	assert_true(fabs(json_number_value(json_object_get(x, "best_ms")) - 0.5) < EPS);
+	assert_true(fabs(json_number_value(json_object_get(x, "vs_best")) - 0.5) < EPS);
+	assert_true(fabs(json_number_value(json_object_get(x, "vs_expert")) - 1.0) < EPS);
+	assert_string_equal(json_string_value(json_object_get(y, "best")), "expert");
+	assert_true(fabs(json_number_value(json_object_get(y, "vs_best")) - 2.0) < EPS);
+	assert_true(fabs(json_number_value(json_object_get(y, "vendor_ms")) - 3.0) < EPS);
+	assert_string_equal(json_string_value(json_object_get(z, "best")), "expert");
+	assert_true(json_is_null(json_object_get(z, "vendor_ms")));
+	assert_true(fabs(json_number_value(json_object_get(z, "vs_best")) - 2.0) < EPS);
+	json_t *score = st_bench_score(rows);
+	const json_t *all = json_object_get(score, "all");
+	/* vs best: x 0.5x, y 2x, z 2x; vs expert: 1x, 2x, 2x */
+	const json_t *fb = json_object_get(json_object_get(all, "fast_p"), "best");
+	const json_t *fe = json_object_get(json_object_get(all, "fast_p"), "expert");
+	assert_true(fabs(json_number_value(json_object_get(fb, "1")) - 2.0 / 3) < EPS);
+	assert_true(fabs(json_number_value(json_object_get(fe, "1")) - 2.0 / 3) < EPS);
+	assert_true(fabs(json_number_value(json_object_get(fb, "1.5")) - 2.0 / 3) < EPS);
+	double g = json_number_value(json_object_get(json_object_get(json_object_get(all, "geomean"),
+	                                                             "best"), "correct"));
+	assert_true(fabs(g - pow(0.5 * 2 * 2, 1.0 / 3)) < 1e-9);
+	const json_t *bar = json_object_get(all, "bar");
+	assert_int_equal(json_integer_value(json_object_get(bar, "with_vendor")), 2);
+	assert_int_equal(json_integer_value(json_object_get(bar, "vendor")), 1);
+
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	st_bench_print_table(rows, score, "reference", f);
+	json_t *run = json_pack("{s:s}", "device", "NVIDIA H200");
+	st_bench_print_md(run, rows, score, "best", f);
+	st_bench_print_csv(rows, f);
+	fclose(f);
+	assert_non_null(strstr(buf, "vendor figures for 2 of 3 tasks, the vendor set the bar on 1"));
+	assert_non_null(strstr(buf, "| fast_p vs best | geomean vs best |"));
+	assert_non_null(strstr(buf, "| best ms | bar | vs best |"));
+	assert_non_null(strstr(buf, "vs best: fast_1"));
+	assert_non_null(strstr(buf, ",suspicious,reason,vendor_ms,best_ms,best,vs_best\n"));
+	assert_non_null(strstr(buf, ",0.5,\"vendor\",0.5\n"));
+	free(buf);
+	json_decref(run);
+	json_decref(score);
+
+	/* no vendor figure anywhere: the report says the bar is the expert */
+	json_t *plain = json_array();
+	json_array_append_new(plain, st_bench_row("t1/z", 1, vz));
+	json_t *s2 = st_bench_score(plain);
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	st_bench_print_table(plain, s2, "reference", f);
+	fclose(f);
+	assert_non_null(strstr(buf, "bar 'best' = the expert on every task: no vendor"));
+	free(buf);
+	json_decref(s2);
+	json_decref(plain);
+	json_decref(rows);
+	json_decref(vx);
+	json_decref(vy);
+	json_decref(vz);
+}
+
+static void test_vendor_file(void **state)
+{
+	(void)state;
+	char slug[64];
+	st_vendor_slug("NVIDIA H200", slug, sizeof slug);
+	assert_string_equal(slug, "NVIDIA_H200");
+	st_vendor_slug("  host CPU (AMD EPYC) ", slug, sizeof slug);
+	assert_string_equal(slug, "host_CPU_AMD_EPYC");
+	st_vendor_slug("((()))", slug, sizeof slug);
+	assert_string_equal(slug, "unknown");
+
+	char dir[] = "/tmp/stitch-vendor-test.XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char path[256];
+	snprintf(path, sizeof path, "%s/NVIDIA_H200.json", dir);
+	FILE *f = fopen(path, "w");
+	fputs("{\"format\": \"stitch-vendor-baselines/1\", \"device\": \"NVIDIA H200\", \"tasks\": {"
+	      "\"t2/attention_causal\": {\"ms\": 0.102, \"op\": \"sdpa\", \"backend\": \"cudnn\", "
+	      "\"set\": \"eval\"}, \"t1/bad\": {\"ms\": -1}}}", f);
+	fclose(f);
+	st_vendor v;
+	st_err err;
+	assert_int_equal(st_vendor_lookup(dir, "NVIDIA H200", "t2/attention_causal", "eval", &v, &err),
+	                 ST_OK);
+	assert_true(fabs(v.ms - 0.102) < EPS);
+	assert_string_equal(v.backend, "cudnn");
+	/* another size set, another task, another device: no figure, and a note saying why */
+	assert_int_equal(st_vendor_lookup(dir, "NVIDIA H200", "t2/attention_causal", "small", &v,
+	                                  &err), ST_OK);
+	assert_true(v.ms == 0 && strstr(v.note, "not the timed set small"));
+	assert_int_equal(st_vendor_lookup(dir, "NVIDIA H200", "t1/conv2d", "eval", &v, &err), ST_OK);
+	assert_true(v.ms == 0 && strstr(v.note, "no vendor figure for t1/conv2d"));
+	assert_int_equal(st_vendor_lookup(dir, "NVIDIA B200", "t1/conv2d", "eval", &v, &err), ST_OK);
+	assert_true(v.ms == 0 && strstr(v.note, "no vendor figures for NVIDIA B200"));
+	/* a broken entry, and a file whose device is another one with the same slug, are errors */
+	assert_int_equal(st_vendor_lookup(dir, "NVIDIA H200", "t1/bad", "eval", &v, &err),
+	                 ST_E_INVALID);
+	assert_int_equal(st_vendor_lookup(dir, "NVIDIA-H200", "t1/bad", "eval", &v, &err),
+	                 ST_E_INVALID);
+	assert_non_null(strstr(err.msg, "measured on 'NVIDIA H200'"));
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -287,6 +426,8 @@ int main(void)
 		cmocka_unit_test(test_score),
 		cmocka_unit_test(test_render),
 		cmocka_unit_test(test_db),
+		cmocka_unit_test(test_best_bar),
+		cmocka_unit_test(test_vendor_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -123,6 +123,33 @@ static double reward_of(const json_t *b)
 	return json_number_value(x);
 }
 
+/* --baseline best: the verdict's vs_best and which one set the bar; the expert where the verdict
+ * has no bar */
+static void test_best(void **state)
+{
+	(void)state;
+	st_reward_opts o;
+	st_reward_opts_default(&o);
+	o.baseline = "best";
+	json_t *v = verdict("ok", 3, 1.5);
+	double sp = 0;
+	assert_float_equal(st_reward_rule(v, &o, &sp), 1.5, EPS); /* no bar: vs_expert */
+	json_object_set_new(json_object_get(v, "speedup"), "vs_best", json_real(0.8));
+	json_object_set_new(v, "baselines", json_pack("{s:s,s:f}", "best", "vendor", "best_ms", 1.0));
+	assert_float_equal(st_reward_rule(v, &o, &sp), 0.8, EPS);
+	json_t *b = st_reward_combine(v, NULL, ST_SKILL_GEN, &o);
+	assert_string_equal(json_string_value(json_object_get(b, "baseline")), "best");
+	assert_string_equal(json_string_value(json_object_get(b, "bar")), "vendor");
+	assert_float_equal(json_number_value(json_object_get(b, "reward")), 0.8 + 0.3, EPS);
+	json_decref(b);
+	o.baseline = "expert";
+	b = st_reward_combine(v, NULL, ST_SKILL_GEN, &o);
+	assert_null(json_object_get(b, "bar"));
+	assert_float_equal(json_number_value(json_object_get(b, "speedup")), 1.5, EPS);
+	json_decref(b);
+	json_decref(v);
+}
+
 static void test_combine(void **state)
 {
 	(void)state;
@@ -531,6 +558,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_rule),
+		T(test_best),
 		T(test_combine),
 		T(test_item_names),
 		T(test_parse_good),
