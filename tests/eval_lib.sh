@@ -48,6 +48,12 @@ run_eval() {
 	check "$name: eval exits 0 ($rc: $(tail -n 2 "$WORK/$name.err"))" [ "$rc" -eq 0 ]
 	kill "$pid"
 	wait "$pid" 2>/dev/null
+	# the agent loop's verdicts (its trajectories) go to lib.sh's schema check; oneshot and refine
+	# keep only rows of figures (results.jsonl), no verdicts
+	local t
+	for t in "$WORK/$name"/*/sample*.agent/trajectory.jsonl; do
+		[ -s "$t" ] && verdicts_keep "$t" '*.verdict?'
+	done
 }
 
 # expect NAME JSON: the run's scores.json against figures worked out by hand. JSON maps a path

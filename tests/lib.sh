@@ -26,12 +26,74 @@ PASSED=0
 # Short timing: the host backend measures CPU time; these tests check behaviour, not speed.
 FAST=(--backend "$BACKEND" --seed 7 --min-time 5 --max-rse 0.5 --max-samples 200 --quiet)
 
-# verify OUT_JSON ARGS...: runs stitch verify --json, stores the verdict, sets RC.
+# Every verdict a test produces is checked against docs/verdict.schema.json when the test
+# finishes (finish, or verdicts_check), by tests/tools/verdict_check.py: one python for all.
+# verdicts_keep FILE [SELECTOR]: FILE holds verdicts where SELECTOR says (none: FILE is one
+# verdict; `verdict`: a serve answer or a queue result; `verdicts.*`: bench --json, `verdicts.*?`
+# where a missing solution leaves a null; `*.verdict`: redteam --json rows or queue results.jsonl;
+# `*.verdict?`: a trajectory.jsonl, whose verdict records only; the grammar is in
+# verdict_check.py). The file is copied at once (a later run may write over it), so this works
+# from subshells and background jobs too.
+VERDICT_CHECK=(python3 "$STITCH_SRC/tests/tools/verdict_check.py" "$STITCH_SRC/docs/verdict.schema.json")
+VERDICTS_DIR="$WORK/verdicts"
+VERDICTS_N=0
+verdicts_keep() {
+	local sel=${2:-} copy
+	mkdir -p "$VERDICTS_DIR"
+	VERDICTS_N=$((VERDICTS_N + 1))
+	copy="$VERDICTS_DIR/$VERDICTS_N.$BASHPID.${1##*/}"
+	# a missing file leaves an empty copy, which the check reports as unreadable
+	cp "$1" "$copy" 2>/dev/null || : >"$copy"
+	printf '%s\t%s\n' "$copy" "$sel" >>"$VERDICTS_DIR/list"
+}
+# verdicts_from_db NAME DB SQL [SELECTOR]: the JSON texts in the first column of the SQL query's
+# rows (NULLs left out), one a line in $WORK/NAME.jsonl, kept with SELECTOR prefixed by `*.`
+# (none: each row is a verdict): the verdicts `stitch bench` and `stitch serve` stored.
+verdicts_from_db() {
+	python3 - "$2" "$3" "$WORK/$1.jsonl" <<'PY' || : >"$WORK/$1.jsonl"
+import sqlite3, sys
+db, sql, out = sys.argv[1:4]
+with open(out, "w") as f:
+    for (text,) in sqlite3.connect(db).execute(sql):
+        if text is not None:
+            f.write(text.replace("\n", " ") + "\n")
+PY
+	verdicts_keep "$WORK/$1.jsonl" "*${4:+.$4}"
+}
+# verdicts_check: the check of the verdicts kept so far (one `check`); finish calls it.
+# KEEP_VERDICTS=DIR also copies the files and their selectors there (a look at what the suite
+# emits: tests/tools/verdict_check.py SCHEMA --list DIR/*.list checks them again).
+verdicts_check() {
+	[ -s "$VERDICTS_DIR/list" ] || return 0
+	if [ -n "${KEEP_VERDICTS:-}" ] && mkdir -p "$KEEP_VERDICTS"; then
+		local tag f sel
+		tag=$(basename "$0" .sh).$$
+		while IFS=$'\t' read -r f sel; do
+			cp "$f" "$KEEP_VERDICTS/$tag.${f##*/}" && printf '%s\t%s\n' "$KEEP_VERDICTS/$tag.${f##*/}" "$sel"
+		done <"$VERDICTS_DIR/list" >>"$KEEP_VERDICTS/$tag.list"
+	fi
+	local rc=77
+	if command -v python3 >/dev/null; then
+		"${VERDICT_CHECK[@]}" --quiet --list "$VERDICTS_DIR/list" >"$VERDICTS_DIR/check.out" 2>&1
+		rc=$?
+	fi
+	if [ "$rc" -eq 77 ]; then
+		echo "note: verdicts not checked against the schema (no python3 jsonschema; scripts/bootstrap --tests)"
+		return 0
+	fi
+	cat "$VERDICTS_DIR/check.out"
+	check "every verdict of this test is valid against docs/verdict.schema.json (rc $rc)" [ "$rc" -eq 0 ]
+	: >"$VERDICTS_DIR/list"
+}
+
+# verify OUT_JSON ARGS...: runs stitch verify --json, stores the verdict, sets RC. A verdict
+# (exit 0 or 1) is kept for the schema check.
 verify() {
 	local out=$1
 	shift
 	"$STITCH" verify --json "${FAST[@]}" "$@" >"$out" 2>"$out.err"
 	RC=$?
+	case $RC in 0 | 1) verdicts_keep "$out" ;; esac
 }
 
 field() { # field FILE KEY: first "KEY": "value" in the file (top-level keys come first)
@@ -63,6 +125,7 @@ expect() {
 }
 
 finish() {
+	verdicts_check
 	echo "$PASSED passed, $FAILED failed"
 	[ "$FAILED" -eq 0 ]
 }

@@ -47,7 +47,8 @@ serve_start() {
 # http NAME METHOD PATH [BODY_FILE]: a request to 127.0.0.1:$PORT with $TOKEN as bearer token
 # when set; the answer's body in $WORK/NAME.body, its headers in $WORK/NAME.hdr, its status in
 # $WORK/NAME.code and CODE (0 when no HTTP answer came: refused, reset). Run in the background,
-# only the files tell.
+# only the files tell. A 200 of /v1/verify or /v1/reward holds a verdict: kept for lib.sh's
+# schema check.
 http() {
 	CODE=$(python3 - "$1" "$2" "http://127.0.0.1:$PORT$3" "${4:-}" "${TOKEN:-}" "$WORK" <<'EOF'
 import sys, urllib.request, urllib.error
@@ -69,6 +70,9 @@ open(f"{work}/{name}.code", "w").write(f"{code}\n")
 print(code)
 EOF
 )
+	case "$CODE $2 $3" in
+	"200 POST /v1/verify" | "200 POST /v1/reward") verdicts_keep "$WORK/$1.body" verdict ;;
+	esac
 }
 
 # body OUT JSON [CODE_FILE]: the JSON object, with "code" set to the file's text when given.

@@ -108,7 +108,7 @@ static void own_table(const char **dir, int *json, st_opt *t)
 		 .unset = "tests/redteam/<backend>"},
 		{ST_OPT_FLAG, .name = "json", 0, json, NULL,
 		 "print an array of {file, exploit, expect, got, caught, reason,\n"
-		 "wall_s, deadline_s}"},
+		 "wall_s, deadline_s, verdict}"},
 		{ST_OPT_END},
 	};
 	memcpy(t, table, sizeof table);
@@ -184,6 +184,7 @@ int cmd_redteam(int argc, char **argv)
 		char got[64] = "unclassified", reason[600] = "no 'redteam: | expect: | task:' header";
 		int ok = 0;
 		double wall = 0, deadline = 0;
+		json_t *verdict = NULL; /* the whole verdict, for --json */
 		if (parse_header(files[k], &c) == 0) {
 			char tdir[4096], tpath[4400];
 			st_err err;
@@ -200,6 +201,7 @@ int cmd_redteam(int argc, char **argv)
 				snprintf(reason, sizeof reason, "%s", json_string_value(json_object_get(v, "reason")));
 				wall = json_number_value(json_object_get(v, "wall_s"));
 				deadline = json_number_value(json_object_get(v, "deadline_s"));
+				verdict = json_incref(v);
 			}
 			if (s == ST_E_NODEVICE || s == ST_E_SYSTEM) {
 				st_cli_error("redteam: %s: %s", base, err.msg);
@@ -216,13 +218,16 @@ int cmd_redteam(int argc, char **argv)
 		}
 		caught += ok;
 		if (json)
-			json_array_append_new(all, json_pack("{s:s,s:s,s:s,s:s,s:b,s:s,s:f,s:f}", "file",
+			json_array_append_new(all, json_pack("{s:s,s:s,s:s,s:s,s:b,s:s,s:f,s:f,s:o}", "file",
 			                                     base, "exploit", c.exploit, "expect", c.expect,
 			                                     "got", got, "caught", ok, "reason", reason,
-			                                     "wall_s", wall, "deadline_s", deadline));
-		else
+			                                     "wall_s", wall, "deadline_s", deadline,
+			                                     "verdict", verdict ? verdict : json_null()));
+		else {
+			json_decref(verdict);
 			printf("%-7s %-24s %-18s got %-14s %s\n", ok ? "caught" : "MISSED", base, c.expect,
 			       got, c.exploit);
+		}
 		fflush(stdout);
 	}
 	for (int k = 0; k < n; k++)

@@ -29,6 +29,7 @@ for name in mlp cnn transformer_block lstm; do
 		python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["baselines"]; sys.exit(0 if b["eager_ms"] > 0 and b["compile_ms"] > 0 else 1)' "$T/task.json"
 	"$STITCH" verify --json --quiet "$T" "$KB/solutions/$name.cu" >"$WORK/$name.json" 2>"$WORK/$name.err"
 	rc=$?
+	verdicts_keep "$WORK/$name.json"
 	check "$name: the CUDA solution is correct against the import ($rc: $(field "$WORK/$name.json" reason))" \
 		[ "$rc" -eq 0 ]
 	python3 - "$T/task.json" "$WORK/$name.json" "$name" >>"$TABLE" <<'EOF'
@@ -47,8 +48,10 @@ done
 "$STITCH" verify --json --quiet --no-profile --fresh-seeds "$ROOT/kb/level3/mlp" "$KB/solutions/mlp.cu" \
 	>"$WORK/fresh.json" 2>"$WORK/fresh.err"
 rc=$?
+verdicts_keep "$WORK/fresh.json"
 check "mlp with --fresh-seeds on the GPU ($rc: $(field "$WORK/fresh.json" reason)$(tail -n 1 "$WORK/fresh.err"))" [ "$rc" -eq 0 ]
 cat "$TABLE"
 [ -n "${KB_SUMMARY:-}" ] && cat "$TABLE" >>"$KB_SUMMARY"
+verdicts_check
 echo "kernelbench_cuda: $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

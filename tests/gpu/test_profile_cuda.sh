@@ -2,7 +2,8 @@
 # The profiler on the GPU: the eager MLP reference shows its separate GEMM, bias and GELU kernels
 # and a finding that names the unfused work; the expert shows fewer kernels; CUPTI's kernel
 # durations plus gaps agree with event time of the run within 5 %; --trace writes a Chrome trace;
-# a solution that crashes under the profiler gets a verdict.
+# a solution that crashes under the profiler gets a verdict. Every answer is a verdict, checked
+# against docs/verdict.schema.json (lib.sh).
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
@@ -12,6 +13,7 @@ num() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -n 1; }
 "$STITCH" profile --json --quiet --trace "$WORK/ref.trace.json" t2/mlp_gelu "$MLP/reference.cu" \
 	>"$WORK/ref.json" 2>"$WORK/ref.err"
 rc=$?
+verdicts_keep "$WORK/ref.json"
 check "profile reference: exit 0 (got $rc: $(tail -n 1 "$WORK/ref.err"))" [ "$rc" -eq 0 ]
 ref_launches=$(num "$WORK/ref.json" launches)
 check "reference: at least 5 launches (got $ref_launches)" [ "${ref_launches:-0}" -ge 5 ]
@@ -29,6 +31,7 @@ sys.exit(0 if len(k) >= 5 else 1)"
 
 "$STITCH" profile --json --quiet t2/mlp_gelu "$MLP/expert.cu" >"$WORK/exp.json" 2>"$WORK/exp.err"
 rc=$?
+verdicts_keep "$WORK/exp.json"
 check "profile expert: exit 0 (got $rc: $(tail -n 1 "$WORK/exp.err"))" [ "$rc" -eq 0 ]
 exp_launches=$(num "$WORK/exp.json" launches)
 check "expert: fewer launches than the reference ($exp_launches < $ref_launches)" \
@@ -43,6 +46,7 @@ if command -v ncu >/dev/null || [ -n "${STITCH_NCU:-}" ]; then
 	"$STITCH" profile --json --quiet --ncu t1/softmax "$STITCH_SRC/tasks/t1/softmax/expert.cu" \
 		>"$WORK/ncu.json" 2>"$WORK/ncu.err"
 	rc=$?
+	verdicts_keep "$WORK/ncu.json"
 	took=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
 	check "profile --ncu: exit 0 (got $rc: $(tail -n 1 "$WORK/ncu.err"))" [ "$rc" -eq 0 ]
 	python3 - "$WORK/ncu.json" <<'EOF' >"$WORK/ncu.check" 2>&1
@@ -68,6 +72,7 @@ EOF
 	# The work counters: a cuBLAS GEMM's FLOPs as ncu counts them against the task's 2*M*N*K.
 	"$STITCH" profile --json --quiet --ncu t1/gemm_bf16 "$STITCH_SRC/tasks/t1/gemm_bf16/expert.cu" \
 		>"$WORK/ncu-gemm.json" 2>"$WORK/ncu-gemm.err"
+	verdicts_keep "$WORK/ncu-gemm.json"
 	python3 - "$WORK/ncu-gemm.json" "$STITCH_SRC/tasks/t1/gemm_bf16/task.json" <<'EOF' >"$WORK/ncu-gemm.check" 2>&1
 import json, sys
 v = json.load(open(sys.argv[1]))
@@ -91,11 +96,13 @@ fi
 STITCH_NCU=/nonexistent/ncu "$STITCH" profile --json --quiet --ncu t1/softmax \
 	"$STITCH_SRC/tasks/t1/softmax/expert.cu" >"$WORK/noncu.json" 2>"$WORK/noncu.err"
 rc=$?
+verdicts_keep "$WORK/noncu.json"
 check "profile --ncu without ncu: still exit 0 (got $rc)" [ "$rc" -eq 0 ]
 check "profile --ncu without ncu: the profile says so" grep -q 'not found' "$WORK/noncu.json"
 
 "$STITCH" profile --json --quiet "$TASK" "$FIX/crash_third_call.cu" >"$WORK/crash.json" 2>"$WORK/crash.err"
 rc=$?
+verdicts_keep "$WORK/crash.json"
 check "crash under the profiler: exit 1 (got $rc)" [ "$rc" -eq 1 ]
 check "crash under the profiler: runtime_error from the profile phase" \
 	grep -q '"reason": "profile:' "$WORK/crash.json"

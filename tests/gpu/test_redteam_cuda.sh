@@ -1,15 +1,27 @@
 #!/usr/bin/env bash
 # The red-team suite on the GPU: every exploit in tests/redteam/cuda gets the verdict its header
-# demands and every honest-but-unusual solution passes (`caught N of N`).
+# demands and every honest-but-unusual solution passes (`caught N of N`). Each file's verdict
+# (`--json` carries them) is checked against docs/verdict.schema.json (lib.sh).
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
-"$STITCH" redteam --quiet --timeout 10 >"$WORK/rt.out" 2>"$WORK/rt.err"
+"$STITCH" redteam --quiet --timeout 10 --json >"$WORK/rt.json" 2>"$WORK/rt.err"
 rc=$?
+# the table, as `stitch redteam` prints it without --json
+python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+for x in r:
+    print("%-7s %-24s %-18s got %-14s %s" % ("caught" if x["caught"] else "MISSED", x["file"],
+          x["expect"], x["got"], x["exploit"]))
+print("caught %d of %d" % (sum(x["caught"] for x in r), len(r)))' "$WORK/rt.json" >"$WORK/rt.out" 2>&1
 cat "$WORK/rt.out"
 n=$(ls "$STITCH_SRC"/tests/redteam/cuda/*.cu | wc -l)
 check "redteam cuda: exit 0 (got $rc; $(tail -n 2 "$WORK/rt.err"))" [ "$rc" -eq 0 ]
 check "redteam cuda: caught $n of $n" grep -q "^caught $n of $n$" "$WORK/rt.out"
+check "redteam cuda: every row has its verdict, of the status it got" python3 -c 'import json,sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if r and all(x["verdict"] and x["verdict"]["status"] == x["got"] for x in r) else 1)' "$WORK/rt.json"
+verdicts_keep "$WORK/rt.json" '*.verdict'
 
 check "redteam cuda: the informed forger is hacking" grep -q "^caught  informed_forger.cu .* got hacking" "$WORK/rt.out"
 check "redteam cuda: the protocol family has at least 9 files" \

@@ -33,6 +33,8 @@ cat "$WORK/solve.out"
 tail -n 20 "$WORK/solve.err"
 report="$OUTDIR/report.json"
 check "solve: exit 0 (got $rc)" [ "$rc" -eq 0 ]
+verdicts_keep "$OUTDIR/trajectory.jsonl" '*.verdict?'
+verdicts_keep "$report" 'best.verdict'
 python3 - "$report" <<'EOF' >"$WORK/check.txt" 2>&1
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -15,6 +15,7 @@ else
 	rc=$?
 fi
 check "bench: exit 0 (got $rc: $(tail -n 2 "$WORK/bench.err"))" [ "$rc" -eq 0 ]
+verdicts_keep "$WORK/bench.json" 'verdicts.*?'
 n_tasks=$("$STITCH" tasks --json | grep -c '"id"')
 python3 - "$WORK/bench.json" "$n_tasks" <<'EOF' >"$WORK/check.txt" 2>&1
 import json, sys

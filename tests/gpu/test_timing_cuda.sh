@@ -21,6 +21,7 @@ done
 TIMED=(--backend cuda --seed 7 --sets eval --seeds 1 --quiet --no-policy)
 # (without CUDA_DEVICE_MAX_CONNECTIONS from the caller's environment: its default is checked below)
 env -u CUDA_DEVICE_MAX_CONNECTIONS "$STITCH" verify --json "${TIMED[@]}" "$TASK" "$FIX/good.cu" >"$WORK/good.json" 2>"$WORK/good.err"
+verdicts_keep "$WORK/good.json"
 check "good: ok" [ "$(field "$WORK/good.json" status)" = ok ]
 base=$(candidate_median "$WORK/good.json")
 # Every runner of a one-shot verify is fresh and places its size sets in the arena it reserved
@@ -43,12 +44,14 @@ check "every runner loaded its kernels while starting ($loaded of the runners)" 
 queues() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["device"]["hw_queues"])' "$1" 2>/dev/null; }
 check "runner contexts get 4 hardware queues by default ($(queues "$WORK/good.json"))" [ "$(queues "$WORK/good.json")" = 4 ]
 STITCH_RUNNER_ARENA_MB=0 CUDA_DEVICE_MAX_CONNECTIONS=8 "$STITCH" verify --json "${TIMED[@]}" "$TASK" "$FIX/good.cu" >"$WORK/noarena.json" 2>/dev/null
+verdicts_keep "$WORK/noarena.json"
 check "CUDA_DEVICE_MAX_CONNECTIONS=8 reaches the runners ($(queues "$WORK/noarena.json"))" [ "$(queues "$WORK/noarena.json")" = 8 ]
 arena=$(stage "$WORK/noarena.json" setup.arena_blocks)
 new=$(stage "$WORK/noarena.json" setup.new_blocks)
 check "STITCH_RUNNER_ARENA_MB=0: set-ups allocate ($arena arena, $new new)" [ "${arena:-1}" -eq 0 -a "${new:-0}" -gt 0 ]
 for us in 20 300; do
 	"$STITCH" verify --json "${TIMED[@]}" "$TASK" "$WORK/delay$us.cu" >"$WORK/d$us.json" 2>"$WORK/d$us.err"
+	verdicts_keep "$WORK/d$us.json"
 	check "host delay $us us: ok (status $(field "$WORK/d$us.json" status): $(field "$WORK/d$us.json" reason))" \
 		[ "$(field "$WORK/d$us.json" status)" = ok ]
 done

@@ -56,6 +56,7 @@ check "the suite: nothing marked" bash -c "! grep -q 'TOO LARGE' '$WORK/suite.ou
 (ulimit -v "$LIMIT_KB" && exec timeout 120 "$STITCH" verify --json "${FAST[@]}" --no-timing \
 	"$TASK" "$FIX/init_hog.c") >"$WORK/hog.json" 2>"$WORK/hog.err"
 rc=$?
+verdicts_keep "$WORK/hog.json"
 check "init_hog: exit 1 (got $rc)" [ "$rc" -eq 1 ]
 check "init_hog: runtime_error ($(field "$WORK/hog.json" reason))" \
 	[ "$(field "$WORK/hog.json" status)" = runtime_error ]

@@ -57,6 +57,7 @@ print("ok")
 EOF
 check "experts JSON: every row correct, run facts, no raw samples ($(tail -n 1 "$WORK/experts.check"))" \
 	grep -qx ok "$WORK/experts.check"
+verdicts_keep "$WORK/experts.json" 'verdicts.*'
 
 # CSV and Markdown from a filtered run (--tier), not recorded; progress lines without --quiet
 "$STITCH" bench "${FAST[@]/--quiet/--seeds}" 1 --tier 1 --no-db --csv >"$WORK/t1.csv" 2>"$WORK/t1.err"
@@ -143,4 +144,7 @@ echo "not a database, just text that is long enough to be read as a header of so
 "$STITCH" bench "${FAST[@]}" --db "$WORK/bad.db" --task t1/scale >/dev/null 2>"$WORK/bad5.err"
 check "a file that is not a store: exit 2 before any work" [ $? -eq 2 ]
 check "the store named" grep -q "$WORK/bad.db" "$WORK/bad5.err"
+# Every verdict the store holds (ok, incorrect, compile_error; none for the missing solution)
+# goes to the schema check.
+verdicts_from_db store "$DB" "select verdict from results"
 finish

@@ -24,6 +24,7 @@ rc=$?
 kill "$FAKE_PID" 2>/dev/null
 wait "$FAKE_PID" 2>/dev/null
 check "solve wrong_fix: exit 0 (got $rc: $(tail -n 1 "$WORK/solve.err"))" [ "$rc" -eq 0 ]
+verdicts_keep "$RUN/trajectory.jsonl" '*.verdict?'
 
 export_() { # export_ NAME ARGS...: stdout in $WORK/NAME.jsonl, stderr in .err, exit code in RC
 	local name=$1

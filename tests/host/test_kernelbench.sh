@@ -216,5 +216,6 @@ check "no python names STITCH_PYTHON" grep -q STITCH_PYTHON "$WORK/nopy.err"
 "$STITCH" import kernelbench --help | grep -q "get_init_inputs"
 check "import --help explains the program format" [ $? -eq 0 ]
 
+verdicts_check
 echo "kernelbench: $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

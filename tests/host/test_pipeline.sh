@@ -39,6 +39,8 @@ check "bench --backend host: exit 0 (got $rc; $(tail -n 3 "$WORK/bench.err"))" [
 for t in t1/softmax t1/gemm_bf16 t2/mlp_gelu t3/bfs; do
 	check "bench: $t ok" grep -q "^$t *ok " "$WORK/bench.out"
 done
+# the verdicts the bench stored (in $STITCH_BENCH_DB), for the schema check
+verdicts_from_db bench "$STITCH_BENCH_DB" "select verdict from results"
 # A broken expert (its outputs one element off) is flagged, and the candidate's verdict stands:
 # the expert is a baseline, checked on each set's first seed.
 mkdir -p "$WORK/bx/t1"
@@ -66,6 +68,7 @@ for s in 1 2 3 4; do
 	"$STITCH" verify --json --backend host --seed "$s" --min-time 5 --max-rse 0.5 --max-samples 200 \
 		--quiet --time-set eval "$FMA" "$STITCH_SRC/tests/data/eval/answers/fma_fast.c" \
 		>"$WORK/busy$s.json" 2>"$WORK/busy$s.err"
+	verdicts_keep "$WORK/busy$s.json"
 done
 kill "${LOADERS[@]}" 2>/dev/null
 wait "${LOADERS[@]}" 2>/dev/null
@@ -93,6 +96,7 @@ want=$(nproc)
 check "default comparison threads: $want (got $(threads "$WORK/v2.json"))" [ "$(threads "$WORK/v2.json")" = "$want" ]
 if command -v taskset >/dev/null; then
 	taskset -c 0 "$STITCH" verify --json "${FAST[@]}" --no-timing "$TASK" "$FIX/good.c" >"$WORK/pinned.json" 2>"$WORK/pinned.err"
+	verdicts_keep "$WORK/pinned.json"
 	check "pinned to one CPU: one comparison thread (got $(threads "$WORK/pinned.json"))" \
 		[ "$(threads "$WORK/pinned.json")" = 1 ]
 else

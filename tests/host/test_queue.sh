@@ -87,6 +87,7 @@ check "redis restarts from its AOF" redis_start
 wait "$SUBMIT"
 rc=$?
 took=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
+verdicts_keep "$WORK/results.jsonl" '*.verdict'
 check "submit --wait exits 0 ($rc: $(tail -n 2 "$WORK/submit.err"))" [ "$rc" -eq 0 ]
 check "the sweep's figures" python3 - "$WORK/results.jsonl" "$N" "$took" <<'EOF'
 import collections, json, sys
@@ -103,6 +104,7 @@ sys.exit(0 if len(rows) == n and lost == 0 and dup == 0 and status == {"ok": n} 
 EOF
 "$STITCH" queue submit --queue "$URL" --arch host --options "$OPTS" --wait --timeout 120 t1/scale \
 	"$FIX/hang.c" >"$WORK/hang.json"
+verdicts_keep "$WORK/hang.json" verdict
 check "the killed worker's job was answered by another ($(cat "$WORK/hang.json" | head -c 300))" \
 	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"] == "timeout" and not r["worker"].startswith("w1/") else 1)' "$WORK/hang.json"
 check "one result stored per job (stats:done = $N + 1)" [ "$(redis-cli -p "$PORT" get stitch:stats:done)" = $((N + 1)) ]
@@ -115,6 +117,7 @@ check "a repeated job is answered, not queued" grep -q " answered$" "$WORK/again
 "$STITCH" queue submit --queue "$URL" --arch host --options "$OPTS" --wait t1/scale \
 	"$WORK/jobs/j00001.c" >"$WORK/again.json"
 check "and --wait returns its stored result" grep -q '"status":"ok"' "$WORK/again.json"
+verdicts_keep "$WORK/again.json" verdict
 
 # ---- trusted jobs: only a task's own solutions ------------------------------------------------
 "$STITCH" queue submit --queue "$URL" --arch host --options "$OPTS" --wait --trusted t1/scale \
@@ -124,6 +127,7 @@ check "a trusted job that is not a shipped solution is refused" \
 "$STITCH" queue submit --queue "$URL" --arch host --options "$OPTS" --wait --trusted t1/scale \
 	"$STITCH_TASKS/t1/scale/expert.c" >"$WORK/trusted-ok.json"
 check "the task's own expert runs trusted" grep -q '"status":"ok"' "$WORK/trusted-ok.json"
+verdicts_keep "$WORK/trusted-ok.json" verdict
 
 # ---- stitch bench through the queue: the same rows as on this machine ----------------------------
 BENCH=(--backend host --no-db --json --min-time 5 --max-rse 0.5 --max-samples 200)
@@ -131,6 +135,8 @@ BENCH=(--backend host --no-db --json --min-time 5 --max-rse 0.5 --max-samples 20
 rc=$?
 "$STITCH" bench "${BENCH[@]}" >"$WORK/bench-local.json" 2>/dev/null
 check "bench --queue exits 0 ($rc: $(tail -n 1 "$WORK/bench-queue.err"))" [ "$rc" -eq 0 ]
+verdicts_keep "$WORK/bench-queue.json" 'verdicts.*'
+verdicts_keep "$WORK/bench-local.json" 'verdicts.*'
 check "bench --queue: the tasks and statuses of a local bench" python3 - "$WORK/bench-queue.json" \
 	"$WORK/bench-local.json" <<'EOF'
 import json, sys
@@ -174,7 +180,7 @@ WORKER_PIDS+=("$SERVE_PID")
 sport() { sed -n 's/^port \([0-9]*\)$/\1/p' "$WORK/serve.port" | grep -q .; }
 check "serve --queue starts without a GPU" wait_for 20 sport
 check "serve --queue: verify, a bad task" python3 - "$(sed -n 's/^port //p' "$WORK/serve.port")" \
-	"$FIX/good.c" <<'EOF'
+	"$FIX/good.c" "$WORK/serve-queue.json" <<'EOF'
 import json, sys, urllib.request, urllib.error
 url = f"http://127.0.0.1:{sys.argv[1]}/v1/verify"
 code = open(sys.argv[2]).read() + "\n/* through serve */\n"
@@ -189,8 +195,10 @@ st, a = post({"task": "t1/scale", "code": code,
               "options": {"sets": "small", "seeds": 1, "timing": False}})
 st2, b = post({"task": "t1/no_such_task", "code": code})
 print(f"serve --queue: {st} {a.get('status')}; unknown task: {st2} {b.get('error', '')[:80]}")
+json.dump(a, open(sys.argv[3], "w"))
 sys.exit(0 if st == 200 and a["status"] == "ok" and a["verdict"]["status"] == "ok" and st2 in (404, 422) else 1)
 EOF
+verdicts_keep "$WORK/serve-queue.json" verdict
 kill -TERM "$SERVE_PID"
 wait "$SERVE_PID"
 
@@ -237,10 +245,12 @@ if command -v openssl >/dev/null && openssl req -x509 -newkey rsa:2048 -nodes -d
 		t1/scale "$FIX/good.c" >"$WORK/tls.json" 2>"$WORK/tls.err"
 	check "a job through TLS: verified by the worker ($(head -c 200 "$WORK/tls.json")$(cat "$WORK/tls.err"))" \
 		python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"] == "ok" and r["worker"].startswith("tls/") else 1)' "$WORK/tls.json"
+	verdicts_keep "$WORK/tls.json" verdict
 	unset STITCH_REDIS_CA
 else
 	echo "SKIP (part): no openssl command here to make a certificate; TLS not tested"
 fi
 
+verdicts_check
 echo "queue: $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

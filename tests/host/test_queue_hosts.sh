@@ -82,6 +82,7 @@ EOF
 "$STITCH" queue submit --queue "redis://127.0.0.1:$PORT" --arch host --options "$OPTS" --wait \
 	--timeout 600 t1/scale "$WORK"/jobs/*.c >"$WORK/results.jsonl" 2>"$WORK/submit.err"
 rc=$?
+verdicts_keep "$WORK/results.jsonl" '*.verdict'
 check "submit --wait exits 0 ($rc: $(tail -n 1 "$WORK/submit.err"))" [ "$rc" -eq 0 ]
 check "every job one result, both hosts worked" python3 - "$WORK/results.jsonl" "$N" <<'EOF'
 import collections, json, sys
@@ -95,6 +96,7 @@ sys.exit(0 if ok and hosts["host-a"] > 0 and hosts["host-b"] > 0 else 1)
 EOF
 "$STITCH" queue submit --queue "redis://127.0.0.1:$PORT" --arch host --options "$OPTS" --wait \
 	--timeout 120 t1/scale "$FIX/hang.c" >"$WORK/hang.json"
+verdicts_keep "$WORK/hang.json" verdict
 check "the killed host's job was answered by a live worker ($(head -c 200 "$WORK/hang.json"))" \
 	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"] == "timeout" else 1)' "$WORK/hang.json"
 check "one result stored per job (stats:done = $N + 1)" [ "$(redis-cli -p "$PORT" get stitch:stats:done)" = $((N + 1)) ]

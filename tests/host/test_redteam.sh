@@ -18,6 +18,11 @@ n=$(ls "$STITCH_SRC"/tests/redteam/host/*.c | wc -l)
 check "redteam: exit 0 (got $rc; $(tail -n 2 "$WORK/rt.err"))" [ "$rc" -eq 0 ]
 check "redteam: caught $n of $n" grep -q "^caught $n of $n$" "$WORK/rt.out"
 check "redteam: at least 15 files" [ "$n" -ge 15 ]
+# Each row carries its whole verdict, which the schema check at the end validates.
+check "redteam: every row has its verdict, of the status it got" python3 -c 'import json,sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if r and all(x["verdict"] and x["verdict"]["status"] == x["got"] for x in r) else 1)' "$WORK/rt.json"
+verdicts_keep "$WORK/rt.json" '*.verdict'
 # The runner is hostile (docs/architecture.md): the protocol family, the informed forger (with
 # the source check on: it has no forbidden name) and deferred work are all in the count above.
 np=$(ls "$STITCH_SRC"/tests/redteam/host/proto_*.c | wc -l)

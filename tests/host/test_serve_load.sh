@@ -105,4 +105,10 @@ check "protocol load: at least 5 % of the requests broke the protocol ($hack of 
 	[ $((hack * 20)) -ge "$PREQ" ]
 echo "protocol load: ${rates[1]} requests/s against ${rates[0]} for the honest load ($(python3 -c "print('%.0f' % (100 * ${rates[1]} / ${rates[0]}))") %)"
 check "service: no runner left behind after the protocol load" wait_for 5 eval '! runners_left'
+# Every 200 answer the services stored (what their clients got, byte for byte) holds a verdict:
+# all of them go to the schema check.
+for db in load phonest pprotocol; do
+	verdicts_from_db "answers-$db" "$WORK/$db.db" \
+		"select answer from serve_requests where http_status = 200" verdict
+done
 finish

@@ -34,6 +34,13 @@ solve() {
 		--target-speedup 0.2 "${QUICK[@]}" "$@" "$TASK" >"$WORK/$name.out" 2>"$WORK/$name.err"
 	RC=$?
 	stop_fake
+	solve_verdicts "$WORK/$name"
+}
+# solve_verdicts DIR: the verdicts of a run's trajectory and of its report's best version, kept
+# for the schema check (a run that failed before its first verify has none)
+solve_verdicts() {
+	[ -s "$1/trajectory.jsonl" ] && verdicts_keep "$1/trajectory.jsonl" '*.verdict?'
+	[ -s "$1/report.json" ] && verdicts_keep "$1/report.json" 'best?.verdict'
 }
 state() { sed -n 's/^  "state": "\(.*\)",$/\1/p' "$WORK/$1/report.json"; }
 num() { sed -n "s/^  \"$2\": \([0-9.e+-]*\),\{0,1\}$/\1/p" "$WORK/$1/report.json"; }
@@ -58,6 +65,7 @@ check "success: report has token counts" grep -q '"input": 20' "$WORK/success/re
 	--target-speedup 0.2 --replay "${QUICK[@]}" "$TASK" >"$WORK/replay.out" 2>"$WORK/replay.err"
 check "replay: exit 0 without a server (got $?: $(tail -n 1 "$WORK/replay.err"))" [ "$(state success)" = done ]
 check "replay: answers came from the cache" grep -q '"cached":true' "$WORK/success/trajectory.jsonl"
+solve_verdicts "$WORK/success"
 
 # Resume: an interrupted run (budget of one attempt) goes on where it stopped; the answers it
 # already had come from its cache, so the server (scripted with the rest of the conversation)
@@ -71,6 +79,7 @@ stop_fake
 check "resume: exit 0 (got $rc: $(tail -n 1 "$WORK/resume.err"))" [ "$rc" -eq 0 ]
 check "resume: done ($(state compile_fix))" [ "$(state compile_fix)" = done ]
 check "resume: cached answers replayed" grep -q '"cached":true' "$WORK/compile_fix/trajectory.jsonl"
+solve_verdicts "$WORK/compile_fix"
 check "resume: the server saw one request" [ "$(wc -l <"$WORK/fake.log")" -eq 1 ]
 rm -rf "$WORK/compile_fix"
 
@@ -98,6 +107,7 @@ start_fake "$SCRIPTS/verifier_note.json"
 	--target-speedup 0.2 "${QUICK[@]}" "$TASK" >"$WORK/verifier_note.out" 2>"$WORK/verifier_note.err"
 RC=$?
 stop_fake
+solve_verdicts "$WORK/verifier_note"
 check "verifier note: done in 2 attempts (exit $RC, $(state verifier_note), $(num verifier_note attempts))" \
 	[ "$RC/$(state verifier_note)/$(num verifier_note attempts)" = 0/done/2 ]
 check "verifier note: one request by the verifier agent" \

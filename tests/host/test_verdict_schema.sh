@@ -2,14 +2,15 @@
 # Verdicts of every status the host backend can give (ok, compile_error, forbidden,
 # runtime_error, timeout, incorrect, hacking, plus the edge cases: non-finite outputs, a
 # candidate that is the reference itself, --samples, a file without the ABI) and the example
-# verdicts in examples/ are valid against docs/verdict.schema.json,
-# checked offline by tests/tools/verdict_check.py; the checker itself must reject a verdict
-# without a status, with an unknown status and with an undocumented key. The human-readable
-# verdict must agree with the JSON (docs/verdict.md).
+# verdicts in examples/ are valid against docs/verdict.schema.json, checked offline by
+# tests/tools/verdict_check.py (the same check lib.sh runs on every verdict of every test); the
+# checker itself must reject a verdict without a status, with an unknown status, with an
+# undocumented key, and with the audit's fields (audit, timing.parent_clock, deadline_s) broken.
+# The human-readable verdict must agree with the JSON (docs/verdict.md).
 . "$(dirname "$0")/../lib.sh"
 
 PY=${PYTHON:-python3}
-CHECK=("$PY" "$STITCH_SRC/tests/tools/verdict_check.py" "$STITCH_SRC/docs/verdict.schema.json")
+CHECK=("${VERDICT_CHECK[@]}")
 if ! command -v "$PY" >/dev/null; then
 	echo "SKIP: no $PY (scripts/bootstrap --tests installs python3 and python3-jsonschema)"
 	exit 77
@@ -43,7 +44,7 @@ sed 's|y\[i\] = 2.0f \* x\[i\] + b + (i == in\[0\].shape\[0\] / 2 ? 0.5f : 0.0f)
 check "nan.c made from wrong.c" grep -q '0.0f / 0.0f' "$WORK/nan.c"
 cp "$TASK/reference.c" "$WORK/refcopy.c"
 
-# name STATUS EXIT FILE [verify args]
+# name STATUS EXIT FILE [verify args] (lib.sh's verify keeps each verdict for the schema check)
 run() {
 	local name=$1 status=$2 want_rc=$3 file=$4
 	shift 4
@@ -51,9 +52,7 @@ run() {
 	check "$name: exit $RC, want $want_rc" [ "$RC" -eq "$want_rc" ]
 	check "$name: status '$(field "$WORK/$name.json" status)', want '$status'" \
 		[ "$(field "$WORK/$name.json" status)" = "$status" ]
-	VERDICTS+=("$WORK/$name.json")
 }
-VERDICTS=()
 run ok ok 0 "$FIX/good.c" --samples
 run compile_error compile_error 1 "$FIX/syntax.c"
 run forbidden forbidden 1 "$WORK/forbidden.c"
@@ -67,12 +66,18 @@ run refcopy ok 0 "$WORK/refcopy.c"
 # Not a whole solution (no st_free): the candidate's problem, a compile_error verdict.
 run noabi compile_error 1 "$FIX/noabi.c"
 # The examples docs/verdict.md points at.
-VERDICTS+=("$STITCH_SRC"/examples/verdict-*.json)
+for f in "$STITCH_SRC"/examples/verdict-*.json; do
+	verdicts_keep "$f"
+done
+n_kept=$(wc -l <"$VERDICTS_DIR/list")
+check "10 verdicts and the 2 examples kept for the check (got $n_kept)" [ "$n_kept" -eq 12 ]
+verdicts_check
 
-"${CHECK[@]}" "${VERDICTS[@]}" >"$WORK/check.out" 2>&1
-rc=$?
-cat "$WORK/check.out"
-check "every verdict is valid against the schema (rc $rc)" [ "$rc" -eq 0 ]
+# The audit's fields are in an untrusted candidate's timed verdict (docs/verdict.md, `audit`).
+check "ok: audit, timing.parent_clock and deadline_s present" "$PY" -c '
+import json, sys
+v = json.load(open(sys.argv[1]))
+sys.exit(not ("audit" in v and "parent_clock" in v["timing"] and v["deadline_s"] > 0))' "$WORK/ok.json"
 
 # The sentinels the schema allows are the ones docs/verdict.md explains.
 check "nonfinite: max_abs -1 and nmse -1 with nonfinite 1" "$PY" -c '
@@ -96,6 +101,12 @@ mutate no_status 'del v["status"]'
 mutate bogus_status 'v["status"] = "fine"'
 mutate unknown_key 'v["surprise"] = 1'
 mutate failure_without_reason 'v["status"] = "incorrect"'
+mutate audit_without_digest_count 'del v["audit"]["digest_mismatches"]'
+mutate audit_binding_as_number 'v["audit"]["digests_binding"] = 1'
+mutate parent_clock_unknown_key 'v["timing"]["parent_clock"]["surprise"] = 1'
+mutate parent_clock_negative_excess 'v["timing"]["parent_clock"]["excess_ms"] = -1'
+mutate deadline_zero 'v["deadline_s"] = 0'
+mutate unknown_flag 'v["flags"].append("looks_fine")'
 check "checker names the missing key" grep -q "'status' is a required property" "$WORK/bad_no_status.out"
 
 # The human text says what the JSON holds.

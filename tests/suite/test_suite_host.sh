@@ -24,6 +24,7 @@ for dir in "$STITCH_SRC"/tasks/t*/*/; do
 	"$STITCH" verify --json "${FAST[@]}" --no-timing "$id" "$dir/reference.c" \
 		>"$WORK/v.json" 2>"$WORK/v.err"
 	rc=$?
+	[ "$rc" -le 1 ] && verdicts_keep "$WORK/v.json"
 	check "$id: host reference verifies ok (exit $rc: $(field "$WORK/v.json" reason)$(tail -n 1 "$WORK/v.err"))" \
 		[ "$rc" -eq 0 ]
 done
