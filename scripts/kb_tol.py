@@ -44,7 +44,7 @@ def trivial_answers(torch, y, xs, other):
     """(name, tensor) for each answer a program doing no work could give for output y, made one
     at a time (each is as large as the output)."""
     yield "zeros", torch.zeros_like(y)
-    if y.is_floating_point():
+    if y.is_floating_point() and y.numel() > 1:  # a scalar's mean is the answer itself
         flat = y.reshape(-1)
         total = sum(float(flat[at:at + CHUNK].double().sum()) for at in range(0, flat.numel(), CHUNK))
         yield "mean", torch.full_like(y, total / max(flat.numel(), 1))
@@ -60,7 +60,9 @@ def admitted(torch, y, xs, other, tol):
 
 def degenerate(torch, y, other):
     """Why no tolerance can help for output y, or None."""
-    if y.numel() == 0 or bool((y == y.reshape(-1)[0]).all()):
+    if y.numel() == 0:
+        return "the output is empty"
+    if y.numel() > 1 and bool((y == y.reshape(-1)[0]).all()):
         return "the expected output is one constant on this input"
     if other is not None and other.shape == y.shape and bool(torch.equal(other, y)):
         return "the expected output is the same for two seeds' inputs"
@@ -103,8 +105,12 @@ def audit(torch, xs, ys, others, tols):
         while got:
             step = tighten(torch, y, new)
             if step is None:
-                record["degenerate"][name] = ("no tolerance step rejects " + ", ".join(got) +
-                                              " (the output barely depends on the input)")
+                record["degenerate"][name] = (
+                    "the output equals the first input on the recorded input distribution (the "
+                    "operation is the identity there, e.g. ReLU of non-negative inputs)"
+                    if got == ["passthrough"] else
+                    "no tolerance step rejects " + ", ".join(got) +
+                    " (the output barely depends on the input)")
                 break
             new = step
             got = admitted(torch, y, xs, other, new)
