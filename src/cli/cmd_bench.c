@@ -169,8 +169,11 @@ static int compare(const char *db_path, const char *a, const char *b)
 			st_cli_error("%s", err.msg);
 			rc = ST_EXIT_USAGE;
 		}
-	if (!rc)
-		st_bench_print_compare(run[0], rows[0], run[1], rows[1], stdout);
+	if (!rc) {
+		st_buf text = {0};
+		st_bench_print_compare(run[0], rows[0], run[1], rows[1], &text);
+		rc = st_cli_print(&text);
+	}
 	for (int k = 0; k < 2; k++) {
 		json_decref(run[k]);
 		json_decref(rows[k]);
@@ -400,12 +403,17 @@ static int finish_run(const bench_args *a, const st_verify_opts *o, int argc, ch
 		json_dumpf(all, stdout, JSON_INDENT(2));
 		fputc('\n', stdout);
 		json_decref(all);
-	} else if (a->format == FMT_CSV) {
-		st_bench_print_csv(rows, stdout);
-	} else if (a->format == FMT_MD) {
-		st_bench_print_md(run, rows, score, a->baseline, stdout);
 	} else {
-		st_bench_print_table(rows, score, a->baseline, stdout);
+		st_buf text = {0};
+		if (a->format == FMT_CSV)
+			st_bench_print_csv(rows, &text);
+		else if (a->format == FMT_MD)
+			st_bench_print_md(run, rows, score, a->baseline, &text);
+		else
+			st_bench_print_table(rows, score, a->baseline, &text);
+		int prc = st_cli_print(&text);
+		if (!rc)
+			rc = prc;
 	}
 	if (!rc && broken) {
 		st_cli_error("bench: %d task%s could not be verified (status error: a broken task or "

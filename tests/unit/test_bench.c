@@ -149,20 +149,18 @@ static void test_score(void **state)
 	json_decref(vs);
 }
 
-static char *render(void (*fn)(FILE *, void *), void *arg)
+static char *render(void (*fn)(st_buf *, void *), void *arg)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	assert_non_null(f);
-	fn(f, arg);
-	fclose(f);
-	return buf;
+	st_buf text = {0};
+	fn(&text, arg);
+	assert_false(text.oom);
+	assert_non_null(text.p);
+	return text.p;
 }
 
-static void csv_fn(FILE *f, void *rows) { st_bench_print_csv(rows, f); }
+static void csv_fn(st_buf *f, void *rows) { st_bench_print_csv(rows, f); }
 
-static void html_fn(FILE *f, void *rows)
+static void html_fn(st_buf *f, void *rows)
 {
 	json_t *s = st_bench_score(rows);
 	json_t *run = json_pack("{s:s,s:s}", "started", "2026-11-29T00:00:00Z", "device", "GPU <x>");
