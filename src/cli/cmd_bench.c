@@ -455,9 +455,10 @@ int cmd_bench(int argc, char **argv)
 	/* shipped experts link what their task ships; solutions from a folder are candidates */
 	o.candidate_trusted = a.solutions == NULL;
 	o.keep_samples = db_path != NULL;
+	st_verify_slot slot = {0};
 	if (a.verbose && !a.quiet) {
-		o.progress = st_verify_progress_stderr;
-		o.progress_arg = "    ";
+		slot.progress = st_verify_progress_stderr;
+		slot.progress_arg = "    ";
 	}
 	job_list L = {0};
 	rc = build_jobs(&a, host, &L);
@@ -481,8 +482,8 @@ int cmd_bench(int argc, char **argv)
 	const char *qarch = a.queue_arch ? a.queue_arch : o.arch ? o.arch : host ? "host" : "sm_90a";
 	st_status s = a.queue ? st_queue_sweep(a.queue, qarch, L.jobs, L.n, &o, o.candidate_trusted,
 	                                       on_progress, &ps, verdicts, &err)
-	                      : st_bench_sweep(L.jobs, L.n, &o, threads, on_progress, &ps, verdicts,
-	                                       &err);
+	                      : st_bench_sweep(L.jobs, L.n, &o, &slot, threads, on_progress, &ps,
+	                                       verdicts, &err);
 	if (s == ST_E_NODEVICE) {
 		st_cli_error("%s\nstitch bench times the suite on the local GPU and found none; "
 		             "'stitch bench --backend host' runs the host versions on the CPU", err.msg);

@@ -178,7 +178,7 @@ static const char *judge_answer(audit *a, int answer, const st_size_set *set, ch
 	vo.candidate_trusted = 1; /* mean and other_seed link what the reference links */
 	json_t *verdict = NULL;
 	st_err e;
-	st_status s = st_verify(a->task.dir, a->path[answer], &vo, &verdict, &e);
+	st_status s = st_verify(a->task.dir, a->path[answer], &vo, NULL, &verdict, &e);
 	const char *status = s ? NULL : json_string_value(json_object_get(verdict, "status"));
 	const char *reason = json_string_value(json_object_get(verdict, "reason"));
 	const char *outcome;

@@ -11,14 +11,14 @@
 
 void vx_progress(vctx *v, const char *fmt, ...)
 {
-	if (!v->o->progress)
+	if (!v->slot->progress)
 		return;
 	char line[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
-	v->o->progress(v->o->progress_arg, line);
+	v->slot->progress(v->slot->progress_arg, line);
 }
 
 /* Profiles come from CUPTI: the CUDA backend only. */
