@@ -23,6 +23,7 @@
 #include "common/fs.h"
 #include "common/json_get.h"
 #include "common/paths.h"
+#include "common/progress.h"
 #include "task/task.h"
 
 #define MAX_SAMPLES 16
@@ -72,14 +73,10 @@ typedef struct solve {
 static void say(solve *S, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(solve *S, const char *fmt, ...)
 {
-	if (!S->o->progress)
-		return;
-	char line[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
+	st_vprogress(S->o->progress, S->o->progress_arg, 512, fmt, ap);
 	va_end(ap);
-	S->o->progress(S->o->progress_arg, line);
 }
 
 /* One trajectory record, written and flushed at once: a crash loses nothing already done. */
