@@ -9,6 +9,10 @@
 #include "stitch/error.h"
 #include "stitch/timing.h"
 
+/* What a verify checks and how: the task's size sets and seeds, the timing and its stop rule,
+ * the sandbox and the source policy, the profile, and the files it reads or writes. Plain data
+ * only: where the verify runs and what it shares with other verifies of the process is its
+ * st_verify_slot. */
 typedef struct st_verify_opts {
 	const char *backend;       /* "cuda" (default) or "host" */
 	const char *arch;          /* NULL: the GPU's own (sm_90a on an H200) */
@@ -34,8 +38,25 @@ typedef struct st_verify_opts {
 	int ncu;                   /* with profile: also measure the candidate's kernels with Nsight
 	                              Compute (a second, unsandboxed pass on the timed set, one seed)
 	                              and add them as profile.ncu: {"kernels": [...]} or {"error"} */
-	int under_ncu;             /* internal to that pass: run the candidate under ncu and put
-	                              its report in the verdict as "ncu" */
+	const char *params_path;   /* take the params from this safetensors file (by name; dtype
+	                              and shape must match the task's for every set run) instead of
+	                              generating them from a seed, e.g. real model weights */
+	const char *dump_path;     /* write the candidate's params, the inputs of the first seed on
+	                              the timed set and the candidate's outputs for them to this
+	                              safetensors file (hidden sets are never written) */
+	uint64_t max_request_bytes; /* host memory one verify may take (stitch serve and stitch
+	                              worker --max-request-gb); 0: what the machine has */
+	int keep_samples;          /* 1: every timed sample goes into the verdict as
+	                              timing.<role>.raw: [[ms, wall_ms, sm_mhz, throttled], ...] */
+} st_verify_opts;
+
+/* Where one verify runs, beside what it checks: what belongs to the process and is shared with
+ * its other verifies (the GPU, that GPU's lock, kept runners, kept shared memory), and where its
+ * progress lines go. None of it changes what is checked, so none of it travels with a queued
+ * job. stitch serve's workers and stitch worker's pipelines each run as one slot of their
+ * st_verify_env (src/verify/verify_env.h); a lone verify passes NULL, or a zeroed slot with
+ * only its progress set. */
+typedef struct st_verify_slot {
 	const char *devices;       /* CUDA_VISIBLE_DEVICES of the runners (e.g. "1"); NULL: ours */
 	pthread_rwlock_t *gpu_lock; /* shared by verifies that run on one GPU at once (NULL: none):
 	                              held shared while runners use the GPU (not while they start),
@@ -43,12 +64,6 @@ typedef struct st_verify_opts {
 	                              verify's figures see another's work */
 	int gpu_alone;             /* with gpu_lock: hold it exclusive from the first load on, for
 	                              a re-run of a fault seen while the GPU was shared */
-	const char *params_path;   /* take the params from this safetensors file (by name; dtype
-	                              and shape must match the task's for every set run) instead of
-	                              generating them from a seed, e.g. real model weights */
-	const char *dump_path;     /* write the candidate's params, the inputs of the first seed on
-	                              the timed set and the candidate's outputs for them to this
-	                              safetensors file (hidden sets are never written) */
 	struct st_runner_pool *runner_pool; /* runners kept between verifies (src/verify/
 	                              runner_pool.h; stitch serve), or NULL: every verify starts its
 	                              own and stops them after */
@@ -56,14 +71,10 @@ typedef struct st_verify_opts {
 	                              thread (src/verify/shm_cache.h; stitch serve's workers and
 	                              stitch worker's pipelines), or NULL: every verify makes and
 	                              frees its own */
-	uint64_t max_request_bytes; /* host memory one verify may take (stitch serve and stitch
-	                              worker --max-request-gb); 0: what the machine has */
-	int keep_samples;          /* 1: every timed sample goes into the verdict as
-	                              timing.<role>.raw: [[ms, wall_ms, sm_mhz, throttled], ...] */
 	/* Progress lines for a person watching; NULL for none. */
 	void (*progress)(void *arg, const char *line);
 	void *progress_arg;
-} st_verify_opts;
+} st_verify_slot;
 
 void st_verify_opts_default(st_verify_opts *o);
 /* A request's options over o (stitch serve, the queue's jobs): {"sets": "small,eval", "seeds": N,
@@ -75,13 +86,14 @@ void st_verify_opts_apply(st_verify_opts *o, const json_t *options);
 /* The options of o that st_verify_opts_apply reads, as JSON (a queue job's options). */
 json_t *st_verify_opts_json(const st_verify_opts *o);
 
-/* Verify `solution` against the task in `task_dir`. Every outcome of the candidate (compile
+/* Verify `solution` against the task in `task_dir` as `o` says, in `slot` (NULL: a lone verify,
+ * sharing nothing, saying nothing). Every outcome of the candidate (compile
  * error, crash, hang, wrong answer) is a verdict with ST_OK. ST_E_INVALID for bad input (the
  * task, the file, an option; a solution that does not export the ABI also gets a verdict);
  * ST_E_NODEVICE / ST_E_SYSTEM when the environment cannot do the job (no GPU, a baseline that
  * fails). *verdict is set whenever it could be built; the caller frees it. */
 st_status st_verify(const char *task_dir, const char *solution, const st_verify_opts *o,
-                    json_t **verdict, st_err *err);
+                    const st_verify_slot *slot, json_t **verdict, st_err *err);
 
 /* Compile everything st_verify(task_dir, solution, o) would compile (task hooks, reference,
  * expert, solution) for `arch` into the compile cache, so that a later st_verify finds it there.

@@ -19,6 +19,7 @@
 
 #include "agents.h"
 #include "common/fs.h"
+#include "common/grow.h"
 #include "common/json_get.h"
 #include "common/paths.h"
 #include "task/task.h"
@@ -36,14 +37,8 @@ typedef struct strlist {
 
 static int strlist_add(strlist *l, const char *s)
 {
-	if (l->n == l->cap) {
-		int cap = l->cap ? 2 * l->cap : 8;
-		char **v = realloc(l->v, (size_t)cap * sizeof *v);
-		if (!v)
-			return -1;
-		l->v = v;
-		l->cap = cap;
-	}
+	if (ST_GROW(l->v, l->cap, l->n + 1, 8))
+		return -1;
 	if (!(l->v[l->n] = strdup(s)))
 		return -1;
 	l->n++;
@@ -119,16 +114,10 @@ static int task_add(exporter *X, const char *dir, st_task **out)
 			*out = X->tasks[i];
 			return 0;
 		}
-	if (X->n_tasks == X->cap_tasks) {
-		int cap = X->cap_tasks ? 2 * X->cap_tasks : 16;
-		st_task **v = realloc(X->tasks, (size_t)cap * sizeof *v);
-		if (!v) {
-			st_task_free(t);
-			free(t);
-			return oom(X);
-		}
-		X->tasks = v;
-		X->cap_tasks = cap;
+	if (ST_GROW(X->tasks, X->cap_tasks, X->n_tasks + 1, 16)) {
+		st_task_free(t);
+		free(t);
+		return oom(X);
 	}
 	X->tasks[X->n_tasks++] = t;
 	*out = t;
@@ -433,15 +422,9 @@ static int add_pending(exporter *X, run_state *R, const char *path, const json_t
 	char *prompt = NULL;
 	if (render(X, tmpl, R->vars, &prompt))
 		return -1;
-	if (out->n == out->cap) {
-		int cap = out->cap ? 2 * out->cap : 16;
-		pending *v = realloc(out->v, (size_t)cap * sizeof *v);
-		if (!v) {
-			free(prompt);
-			return oom(X);
-		}
-		out->v = v;
-		out->cap = cap;
+	if (ST_GROW(out->v, out->cap, out->n + 1, 16)) {
+		free(prompt);
+		return oom(X);
 	}
 	pending *p = &out->v[out->n];
 	memset(p, 0, sizeof *p);

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
+
 #define MAX_DIAGS 5
 #define MAX_QUOTE 200
 #define MAX_REASON 400
@@ -56,24 +58,24 @@ static size_t utf8_cut(const char *s, size_t n)
 }
 
 /* Text on one line, at most `max` bytes: newlines would break the line-per-fact layout. */
-static void put_flat(FILE *f, const char *s, size_t max)
+static void put_flat(st_buf *out, const char *s, size_t max)
 {
 	size_t len = strlen(s), n = len > max ? utf8_cut(s, max) : len;
 	for (size_t i = 0; i < n; i++)
-		fputc(s[i] == '\n' || s[i] == '\r' || s[i] == '\t' ? ' ' : s[i], f);
+		st_buf_putc(out, s[i] == '\n' || s[i] == '\r' || s[i] == '\t' ? ' ' : s[i]);
 	if (n < len)
-		fputs("...", f);
+		st_buf_puts(out, "...");
 }
 
 /* Up to MAX_QUOTE bytes of [s, s + n) after `prefix`, on their own line. */
-static void put_quoted(FILE *f, const char *prefix, const char *s, size_t n)
+static void put_quoted(st_buf *out, const char *prefix, const char *s, size_t n)
 {
 	size_t m = n > MAX_QUOTE ? utf8_cut(s, MAX_QUOTE) : n;
-	fprintf(f, "%s%.*s%s\n", prefix, (int)m, s, m < n ? "..." : "");
+	st_buf_printf(out, "%s%.*s%s\n", prefix, (int)m, s, m < n ? "..." : "");
 }
 
 /* Line `line` (1-based) of `source`, trimmed, quoted on its own line; nothing if out of range. */
-static void quote_line(FILE *f, const char *source, long line)
+static void quote_line(st_buf *out, const char *source, long line)
 {
 	if (!source || line < 1)
 		return;
@@ -93,7 +95,7 @@ static void quote_line(FILE *f, const char *source, long line)
 		e--;
 	if (p == e)
 		return;
-	put_quoted(f, "    > ", p, (size_t)(e - p));
+	put_quoted(out, "    > ", p, (size_t)(e - p));
 }
 
 /* A diagnostic in the solution itself (not in solution.h or a system header) can be quoted. */
@@ -113,7 +115,7 @@ static int is_error(const json_t *d)
 	return strstr(str(d, "severity"), "error") != NULL;
 }
 
-static void compile_text(FILE *f, const json_t *v, const char *source)
+static void compile_text(st_buf *out, const json_t *v, const char *source)
 {
 	const json_t *comp = json_object_get(v, "compile");
 	const json_t *diags = json_object_get(comp, "diagnostics");
@@ -133,20 +135,20 @@ static void compile_text(FILE *f, const json_t *v, const char *source)
 			const char *base = strrchr(file, '/');
 			base = base ? base + 1 : file;
 			if (!ours)
-				fprintf(f, "%s, ", base);
+				st_buf_printf(out, "%s, ", base);
 			if (line > 0)
-				fprintf(f, "line %ld: ", line);
+				st_buf_printf(out, "line %ld: ", line);
 			if (!is_error(d))
-				fprintf(f, "%s: ", str(d, "severity"));
-			put_flat(f, str(d, "message"), MAX_QUOTE);
-			fputc('\n', f);
+				st_buf_printf(out, "%s: ", str(d, "severity"));
+			put_flat(out, str(d, "message"), MAX_QUOTE);
+			st_buf_putc(out, '\n');
 			if (ours)
-				quote_line(f, source, line);
+				quote_line(out, source, line);
 			shown++;
 		}
 	}
 	if (n > shown)
-		fprintf(f, "(%zu more diagnostics not shown; fix these first)\n", n - shown);
+		st_buf_printf(out, "(%zu more diagnostics not shown; fix these first)\n", n - shown);
 	if (n)
 		return;
 	/* No diagnostic recognised (a timeout, a tool crash): the end of the log says most. */
@@ -160,75 +162,76 @@ static void compile_text(FILE *f, const json_t *v, const char *source)
 	for (int lines = 0; start > log && lines < MAX_LOG_LINES; start--)
 		if (start[-1] == '\n' && ++lines == MAX_LOG_LINES)
 			break;
-	fputs("compiler log (last lines):\n", f);
+	st_buf_puts(out, "compiler log (last lines):\n");
 	while (start < end) {
 		const char *nl = memchr(start, '\n', (size_t)(end - start));
 		const char *le = nl ? nl : end;
-		put_quoted(f, "    ", start, (size_t)(le - start));
+		put_quoted(out, "    ", start, (size_t)(le - start));
 		start = nl ? nl + 1 : end;
 	}
 }
 
 /* The static policy's hits ("line N: rule: message"), with the lines they point at. */
-static void policy_text(FILE *f, const json_t *v, const char *source)
+static void policy_text(st_buf *out, const json_t *v, const char *source)
 {
 	const json_t *hits = json_object_get(json_object_get(v, "policy"), "hits");
 	size_t i;
 	json_t *h;
 	json_array_foreach(hits, i, h) {
 		if (i == MAX_DIAGS) {
-			fprintf(f, "(%zu more policy hits not shown)\n", json_array_size(hits) - i);
+			st_buf_printf(out, "(%zu more policy hits not shown)\n", json_array_size(hits) - i);
 			break;
 		}
 		const char *s = json_string_value(h);
 		if (!s)
 			continue;
-		put_flat(f, s, MAX_QUOTE);
-		fputc('\n', f);
+		put_flat(out, s, MAX_QUOTE);
+		st_buf_putc(out, '\n');
 		long line;
 		if (sscanf(s, "line %ld:", &line) == 1)
-			quote_line(f, source, line);
+			quote_line(out, source, line);
 	}
-	fputs("Remove or replace what the policy forbids; the rest of the file may stay as it is.\n",
-	      f);
+	st_buf_puts(out, "Remove or replace what the policy forbids; the rest of the file may stay as "
+	                 "it is.\n");
 }
 
-static void sizes_text(FILE *f, const json_t *sizes)
+static void sizes_text(st_buf *out, const json_t *sizes)
 {
 	const char *k;
 	json_t *x;
 	int first = 1;
-	fputs(" (", f);
+	st_buf_puts(out, " (");
 	json_object_foreach((json_t *)sizes, k, x) {
-		fprintf(f, "%s%s=%" JSON_INTEGER_FORMAT, first ? "" : ", ", k, json_integer_value(x));
+		st_buf_printf(out, "%s%s=%" JSON_INTEGER_FORMAT, first ? "" : ", ", k,
+		              json_integer_value(x));
 		first = 0;
 	}
-	fputc(')', f);
+	st_buf_putc(out, ')');
 }
 
-static void output_text(FILE *f, const json_t *o)
+static void output_text(st_buf *out, const json_t *o)
 {
 	if (json_object_get(o, "validator")) {
-		fputs("the task's validator says: ", f);
-		put_flat(f, str(o, "message"), MAX_REASON);
+		st_buf_puts(out, "the task's validator says: ");
+		put_flat(out, str(o, "message"), MAX_REASON);
 		return;
 	}
 	const char *summary = str(o, "summary");
 	if (*summary) {
-		put_flat(f, summary, MAX_REASON);
+		put_flat(out, summary, MAX_REASON);
 		return;
 	}
 	const json_t *w = json_object_get(o, "worst");
-	fprintf(f, "%s: %" JSON_INTEGER_FORMAT " of %" JSON_INTEGER_FORMAT " elements off, max abs %g, "
-	        "max rel %g", str(o, "name"), json_integer_value(json_object_get(o, "mismatches")),
-	        json_integer_value(json_object_get(o, "elements")),
-	        json_number_value(json_object_get(o, "max_abs")),
-	        json_number_value(json_object_get(o, "max_rel")));
+	st_buf_printf(out, "%s: %" JSON_INTEGER_FORMAT " of %" JSON_INTEGER_FORMAT " elements off, max "
+	                   "abs %g, max rel %g", str(o, "name" ), json_integer_value(json_object_get(o,
+	              "mismatches" )), json_integer_value(json_object_get(o, "elements" )),
+	              json_number_value(json_object_get(o, "max_abs" )),
+	              json_number_value(json_object_get(o, "max_rel" )));
 	if (w)
-		fprintf(f, ", worst at flat index %" JSON_INTEGER_FORMAT ": got %g, want %g",
-		        json_integer_value(json_object_get(w, "flat")),
-		        json_number_value(json_object_get(w, "got")),
-		        json_number_value(json_object_get(w, "want")));
+		st_buf_printf(out, ", worst at flat index %" JSON_INTEGER_FORMAT ": got %g, want %g",
+		              json_integer_value(json_object_get(w, "flat")),
+		              json_number_value(json_object_get(w, "got")),
+		              json_number_value(json_object_get(w, "want")));
 }
 
 static int is_hidden(const char *set)
@@ -256,7 +259,7 @@ static const char *shown_reason(const json_t *v)
 }
 
 /* The first failing seed of each size set, and its failing outputs. */
-static void correctness_text(FILE *f, const json_t *v)
+static void correctness_text(st_buf *out, const json_t *v)
 {
 	const json_t *corr = json_object_get(v, "correctness");
 	const char *done[MAX_SETS];
@@ -276,14 +279,14 @@ static void correctness_text(FILE *f, const json_t *v)
 			break;
 		done[n_done++] = set;
 		if (is_hidden(set)) {
-			fputs("a hidden size set: outputs wrong (its sizes and values are not shown; make "
-			      "the code right for every size the task allows)\n", f);
+			st_buf_puts(out, "a hidden size set: outputs wrong (its sizes and values are not "
+			                 "shown; make the code right for every size the task allows)\n");
 			continue;
 		}
-		fprintf(f, "set %s", set);
+		st_buf_printf(out, "set %s", set);
 		if (json_object_size(json_object_get(c, "sizes")))
-			sizes_text(f, json_object_get(c, "sizes"));
-		fputs(":\n", f);
+			sizes_text(out, json_object_get(c, "sizes"));
+		st_buf_puts(out, ":\n");
 		size_t j, shown = 0;
 		json_t *o;
 		json_array_foreach(json_object_get(c, "outputs"), j, o) {
@@ -291,9 +294,9 @@ static void correctness_text(FILE *f, const json_t *v)
 				continue;
 			if (shown++ == MAX_OUTPUTS)
 				break;
-			fputs("  ", f);
-			output_text(f, o);
-			fputc('\n', f);
+			st_buf_puts(out, "  ");
+			output_text(out, o);
+			st_buf_putc(out, '\n');
 		}
 	}
 }
@@ -317,66 +320,67 @@ static const char *hint(const char *status)
 	return NULL;
 }
 
-static void speed_text(FILE *f, const json_t *v, double target)
+static void speed_text(st_buf *out, const json_t *v, double target)
 {
 	const json_t *sp = json_object_get(v, "speedup");
 	const json_t *vr = json_object_get(sp, "vs_reference");
 	const json_t *ve = json_object_get(sp, "vs_expert");
 	if (vr || ve) {
-		fputs("speedup:", f);
+		st_buf_puts(out, "speedup:");
 		if (vr)
-			fprintf(f, " %.2fx vs reference", json_number_value(vr));
+			st_buf_printf(out, " %.2fx vs reference", json_number_value(vr));
 		if (ve)
-			fprintf(f, "%s %.2fx vs expert", vr ? "," : "", json_number_value(ve));
+			st_buf_printf(out, "%s %.2fx vs expert", vr ? "," : "", json_number_value(ve));
 		if (target > 0)
-			fprintf(f, " (target %.2fx vs reference)", target);
-		fputc('\n', f);
+			st_buf_printf(out, " (target %.2fx vs reference)", target);
+		st_buf_putc(out, '\n');
 	} else {
-		fputs("speedup: not measured\n", f);
+		st_buf_puts(out, "speedup: not measured\n");
 	}
 	const json_t *t = json_object_get(v, "timing");
 	const json_t *cand = json_object_get(t, "candidate");
 	if (cand) {
-		fprintf(f, "median time: %.4f ms", json_number_value(json_object_get(cand, "median_ms")));
+		st_buf_printf(out, "median time: %.4f ms", json_number_value(json_object_get(cand,
+		              "median_ms" )));
 		const json_t *ref = json_object_get(t, "reference");
 		if (ref)
-			fprintf(f, " (reference %.4f ms)",
-			        json_number_value(json_object_get(ref, "median_ms")));
-		fprintf(f, " on set %s\n", str(t, "set"));
+			st_buf_printf(out, " (reference %.4f ms)",
+			              json_number_value(json_object_get(ref, "median_ms")));
+		st_buf_printf(out, " on set %s\n", str(t, "set"));
 	}
 	const json_t *sol = json_object_get(v, "sol");
 	if (json_object_get(sol, "fraction"))
-		fprintf(f, "speed of light: %.0f%% of the floor the task's flops and bytes allow\n",
-		        100 * json_number_value(json_object_get(sol, "fraction")));
+		st_buf_printf(out, "speed of light: %.0f%% of the floor the task's flops and bytes allow\n",
+		              100 * json_number_value(json_object_get(sol, "fraction")));
 	const json_t *p = json_object_get(v, "profile");
 	if (!p)
 		return;
 	const char *perr = json_string_value(json_object_get(p, "error"));
 	if (perr) {
-		fputs("profile: not available (", f);
-		put_flat(f, perr, MAX_QUOTE);
-		fputs(")\n", f);
+		st_buf_puts(out, "profile: not available (");
+		put_flat(out, perr, MAX_QUOTE);
+		st_buf_puts(out, ")\n");
 		return;
 	}
 	const json_t *r = json_object_get(p, "roofline");
 	if (r)
-		fprintf(f, "roofline: %s-bound, %.0f%% of its roof\n", str(r, "bound"),
-		        100 * json_number_value(json_object_get(r, "fraction")));
+		st_buf_printf(out, "roofline: %s-bound, %.0f%% of its roof\n", str(r, "bound"),
+		              100 * json_number_value(json_object_get(r, "fraction")));
 	size_t i;
 	json_t *k;
 	json_array_foreach(json_object_get(p, "findings"), i, k) {
 		if (i == MAX_FINDINGS)
 			break;
 		if (i == 0)
-			fputs("profile findings (most important first):\n", f);
-		fprintf(f, "%zu. ", i + 1);
-		put_flat(f, str(k, "text"), MAX_REASON);
-		fputc('\n', f);
+			st_buf_puts(out, "profile findings (most important first):\n");
+		st_buf_printf(out, "%zu. ", i + 1);
+		put_flat(out, str(k, "text"), MAX_REASON);
+		st_buf_putc(out, '\n');
 	}
 }
 
 /* Flags about the candidate (the baselines' own failures are no business of the Coder's). */
-static void flags_text(FILE *f, const json_t *v)
+static void flags_text(st_buf *out, const json_t *v)
 {
 	const json_t *flags = json_object_get(v, "flags");
 	int any = 0, nondet = 0;
@@ -386,15 +390,15 @@ static void flags_text(FILE *f, const json_t *v)
 		const char *s = json_string_value(x);
 		if (!s || !strncmp(s, "expert_", 7))
 			continue;
-		fprintf(f, "%s %s", any ? "," : "flags:", s);
+		st_buf_printf(out, "%s %s", any ? "," : "flags:", s);
 		any = 1;
 		nondet |= !strcmp(s, "nondeterministic");
 	}
 	if (any)
-		fputc('\n', f);
+		st_buf_putc(out, '\n');
 	if (nondet)
-		fputs("Two runs on the same inputs gave bitwise different outputs: fine within the "
-		      "tolerance, but make sure it is not a race.\n", f);
+		st_buf_puts(out, "Two runs on the same inputs gave bitwise different outputs: fine within "
+		                 "the tolerance, but make sure it is not a race.\n");
 }
 
 st_stage st_verifier_feedback(const json_t *verdict, const char *source, double target_speedup,
@@ -416,72 +420,62 @@ st_stage st_verifier_feedback(const json_t *verdict, const char *source, double 
 		       json_number_value(vr) >= target_speedup ? ST_STAGE_DONE : ST_STAGE_OPTIMISE;
 	}
 
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f) {
-		*text = strdup("status: (feedback unavailable: out of memory)");
-		return next;
-	}
-	fprintf(f, "status: %s", status);
+	st_buf b = {0}, *out = &b;
+	st_buf_printf(out, "status: %s", status);
 	if (!verdict)
-		fputs(" \xe2\x80\x94 no verdict was produced", f);
+		st_buf_puts(out, " \xe2\x80\x94 no verdict was produced");
 	else if (*reason) {
-		fputs(" \xe2\x80\x94 ", f);
-		put_flat(f, reason, MAX_REASON);
+		st_buf_puts(out, " \xe2\x80\x94 ");
+		put_flat(out, reason, MAX_REASON);
 	}
-	fputc('\n', f);
+	st_buf_putc(out, '\n');
 	if (next == ST_STAGE_REPAIR_COMPILE) {
 		if (!strcmp(status, "forbidden"))
-			policy_text(f, verdict, source);
+			policy_text(out, verdict, source);
 		else
-			compile_text(f, verdict, source);
+			compile_text(out, verdict, source);
 	} else if (next == ST_STAGE_REPAIR_CORRECT) {
-		correctness_text(f, verdict);
+		correctness_text(out, verdict);
 		const char *h = hint(status);
 		if (h)
-			fprintf(f, "%s\n", h);
+			st_buf_printf(out, "%s\n", h);
 	} else {
-		speed_text(f, verdict, target_speedup);
+		speed_text(out, verdict, target_speedup);
 		if (next == ST_STAGE_DONE)
-			fputs("The target is reached.\n", f);
+			st_buf_puts(out, "The target is reached.\n");
 	}
 	if (verdict)
-		flags_text(f, verdict);
-	if (fclose(f) != 0 || !buf) {
-		free(buf);
+		flags_text(out, verdict);
+	if (b.oom || !b.p) {
+		st_buf_free(&b);
 		*text = strdup("status: (feedback unavailable: out of memory)");
 		return next;
 	}
-	*text = buf;
+	*text = b.p;
 	return next;
 }
 
 char *st_refine_feedback(const json_t *verdict, const char *source)
 {
 	const char *status = str(verdict, "status");
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
-		return NULL;
+	st_buf b = {0}, *out = &b;
 	if (!strcmp(status, "ok")) {
-		fputs("It compiled and passed every test. Make it faster if you can while keeping it "
-		      "correct, and answer with the whole file again.\n", f);
+		st_buf_puts(out, "It compiled and passed every test. Make it faster if you can while "
+		                 "keeping it correct, and answer with the whole file again.\n");
 	} else if (!strcmp(status, "compile_error") || !strcmp(status, "forbidden")) {
-		fprintf(f, "It did not build (%s):\n", status);
+		st_buf_printf(out, "It did not build (%s):\n", status);
 		if (!strcmp(status, "forbidden"))
-			policy_text(f, verdict, source);
+			policy_text(out, verdict, source);
 		else
-			compile_text(f, verdict, source);
-		fputs("Fix it and answer with the whole file.\n", f);
+			compile_text(out, verdict, source);
+		st_buf_puts(out, "Fix it and answer with the whole file.\n");
 	} else {
-		fprintf(f, "It compiled but failed the tests (%s). Find the mistake and answer with the "
-		        "whole file.\n", *status ? status : "no verdict");
+		st_buf_printf(out, "It compiled but failed the tests (%s). Find the mistake and answer "
+		                   "with the whole file.\n", *status ? status : "no verdict");
 	}
-	if (fclose(f) || !buf) {
-		free(buf);
+	if (b.oom || !b.p) {
+		st_buf_free(&b);
 		return NULL;
 	}
-	return buf;
+	return b.p;
 }

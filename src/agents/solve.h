@@ -36,10 +36,12 @@ typedef struct st_solve_opts {
 	                              and to the answer cache (default 0) */
 	int max_output_tokens;     /* per call (default 16384) */
 	st_verify_opts verify;     /* backend, arch, sets, timing... for every version */
+	st_verify_slot verify_slot; /* where they verify (stitch eval: its GPU lock); zeroed: alone */
 	/* NULL: st_verify; else what verifies each version instead (stitch eval sends them to the
 	 * queue's workers), with the same contract and verify_arg as its first argument */
 	st_status (*verify_fn)(void *arg, const char *task_dir, const char *path,
-	                       const st_verify_opts *o, json_t **verdict, st_err *err);
+	                       const st_verify_opts *o, const st_verify_slot *slot,
+	                       json_t **verdict, st_err *err);
 	void *verify_arg;
 	st_llm_opts llm;           /* timeouts, retries, prices, cache (default: in out_dir), replay */
 	void (*progress)(void *arg, const char *line);

@@ -23,6 +23,7 @@
 #include "common/fs.h"
 #include "common/json_get.h"
 #include "common/paths.h"
+#include "common/progress.h"
 #include "task/task.h"
 
 #define MAX_SAMPLES 16
@@ -72,14 +73,10 @@ typedef struct solve {
 static void say(solve *S, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(solve *S, const char *fmt, ...)
 {
-	if (!S->o->progress)
-		return;
-	char line[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
+	st_vprogress(S->o->progress, S->o->progress_arg, 512, fmt, ap);
 	va_end(ap);
-	S->o->progress(S->o->progress_arg, line);
 }
 
 /* One trajectory record, written and flushed at once: a crash loses nothing already done. */
@@ -459,9 +456,10 @@ static st_status judge(solve *S, int k, const st_llm_response *r, json_t **verdi
 	traj(S, "code", json_pack("{s:i,s:i,s:s,s:s,s:s}", "attempt", S->attempts, "sample", k,
 	                          "version", sha, "path", path, "code", *code));
 	double tv = st_now_s();
-	s = S->o->verify_fn ? S->o->verify_fn(S->o->verify_arg, S->o->task_dir, path, &S->o->verify,
-	                                      verdict, err)
-	                    : st_verify(S->o->task_dir, path, &S->o->verify, verdict, err);
+	const st_solve_opts *o = S->o;
+	s = o->verify_fn ? o->verify_fn(o->verify_arg, o->task_dir, path, &o->verify, &o->verify_slot,
+	                                verdict, err)
+	                 : st_verify(o->task_dir, path, &o->verify, &o->verify_slot, verdict, err);
 	*verify_s += st_now_s() - tv;
 	if (s && !*verdict)
 		return s; /* the environment, not the candidate: no GPU, a broken baseline */
@@ -657,10 +655,11 @@ static char *reference_profile(solve *S)
 	vo.seeds = 1;
 	vo.sets = "eval";
 	vo.candidate_trusted = 1;
-	vo.progress = NULL;
+	st_verify_slot slot = o->verify_slot;
+	slot.progress = NULL;
 	json_t *v = NULL;
 	st_err e;
-	if (st_verify(o->task_dir, S->task.reference, &vo, &v, &e) || !v) {
+	if (st_verify(o->task_dir, S->task.reference, &vo, &slot, &v, &e) || !v) {
 		json_decref(v);
 		return strdup("none (profiling the reference failed)");
 	}

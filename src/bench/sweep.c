@@ -49,9 +49,9 @@ static void wait_done(pool *p, int k)
 	pthread_mutex_unlock(&p->mu);
 }
 
-st_status st_bench_sweep(const st_bench_job *jobs, int n, const st_verify_opts *o, int threads,
-                         st_bench_progress_fn progress, void *arg, json_t **verdicts,
-                         st_err *err)
+st_status st_bench_sweep(const st_bench_job *jobs, int n, const st_verify_opts *o,
+                         const st_verify_slot *slot, int threads, st_bench_progress_fn progress,
+                         void *arg, json_t **verdicts, st_err *err)
 {
 	pool p = {.jobs = jobs, .n = n, .o = o};
 	p.done = calloc((size_t)(n ? n : 1), sizeof *p.done);
@@ -84,7 +84,7 @@ st_status st_bench_sweep(const st_bench_job *jobs, int n, const st_verify_opts *
 			progress(arg, k, n, &jobs[k], NULL);
 		json_t *v = NULL;
 		if (jobs[k].solution) {
-			s = st_verify(jobs[k].task_dir, jobs[k].solution, o, &v, err);
+			s = st_verify(jobs[k].task_dir, jobs[k].solution, o, slot, &v, err);
 			const char *st = json_string_value(json_object_get(v, "status"));
 			if (s == ST_E_INVALID && st && strcmp(st, "ok")) {
 				/* a solution that is not one (no ABI): a verdict, not a stop */

@@ -20,12 +20,13 @@ typedef struct st_bench_job {
 typedef void (*st_bench_progress_fn)(void *arg, int k, int n, const st_bench_job *job,
                                      const json_t *verdict);
 
-/* Verify every job with `o`, compiling ahead with `threads` workers. verdicts[k] receives job
- * k's verdict (NULL when its solution is missing); the caller frees them. A job the verifier
- * cannot run (a bad task, a baseline that fails) gets {"status": "error", "reason": ...} and the
- * sweep goes on; only a missing GPU stops it (ST_E_NODEVICE). */
-st_status st_bench_sweep(const st_bench_job *jobs, int n, const st_verify_opts *o, int threads,
-                         st_bench_progress_fn progress, void *arg, json_t **verdicts,
-                         st_err *err);
+/* Verify every job with `o` in `slot` (NULL: a lone verify each), compiling ahead with
+ * `threads` workers. verdicts[k] receives job k's verdict (NULL when its solution is missing);
+ * the caller frees them. A job the verifier cannot run (a bad task, a baseline that fails) gets
+ * {"status": "error", "reason": ...} and the sweep goes on; only a missing GPU stops it
+ * (ST_E_NODEVICE). */
+st_status st_bench_sweep(const st_bench_job *jobs, int n, const st_verify_opts *o,
+                         const st_verify_slot *slot, int threads, st_bench_progress_fn progress,
+                         void *arg, json_t **verdicts, st_err *err);
 
 #endif

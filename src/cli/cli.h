@@ -7,6 +7,8 @@
 #include <jansson.h>
 #include <stdio.h>
 
+#include "common/buf.h"
+
 #define ST_EXIT_OK 0
 #define ST_EXIT_NO 1
 #define ST_EXIT_USAGE 2
@@ -29,6 +31,10 @@ int cmd_eval_compare(int argc, char **argv);
 
 /* One line to stderr: "stitch: <message>". */
 void st_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The text built in b written to stdout, and b freed: 0, or ST_EXIT_ENV after saying that the
+ * text ran out of memory (nothing is printed then: half a table would read as a whole one). */
+int st_cli_print(st_buf *b);
 
 /* v as a number in [lo, hi] into *out: 0, or -1 after saying "OPT: 'V' is not a number
  * between LO and HI". */

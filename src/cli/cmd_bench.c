@@ -184,8 +184,11 @@ static int compare(const char *db_path, const char *a, const char *b)
 			st_cli_error("%s", err.msg);
 			rc = ST_EXIT_USAGE;
 		}
-	if (!rc)
-		st_bench_print_compare(run[0], rows[0], run[1], rows[1], stdout);
+	if (!rc) {
+		st_buf text = {0};
+		st_bench_print_compare(run[0], rows[0], run[1], rows[1], &text);
+		rc = st_cli_print(&text);
+	}
 	for (int k = 0; k < 2; k++) {
 		json_decref(run[k]);
 		json_decref(rows[k]);
@@ -415,12 +418,17 @@ static int finish_run(const bench_args *a, const st_verify_opts *o, int argc, ch
 		json_dumpf(all, stdout, JSON_INDENT(2));
 		fputc('\n', stdout);
 		json_decref(all);
-	} else if (a->format == FMT_CSV) {
-		st_bench_print_csv(rows, stdout);
-	} else if (a->format == FMT_MD) {
-		st_bench_print_md(run, rows, score, a->baseline, stdout);
 	} else {
-		st_bench_print_table(rows, score, a->baseline, stdout);
+		st_buf text = {0};
+		if (a->format == FMT_CSV)
+			st_bench_print_csv(rows, &text);
+		else if (a->format == FMT_MD)
+			st_bench_print_md(run, rows, score, a->baseline, &text);
+		else
+			st_bench_print_table(rows, score, a->baseline, &text);
+		int prc = st_cli_print(&text);
+		if (!rc)
+			rc = prc;
 	}
 	if (!rc && broken) {
 		st_cli_error("bench: %d task%s could not be verified (status error: a broken task or "
@@ -498,9 +506,10 @@ int cmd_bench(int argc, char **argv)
 	/* shipped experts link what their task ships; solutions from a folder are candidates */
 	o.candidate_trusted = a.solutions == NULL;
 	o.keep_samples = db_path != NULL;
+	st_verify_slot slot = {0};
 	if (a.verbose && !a.quiet) {
-		o.progress = st_verify_progress_stderr;
-		o.progress_arg = "    ";
+		slot.progress = st_verify_progress_stderr;
+		slot.progress_arg = "    ";
 	}
 	job_list L = {0};
 	rc = build_jobs(&a, host, &L);
@@ -524,8 +533,8 @@ int cmd_bench(int argc, char **argv)
 	const char *qarch = a.queue_arch ? a.queue_arch : o.arch ? o.arch : host ? "host" : "sm_90a";
 	st_status s = a.queue ? st_queue_sweep(a.queue, qarch, L.jobs, L.n, &o, o.candidate_trusted,
 	                                       on_progress, &ps, verdicts, &err)
-	                      : st_bench_sweep(L.jobs, L.n, &o, threads, on_progress, &ps, verdicts,
-	                                       &err);
+	                      : st_bench_sweep(L.jobs, L.n, &o, &slot, threads, on_progress, &ps,
+	                                       verdicts, &err);
 	if (s == ST_E_NODEVICE) {
 		st_cli_error("%s\nstitch bench times the suite on the local GPU and found none; "
 		             "'stitch bench --backend host' runs the host versions on the CPU", err.msg);

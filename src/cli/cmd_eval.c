@@ -233,22 +233,18 @@ static void write_results(const char *out, const json_t *rows, st_err *err)
 {
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof path, "%s/results.jsonl", out);
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
-		return;
+	st_buf text = {0};
 	size_t i;
 	json_t *r;
 	json_array_foreach(rows, i, r) {
 		char *line = json_dumps(r, JSON_COMPACT);
 		if (line)
-			fprintf(f, "%s\n", line);
+			st_buf_printf(&text, "%s\n", line);
 		free(line);
 	}
-	if (!fclose(f))
-		(void)st_write_file_atomic(path, buf, len, err);
-	free(buf);
+	if (!text.oom)
+		(void)st_write_file_atomic(path, st_buf_str(&text), text.n, err);
+	st_buf_free(&text);
 }
 
 static const char *mode_name(eval_mode m)

@@ -70,12 +70,13 @@ int cmd_profile(int argc, char **argv)
 		return ST_EXIT_USAGE;
 	if (!o.sets)
 		o.sets = o.time_set ? o.time_set : "eval";
+	st_verify_slot slot = {0};
 	if (!quiet) {
-		o.progress = st_verify_progress_stderr;
-		o.progress_arg = "profile: ";
+		slot.progress = st_verify_progress_stderr;
+		slot.progress_arg = "profile: ";
 	}
 	json_t *verdict = NULL;
-	int rc = st_verify_cli_run(pos[0], pos[1], &o, json, &verdict);
+	int rc = st_verify_cli_run(pos[0], pos[1], &o, &slot, json, &verdict);
 	if (rc)
 		return rc;
 	const json_t *prof = json_object_get(verdict, "profile");

@@ -195,7 +195,7 @@ int cmd_redteam(int argc, char **argv)
 			st_verify_opts one = o;
 			one.no_policy = o.no_policy || c.no_policy;
 			if (!s)
-				s = st_verify(tdir, files[k], &one, &v, &err);
+				s = st_verify(tdir, files[k], &one, NULL, &v, &err);
 			if (v) {
 				snprintf(got, sizeof got, "%s", json_string_value(json_object_get(v, "status")));
 				snprintf(reason, sizeof reason, "%s", json_string_value(json_object_get(v, "reason")));

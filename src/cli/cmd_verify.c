@@ -103,9 +103,10 @@ int cmd_verify(int argc, char **argv)
 	}
 	if (o.dump_path && !st_cli_output_folder_ok("--dump", o.dump_path))
 		return ST_EXIT_USAGE;
+	st_verify_slot slot = {0};
 	if (!quiet) {
-		o.progress = st_verify_progress_stderr;
-		o.progress_arg = "verify: ";
+		slot.progress = st_verify_progress_stderr;
+		slot.progress_arg = "verify: ";
 	}
 	/* Fresh seeds: a copy of the imported task with new ones, judged in its place. */
 	char tmp_root[PATH_MAX] = "", fresh[PATH_MAX] = "", task_dir[PATH_MAX];
@@ -128,7 +129,7 @@ int cmd_verify(int argc, char **argv)
 		task = fresh;
 	}
 	json_t *verdict = NULL;
-	int rc = st_verify_cli_run(task, pos[1], &o, a.json, &verdict);
+	int rc = st_verify_cli_run(task, pos[1], &o, &slot, a.json, &verdict);
 	if (tmp_root[0])
 		st_rm_tree(tmp_root);
 	if (rc)

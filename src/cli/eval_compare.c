@@ -159,7 +159,9 @@ static int compare(st_eval_db *db, const compare_args *a)
 			fputc('\n', stdout);
 			json_decref(out);
 		} else {
-			st_eval_print_compare(cs, ids, n, stdout);
+			st_buf text = {0};
+			st_eval_print_compare(cs, ids, n, &text);
+			rc = st_cli_print(&text);
 		}
 	}
 	if (!rc && a->html) {

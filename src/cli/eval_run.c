@@ -67,15 +67,17 @@ static st_status eval_verify(eval_worker *w, const eval_item *it, const char *pa
 {
 	if (w->c->queue_url)
 		return verify_on_queue(w, it->task_id, path, verdict, err);
-	return st_verify(it->task_dir, path, &w->c->verify, verdict, err);
+	return st_verify(it->task_dir, path, &w->c->verify, &w->c->slot, verdict, err);
 }
 
 /* The agent loop's verify, when the queue does it. */
 static st_status agent_verify(void *arg, const char *task_dir, const char *path,
-                              const st_verify_opts *o, json_t **verdict, st_err *err)
+                              const st_verify_opts *o, const st_verify_slot *slot,
+                              json_t **verdict, st_err *err)
 {
 	(void)task_dir;
 	(void)o;
+	(void)slot;
 	eval_worker *w = arg;
 	return verify_on_queue(w, w->item->task_id, path, verdict, err);
 }
@@ -296,6 +298,7 @@ static void run_agent(eval_worker *w, eval_item *it)
 	so.temperature = c->temperature;
 	so.run_index = it->k;
 	so.verify = c->verify;
+	so.verify_slot = c->slot;
 	so.llm = c->llm;
 	if (c->queue_url) {
 		w->item = it;
@@ -365,7 +368,8 @@ st_status eval_run(eval_ctx *c, int parallel, st_err *err)
 {
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_rwlock_init(&c->gpu_lock, NULL);
-	c->verify.gpu_lock = &c->gpu_lock;
+	memset(&c->slot, 0, sizeof c->slot);
+	c->slot.gpu_lock = &c->gpu_lock;
 	c->next = c->finished = c->stop = 0;
 	c->env_status = ST_OK;
 	pthread_t th[256];
@@ -380,7 +384,7 @@ st_status eval_run(eval_ctx *c, int parallel, st_err *err)
 		pthread_join(th[t], NULL);
 	pthread_rwlock_destroy(&c->gpu_lock);
 	pthread_mutex_destroy(&c->mu);
-	c->verify.gpu_lock = NULL;
+	c->slot.gpu_lock = NULL;
 	if (c->env_status)
 		return st_err_set(err, c->env_status, "%s", c->env_error);
 	return ST_OK;

@@ -31,7 +31,7 @@ typedef struct eval_ctx {
 	const char *model;       /* the model string, for the agent loop */
 	st_llm_model llm_model;
 	st_llm_opts llm;         /* with the shared answer cache and replay */
-	st_verify_opts verify;   /* its gpu_lock is set by eval_run: measuring stays alone */
+	st_verify_opts verify;   /* every sample's verify options */
 	const char *queue_url;   /* non-NULL: verify on the queue's workers (docs/queue.md) */
 	const char *queue_arch;  /* the arch the jobs need: the workers' (sm_90a, host) */
 	json_t *queue_options;   /* verify's options as the jobs carry them */
@@ -41,6 +41,7 @@ typedef struct eval_ctx {
 	/* filled by eval_run */
 	pthread_mutex_t mu;
 	pthread_rwlock_t gpu_lock;
+	st_verify_slot slot;     /* where the samples verify: gpu_lock, so measuring stays alone */
 	int next, finished, stop;
 	char device[128];        /* the GPU (or CPU) the first verdict names, for the record */
 	st_status env_status;    /* a verify that failed for the machine, not the candidate */

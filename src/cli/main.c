@@ -51,6 +51,19 @@ void st_cli_error(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+int st_cli_print(st_buf *b)
+{
+	int rc = ST_EXIT_OK;
+	if (b->oom) {
+		st_cli_error("out of memory");
+		rc = ST_EXIT_ENV;
+	} else {
+		fwrite(st_buf_str(b), 1, b->n, stdout);
+	}
+	st_buf_free(b);
+	return rc;
+}
+
 int st_cli_number(const char *opt, const char *v, double lo, double hi, double *out)
 {
 	char *end;

@@ -178,8 +178,8 @@ static int solution_ok(const char *solution)
 	return 1;
 }
 
-int st_verify_cli_run(const char *task, const char *solution, const st_verify_opts *o, int json,
-                      json_t **verdict)
+int st_verify_cli_run(const char *task, const char *solution, const st_verify_opts *o,
+                      const st_verify_slot *slot, int json, json_t **verdict)
 {
 	*verdict = NULL;
 	char dir[4096];
@@ -191,7 +191,7 @@ int st_verify_cli_run(const char *task, const char *solution, const st_verify_op
 	if (!solution_ok(solution))
 		return ST_EXIT_USAGE;
 	json_t *v = NULL;
-	st_status s = st_verify(dir, solution, o, &v, &err);
+	st_status s = st_verify(dir, solution, o, slot, &v, &err);
 	if (v) {
 		if (json)
 			json_dumpf(v, stdout, JSON_INDENT(2)), fputc('\n', stdout);

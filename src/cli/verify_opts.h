@@ -44,10 +44,10 @@ int st_cli_parse(const char *verb, const st_opt *const *tables, const st_opt_con
 int st_verify_cli_args(const char *verb, const st_opt *own, const st_opt_conflict *conflicts,
                        int argc, char **argv, st_verify_opts *o, int *quiet, const char *pos[2]);
 
-/* Resolve TASK, check SOLUTION is a file, run st_verify and print the verdict (JSON or text).
- * ST_EXIT_OK with *verdict set for the caller to judge; otherwise the exit code, the error
- * printed, *verdict NULL. */
-int st_verify_cli_run(const char *task, const char *solution, const st_verify_opts *o, int json,
-                      json_t **verdict);
+/* Resolve TASK, check SOLUTION is a file, run st_verify in `slot` (its progress lines) and
+ * print the verdict (JSON or text). ST_EXIT_OK with *verdict set for the caller to judge;
+ * otherwise the exit code, the error printed, *verdict NULL. */
+int st_verify_cli_run(const char *task, const char *solution, const st_verify_opts *o,
+                      const st_verify_slot *slot, int json, json_t **verdict);
 
 #endif

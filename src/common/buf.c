@@ -34,22 +34,44 @@ void st_buf_add(st_buf *b, const void *data, size_t n)
 	b->p[b->n] = '\0';
 }
 
-void st_buf_printf(st_buf *b, const char *fmt, ...)
+void st_buf_puts(st_buf *b, const char *s)
 {
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
+	st_buf_add(b, s, strlen(s));
+}
+
+void st_buf_putc(st_buf *b, char c)
+{
+	st_buf_add(b, &c, 1);
+}
+
+void st_buf_vprintf(st_buf *b, const char *fmt, va_list ap)
+{
+	/* Measured first on a copy: the list is walked twice, once to size and once to write. */
+	va_list ap2;
+	va_copy(ap2, ap);
+	int n = vsnprintf(NULL, 0, fmt, ap2);
+	va_end(ap2);
 	if (n < 0) {
 		b->oom = 1;
 		return;
 	}
 	if (reserve(b, (size_t)n))
 		return;
-	va_start(ap, fmt);
 	vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
-	va_end(ap);
 	b->n += (size_t)n;
+}
+
+void st_buf_printf(st_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	st_buf_vprintf(b, fmt, ap);
+	va_end(ap);
+}
+
+const char *st_buf_str(const st_buf *b)
+{
+	return b->p ? b->p : "";
 }
 
 void st_buf_free(st_buf *b)

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/grow.h"
+
 /* Streaming multiprocessors of the H200 the project targets: a grid with fewer blocks than this
  * leaves SMs empty. A hint, not a measurement, hence named as one. */
 #define SMS_HINT 132
@@ -34,15 +36,9 @@ static void add(flist *l, double weight, const char *fmt, ...)
 {
 	if (l->oom)
 		return;
-	if (l->n == l->cap) {
-		int cap = l->cap ? 2 * l->cap : 16;
-		st_finding *v = realloc(l->v, (size_t)cap * sizeof *v);
-		if (!v) {
-			l->oom = 1;
-			return;
-		}
-		l->v = v;
-		l->cap = cap;
+	if (ST_GROW(l->v, l->cap, l->n + 1, 16)) {
+		l->oom = 1;
+		return;
 	}
 	char buf[1024];
 	va_list ap;

@@ -110,7 +110,8 @@ static json_t *run_job(pipe_ctx *p, const st_queue_entry *e)
 	json_t *verdict = NULL;
 	if (!s) {
 		st_verify_opts o = w->vo;
-		st_verify_env_opts(&w->env, p->index, p->shm, &o);
+		st_verify_slot slot;
+		st_verify_env_slot(&w->env, p->index, p->shm, &slot);
 		if (!o.arch && strcmp(o.backend, "host"))
 			o.arch = w->arch;
 		st_verify_opts_apply(&o, json_object_get(job, "options"));
@@ -122,7 +123,7 @@ static json_t *run_job(pipe_ctx *p, const st_queue_entry *e)
 				               "shipped solutions, byte for byte");
 		}
 		if (!s)
-			s = st_verify(task_dir, path, &o, &verdict, &err);
+			s = st_verify(task_dir, path, &o, &slot, &verdict, &err);
 	}
 	if (s) {
 		/* Bad input is the job's answer; a broken machine's too, said as such, so that no

@@ -742,26 +742,26 @@ static json_t *op_time(json_t *req)
 	/* "given": the inputs the parent put into the shared block, for a timed call it checks. */
 	int given = json_is_true(json_object_get(req, "given"));
 	uint64_t seed = (uint64_t)json_integer_value(jseed);
+	/* Every way out goes through `out`, which frees the poison list and the samples not
+	 * handed to the reply. */
+	json_t *reply = NULL, *digests = NULL;
 	rb_span *poison = calloc((size_t)R.n_out + 1, sizeof *poison);
 	json_t *samples = json_array();
 	if (!poison || !samples) {
-		free(poison);
-		json_decref(samples);
-		return reply_fail("harness", "out of memory");
+		reply = reply_fail("harness", "out of memory");
+		goto out;
 	}
 	if ((fresh || given) && rb_digest_begin(n, R.n_out, g_err, sizeof g_err)) {
-		free(poison);
-		json_decref(samples);
-		return fault_reply(1);
+		reply = fault_reply(1);
+		goto out;
 	}
 	for (int i = 0; i < n; i++) {
 		timed_set = i % N_SETS;
 		if (fresh || given) {
 			if (given ? given_inputs(timed_set)
 			          : generate_inputs(timed_set, st_call_seed(seed, (uint64_t)i))) {
-				free(poison);
-				json_decref(samples);
-				return reply_fail("harness", g_err);
+				reply = reply_fail("harness", g_err);
+				goto out;
 			}
 			for (int k = 0; k < R.n_out; k++)
 				poison[k] = (rb_span){R.out[timed_set][k].data, tensor_bytes(&R.out[timed_set][k])};
@@ -770,33 +770,33 @@ static json_t *op_time(json_t *req)
 		int rc = rb_time_sample(run_timed, NULL, poison, fresh || given ? R.n_out : 0, &s, g_err,
 		                        sizeof g_err);
 		if (rc) {
-			free(poison);
-			json_decref(samples);
-			if (rc > 0) {
+			/* above 0: st_run's own error code; below: the harness's fault (fatal) */
+			if (rc > 0)
 				seterr("st_run returned %d during timing", rc);
-				return fault_reply(0);
-			}
-			return fault_reply(1);
+			reply = fault_reply(rc < 0);
+			goto out;
 		}
 		json_array_append_new(samples, json_pack("[f,f,i,i]", s.ms, s.wall_ms, s.sm_mhz,
 		                                         s.throttled));
 		if ((fresh || given) && rb_digest_add(i, poison, R.n_out, g_err, sizeof g_err)) {
-			free(poison);
-			json_decref(samples);
-			return fault_reply(1);
+			reply = fault_reply(1);
+			goto out;
 		}
 	}
-	free(poison);
-	json_t *digests = fresh || given ? batch_digests(n) : NULL;
+	digests = fresh || given ? batch_digests(n) : NULL;
 	if ((fresh || given) && !digests) {
-		json_decref(samples);
-		return fault_reply(1);
+		reply = fault_reply(1);
+		goto out;
 	}
-	json_t *r = reply_ok();
-	json_object_set_new(r, "samples", samples);
+	reply = reply_ok();
+	json_object_set_new(reply, "samples", samples);
+	samples = NULL; /* the reply's now */
 	if (digests)
-		json_object_set_new(r, "digests", digests);
-	return r;
+		json_object_set_new(reply, "digests", digests);
+out:
+	free(poison);
+	json_decref(samples);
+	return reply;
 }
 
 /* One call of st_run recorded by the backend's profiler (CUPTI on the GPU), on the inputs buffer

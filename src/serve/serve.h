@@ -19,7 +19,7 @@ typedef struct st_serve_opts {
 	int workers;               /* host backend: workers (default: online CPUs) */
 	int per_gpu;               /* cuda: workers per GPU (default 1); with more, they share the
 	                              GPU for correctness runs and take it alone to measure
-	                              (st_verify_opts.gpu_lock) */
+	                              (st_verify_slot.gpu_lock) */
 	int compilers;             /* compile pool threads (default: half the CPUs it may use) */
 	const char *warm;          /* "all" or a comma list of task ids whose baselines are compiled
 	                              before the first request (src/serve/warm.h); NULL: none */

@@ -395,16 +395,16 @@ static int shared_fault(st_status st, json_t *verdict)
  * that one's answer stands. The first outcome goes into the verdict as "shared_gpu_fault". A
  * neighbour whose runners still hold memory while they wait for the CPU is not stopped by the
  * lock, but a candidate that exhausts the GPU fails at once and its runner is gone by then. */
-static st_status rerun_alone(job *j, st_verify_opts *o, json_t **verdict, st_status first,
-                             st_err *err)
+static st_status rerun_alone(job *j, const st_verify_opts *o, st_verify_slot *slot,
+                             json_t **verdict, st_status first, st_err *err)
 {
 	json_t *was = first ? json_pack("{s:s,s:s}", "error", err->msg, "status", "error")
 	                    : json_pack("{s:O,s:O}", "status", json_object_get(*verdict, "status"),
 	                                "reason", json_object_get(*verdict, "reason"));
 	json_decref(*verdict);
 	*verdict = NULL;
-	o->gpu_alone = 1;
-	st_status st = st_verify(j->task_dir, j->path, o, verdict, err);
+	slot->gpu_alone = 1;
+	st_status st = st_verify(j->task_dir, j->path, o, slot, verdict, err);
 	if (!st && was)
 		json_object_set_new(*verdict, "shared_gpu_fault", was);
 	else
@@ -421,20 +421,19 @@ static int first_of_gpu(const st_service *s, int w)
 	return 1;
 }
 
-/* Worker w's verify options: its GPU, that GPU's lock, the pool, its shared-memory blocks, and
- * the arch the compile pool built for (into known_arch): known, the verify compiles before it
- * takes runners, and finds the kept ones by what it compiled. */
+/* Worker w's verify options, with the arch the compile pool built for (into known_arch): known,
+ * the verify compiles before it takes runners, and finds the kept ones by what it compiled; and
+ * its slot: its GPU, that GPU's lock, the pool, its shared-memory blocks. */
 static void worker_opts(st_service *s, int w, st_shm_cache *shm, char known_arch[32],
-                        st_verify_opts *o)
+                        st_verify_opts *o, st_verify_slot *slot)
 {
 	*o = s->o.verify;
-	st_verify_env_opts(&s->env, w, shm, o);
+	st_verify_env_slot(&s->env, w, shm, slot);
 	pthread_mutex_lock(&s->mu);
 	snprintf(known_arch, 32, "%s", s->arch);
 	pthread_mutex_unlock(&s->mu);
 	if (!o->arch && known_arch[0] && !strcmp(o->backend, "cuda"))
 		o->arch = known_arch;
-	o->progress = NULL;
 }
 
 static void *worker_main(void *arg)
@@ -453,9 +452,10 @@ static void *worker_main(void *arg)
 		             strerror(errno));
 	char known_arch[32];
 	st_verify_opts o;
+	st_verify_slot slot;
 	if (s->o.warm && s->env.pool && first_of_gpu(s, w->index)) {
-		worker_opts(s, w->index, NULL, known_arch, &o);
-		st_serve_warm_runners(&s->o, &o);
+		worker_opts(s, w->index, NULL, known_arch, &o, &slot);
+		st_serve_warm_runners(&s->o, &o, &slot);
 		pthread_mutex_lock(&s->mu);
 		s->warm_left--;
 		pthread_cond_broadcast(&s->cv_warm);
@@ -463,14 +463,14 @@ static void *worker_main(void *arg)
 	}
 	while ((j = take_run(s, s->env.gpu_of[w->index]))) {
 		j->t_start = st_now_s();
-		worker_opts(s, w->index, shm, known_arch, &o);
+		worker_opts(s, w->index, shm, known_arch, &o, &slot);
 		st_verify_opts_apply(&o, json_object_get(j->req, "options"));
 		json_t *verdict = NULL;
 		st_err e;
 		st_status st = s->o.queue_url ? verify_on_queue(s, &q, &q_open, j, &verdict, &e)
-		                              : st_verify(j->task_dir, j->path, &o, &verdict, &e);
-		if (!s->o.queue_url && o.gpu_lock && s->o.per_gpu > 1 && shared_fault(st, verdict))
-			st = rerun_alone(j, &o, &verdict, st, &e);
+		                              : st_verify(j->task_dir, j->path, &o, &slot, &verdict, &e);
+		if (!s->o.queue_url && slot.gpu_lock && s->o.per_gpu > 1 && shared_fault(st, verdict))
+			st = rerun_alone(j, &o, &slot, &verdict, st, &e);
 		st_serve_metrics_busy(s->metrics, w->index, st_now_s() - j->t_start);
 		if (st) {
 			json_decref(verdict);

@@ -137,16 +137,17 @@ st_status st_serve_warm(const st_serve_opts *o, const char *arch, int threads, s
 /* A small verify of each task's expert (its reference where it has none), trusted like a shipped
  * solution, so that the pool keeps its reference and its expert loaded for the requests to come.
  * Run by one of the GPU's workers: a runner dies with the thread that started it. */
-void st_serve_warm_runners(const st_serve_opts *o, const st_verify_opts *worker)
+void st_serve_warm_runners(const st_serve_opts *o, const st_verify_opts *worker,
+                           const st_verify_slot *slot)
 {
-	if (!o->warm || !worker->runner_pool)
+	if (!o->warm || !slot->runner_pool)
 		return;
 	char **dirs;
 	int n, loaded = 0;
 	st_err e;
 	char where[64];
-	snprintf(where, sizeof where, "%s%s", worker->devices ? "GPU " : "the host",
-	         worker->devices ? worker->devices : "");
+	snprintf(where, sizeof where, "%s%s", slot->devices ? "GPU " : "the host",
+	         slot->devices ? slot->devices : "");
 	if (warm_dirs(o, o->warm, &dirs, &n, &e)) { /* checked at start: out of memory */
 		st_serve_log(o, "warm: %s: %s", where, e.msg);
 		return;
@@ -162,7 +163,8 @@ void st_serve_warm_runners(const st_serve_opts *o, const st_verify_opts *worker)
 	vo.trace_path = NULL;
 	vo.dump_path = NULL;
 	vo.candidate_trusted = 1;
-	vo.progress = NULL;
+	st_verify_slot vs = *slot;
+	vs.progress = NULL;
 	double t0 = st_now_s();
 	int host = !strcmp(vo.backend, "host");
 	for (int i = 0; i < n; i++) {
@@ -175,7 +177,7 @@ void st_serve_warm_runners(const st_serve_opts *o, const st_verify_opts *worker)
 		if (!path)
 			path = st_task_reference(&t, host);
 		json_t *verdict = NULL;
-		st_status st = path ? st_verify(dirs[i], path, &vo, &verdict, &e) : ST_OK;
+		st_status st = path ? st_verify(dirs[i], path, &vo, &vs, &verdict, &e) : ST_OK;
 		const char *status = json_string_value(json_object_get(verdict, "status"));
 		if (st)
 			st_serve_log(o, "warm: %s on %s: %s", t.id, where, e.msg);

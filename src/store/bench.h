@@ -7,8 +7,8 @@
 #define ST_BENCH_H
 
 #include <jansson.h>
-#include <stdio.h>
 
+#include "common/buf.h"
 #include "common/st_error.h"
 
 /* The thresholds fast_p is reported at: the share of tasks that are correct AND more than p
@@ -46,15 +46,16 @@ void st_bench_row_best(json_t *r, const json_t *verdict);
 json_t *st_bench_score(const json_t *rows);
 
 /* Renderings. `baseline` ("reference" or "expert") picks the headline speedup column. */
-void st_bench_print_table(const json_t *rows, const json_t *score, const char *baseline, FILE *f);
-void st_bench_print_csv(const json_t *rows, FILE *f);
+void st_bench_print_table(const json_t *rows, const json_t *score, const char *baseline,
+                          st_buf *out);
+void st_bench_print_csv(const json_t *rows, st_buf *out);
 void st_bench_print_md(const json_t *run, const json_t *rows, const json_t *score,
-                       const char *baseline, FILE *f);
+                       const char *baseline, st_buf *out);
 void st_bench_print_html(const json_t *run, const json_t *rows, const json_t *score,
-                         const char *baseline, FILE *f);
+                         const char *baseline, st_buf *out);
 /* A per-task comparison of two runs (rows of A and of B) with the change in time and scores. */
 void st_bench_print_compare(const json_t *run_a, const json_t *rows_a, const json_t *run_b,
-                            const json_t *rows_b, FILE *f);
+                            const json_t *rows_b, st_buf *out);
 
 /* Write report.md and report.html into dir (created if missing). */
 st_status st_bench_report(const char *dir, const json_t *run, const json_t *rows,

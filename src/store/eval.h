@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 #include <stddef.h>
-#include <stdio.h>
 
+#include "common/buf.h"
 #include "common/st_error.h"
 
 /* ---- the store (eval_db.c) ------------------------------------------------------------------ */
@@ -44,10 +44,10 @@ const char *st_eval_db_default_path(char *buf, size_t len);
 /* n runs side by side, each as its scores with its store id: one line per run (pass@1 rates,
  * speedups, tokens, cost), fast_p vs the reference per tier, correctness and geomean speedup by
  * round for runs of more than one round, and the suspicious results. */
-void st_eval_print_compare(const json_t *const *scores, const long long *ids, int n, FILE *f);
+void st_eval_print_compare(const json_t *const *scores, const long long *ids, int n, st_buf *out);
 /* The same as one HTML page: the runs table, charts <svg id="fastp"> (fast_p by tier) and
  * <svg id="rounds"> (speedup and correctness by round), per-tier tables, suspicious results. */
-void st_eval_print_html(const json_t *const *scores, const long long *ids, int n, FILE *f);
+void st_eval_print_html(const json_t *const *scores, const long long *ids, int n, st_buf *out);
 /* That page written whole to path (temp + rename; the folder is created if missing). */
 st_status st_eval_write_html(const char *path, const json_t *const *scores, const long long *ids,
                              int n, st_err *err);

@@ -114,51 +114,51 @@ static json_t *tier_names(const json_t *const *scores, int n)
 
 /* ---- terminal -------------------------------------------------------------------------------- */
 
-static void t_rate(FILE *f, double x, int w)
+static void t_rate(st_buf *out, double x, int w)
 {
 	if (isnan(x))
-		fprintf(f, " %*s", w, "-");
+		st_buf_printf(out, " %*s", w, "-");
 	else
-		fprintf(f, " %*.2f", w, x);
+		st_buf_printf(out, " %*.2f", w, x);
 }
 
-static void t_times(FILE *f, double x, int w)
+static void t_times(st_buf *out, double x, int w)
 {
 	if (isnan(x))
-		fprintf(f, " %*s", w, "-");
+		st_buf_printf(out, " %*s", w, "-");
 	else
-		fprintf(f, " %*.2fx", w - 1, x);
+		st_buf_printf(out, " %*.2fx", w - 1, x);
 }
 
-static void t_int(FILE *f, const json_t *x, int w)
+static void t_int(st_buf *out, const json_t *x, int w)
 {
 	if (json_is_integer(x))
-		fprintf(f, " %*lld", w, (long long)json_integer_value(x));
+		st_buf_printf(out, " %*lld", w, (long long)json_integer_value(x));
 	else
-		fprintf(f, " %*s", w, "-");
+		st_buf_printf(out, " %*s", w, "-");
 }
 
-static void t_cost(FILE *f, double x, int w)
+static void t_cost(st_buf *out, double x, int w)
 {
 	char buf[48] = "-";
 	if (!isnan(x))
 		snprintf(buf, sizeof buf, "$%.4f", x);
-	fprintf(f, " %*s", w, buf);
+	st_buf_printf(out, " %*s", w, buf);
 }
 
 /* Model strings end in what tells them apart (openai-compat:URL:MODEL): a long one keeps its
  * tail. */
 #define MODEL_W 48
-static void t_model(FILE *f, const char *m, int w)
+static void t_model(st_buf *out, const char *m, int w)
 {
 	size_t len = strlen(m);
 	if (len <= (size_t)w)
-		fprintf(f, " %-*s", w, m);
+		st_buf_printf(out, " %-*s", w, m);
 	else
-		fprintf(f, " ...%s", m + len - (size_t)(w - 3));
+		st_buf_printf(out, " ...%s", m + len - (size_t)(w - 3));
 }
 
-static void print_runs(const json_t *const *scores, const long long *ids, int n, FILE *f)
+static void print_runs(const json_t *const *scores, const long long *ids, int n, st_buf *out)
 {
 	int mw = 5;
 	for (int k = 0; k < n; k++) {
@@ -166,58 +166,59 @@ static void print_runs(const json_t *const *scores, const long long *ids, int n,
 		mw = len > mw ? len : mw;
 	}
 	mw = mw > MODEL_W ? MODEL_W : mw;
-	fprintf(f, "runs: pass@1 rates over the tasks; geomean: speedup of the correct samples\n");
-	fprintf(f, "%5s %-*s %-8s %4s %3s %5s %7s %7s %10s %10s %11s %9s %10s %10s %9s\n", "run", mw,
-	        "model", "mode", "K", "R", "tasks", "compile", "correct", "fast_1/ref", "fast_1/exp",
-	        "geomean/ref", "correct@K", "tokens in", "tokens out", "cost");
+	st_buf_printf(out, "runs: pass@1 rates over the tasks; geomean: speedup of the correct "
+	                   "samples\n");
+	st_buf_printf(out, "%5s %-*s %-8s %4s %3s %5s %7s %7s %10s %10s %11s %9s %10s %10s %9s\n",
+	              "run", mw, "model", "mode", "K", "R", "tasks", "compile", "correct", "fast_1/ref",
+	              "fast_1/exp", "geomean/ref", "correct@K", "tokens in", "tokens out", "cost");
 	for (int k = 0; k < n; k++) {
 		const json_t *s = scores[k], *all = json_object_get(s, "overall"), *p1 = pass_at(all, 1),
 		             *usage = json_object_get(s, "usage");
-		fprintf(f, "%5lld", ids[k]);
-		t_model(f, text(s, "model"), mw);
-		fprintf(f, " %-8s", text(s, "mode"));
-		t_int(f, json_object_get(s, "samples"), 4);
-		t_int(f, json_object_get(s, "rounds"), 3);
-		t_int(f, json_object_get(all, "tasks"), 5);
-		t_rate(f, val(p1, "compile"), 7);
-		t_rate(f, val(p1, "correct"), 7);
-		t_rate(f, fast(p1, 1, "reference"), 10);
-		t_rate(f, fast(p1, 1, "expert"), 10);
-		t_times(f, val(all, "geomean_vs_reference"), 11);
-		t_rate(f, correct_at_k(s, all), 9);
-		t_int(f, json_object_get(usage, "input_tokens"), 10);
-		t_int(f, json_object_get(usage, "output_tokens"), 10);
-		t_cost(f, val(usage, "cost_usd"), 9);
-		fputc('\n', f);
+		st_buf_printf(out, "%5lld", ids[k]);
+		t_model(out, text(s, "model"), mw);
+		st_buf_printf(out, " %-8s", text(s, "mode"));
+		t_int(out, json_object_get(s, "samples"), 4);
+		t_int(out, json_object_get(s, "rounds"), 3);
+		t_int(out, json_object_get(all, "tasks"), 5);
+		t_rate(out, val(p1, "compile"), 7);
+		t_rate(out, val(p1, "correct"), 7);
+		t_rate(out, fast(p1, 1, "reference"), 10);
+		t_rate(out, fast(p1, 1, "expert"), 10);
+		t_times(out, val(all, "geomean_vs_reference"), 11);
+		t_rate(out, correct_at_k(s, all), 9);
+		t_int(out, json_object_get(usage, "input_tokens"), 10);
+		t_int(out, json_object_get(usage, "output_tokens"), 10);
+		t_cost(out, val(usage, "cost_usd"), 9);
+		st_buf_putc(out, '\n');
 	}
 }
 
 static void print_tiers(const json_t *const *scores, const long long *ids, int n,
-                        const json_t *tiers, FILE *f)
+                        const json_t *tiers, st_buf *out)
 {
-	fprintf(f, "\nfast_p vs reference by tier: share of tasks whose sample is correct and more "
-	           "than p times faster (pass@1)\n%-8s %5s", "tier", "run");
+	st_buf_printf(out, "\nfast_p vs reference by tier: share of tasks whose sample is correct and "
+	                   "more than p times faster (pass@1)\n%-8s %5s", "tier", "run");
 	for (int p = 0; p < ST_BENCH_NP; p++) {
 		char head[16];
 		snprintf(head, sizeof head, "p=%g", st_bench_p[p]);
-		fprintf(f, " %6s", head);
+		st_buf_printf(out, " %6s", head);
 	}
-	fputc('\n', f);
+	st_buf_putc(out, '\n');
 	for (size_t t = 0; t <= json_array_size(tiers); t++) {
 		const char *tier = json_string_value(json_array_get(tiers, t));
 		for (int k = 0; k < n; k++) {
-			fprintf(f, "%-8s %5lld", k ? "" : tier ? tier : "all", ids[k]);
+			st_buf_printf(out, "%-8s %5lld", k ? "" : tier ? tier : "all", ids[k]);
 			const json_t *p1 = pass_at(scope(scores[k], tier), 1);
 			for (int p = 0; p < ST_BENCH_NP; p++)
-				t_rate(f, fast(p1, st_bench_p[p], "reference"), 6);
-			fputc('\n', f);
+				t_rate(out, fast(p1, st_bench_p[p], "reference"), 6);
+			st_buf_putc(out, '\n');
 		}
 	}
 }
 
 /* A loop that trades speed for safety keeps its correct rate while its geomean sinks: say so
  * when the last round is more than 10 % below the best one. */
-static void drift_note(const json_t *c, FILE *f)
+static void drift_note(const json_t *c, st_buf *out)
 {
 	double best = NAN, best_r = 0, last = NAN, last_r = 0;
 	size_t i;
@@ -234,84 +235,85 @@ static void drift_note(const json_t *c, FILE *f)
 		last_r = round_no(x, i);
 	}
 	if (!isnan(best) && last < 0.9 * best)
-		fprintf(f, "      drift: geomean falls from %.2fx at round %g to %.2fx at round %g\n",
-		        best, best_r, last, last_r);
+		st_buf_printf(out, "      drift: geomean falls from %.2fx at round %g to %.2fx at round "
+		                   "%g\n", best, best_r, last, last_r);
 }
 
-static void print_rounds(const json_t *const *scores, const long long *ids, int n, FILE *f)
+static void print_rounds(const json_t *const *scores, const long long *ids, int n, st_buf *out)
 {
 	int any = 0;
 	for (int k = 0; k < n; k++) {
 		if (n_rounds(scores[k]) < 2)
 			continue;
 		if (!any++)
-			fprintf(f, "\nby round: the code each sample held at round r (a geomean that falls "
-			           "while correctness holds is drift toward slow fallback code)\n");
+			st_buf_printf(out, "\nby round: the code each sample held at round r (a geomean that "
+			                   "falls while correctness holds is drift toward slow fallback "
+			                   "code)\n");
 		const json_t *c = curve(scores[k]);
-		fprintf(f, "%5lld %-12s", ids[k], "round");
+		st_buf_printf(out, "%5lld %-12s", ids[k], "round");
 		size_t i;
 		const json_t *x;
 		json_array_foreach(c, i, x)
-			fprintf(f, " %6g", round_no(x, i));
-		fprintf(f, "\n%5s %-12s", "", "correct");
+			st_buf_printf(out, " %6g", round_no(x, i));
+		st_buf_printf(out, "\n%5s %-12s", "", "correct");
 		json_array_foreach(c, i, x)
-			t_rate(f, val(x, "correct"), 6);
-		fprintf(f, "\n%5s %-12s", "", "geomean/ref");
+			t_rate(out, val(x, "correct"), 6);
+		st_buf_printf(out, "\n%5s %-12s", "", "geomean/ref");
 		json_array_foreach(c, i, x)
-			t_times(f, val(x, "geomean_vs_reference"), 6);
-		fputc('\n', f);
-		drift_note(c, f);
+			t_times(out, val(x, "geomean_vs_reference"), 6);
+		st_buf_putc(out, '\n');
+		drift_note(c, out);
 	}
 }
 
 /* The reasons of one suspicious result, joined by "; ". */
-static void why_list(const json_t *why, FILE *f, int html)
+static void why_list(const json_t *why, st_buf *out, int html)
 {
 	size_t i;
 	const json_t *w;
 	json_array_foreach(why, i, w) {
 		if (i)
-			fputs("; ", f);
+			st_buf_puts(out, "; ");
 		const char *s = json_is_string(w) ? json_string_value(w) : "?";
 		if (html)
-			st_html_text(f, s, 500);
+			st_html_text(out, s, 500);
 		else
-			fputs(s, f);
+			st_buf_puts(out, s);
 	}
 }
 
-static void print_suspicious(const json_t *const *scores, const long long *ids, int n, FILE *f)
+static void print_suspicious(const json_t *const *scores, const long long *ids, int n, st_buf *out)
 {
 	int total = 0;
 	for (int k = 0; k < n; k++)
 		total += (int)json_array_size(json_object_get(scores[k], "suspicious"));
 	if (!total) {
-		fprintf(f, "\nsuspicious results: none\n");
+		st_buf_printf(out, "\nsuspicious results: none\n");
 		return;
 	}
-	fprintf(f, "\nsuspicious results (%d; look before believing them):\n", total);
+	st_buf_printf(out, "\nsuspicious results (%d; look before believing them):\n", total);
 	for (int k = 0; k < n; k++) {
 		size_t i;
 		const json_t *x;
 		json_array_foreach(json_object_get(scores[k], "suspicious"), i, x) {
-			fprintf(f, "%5lld %-24s sample", ids[k], text(x, "task"));
-			t_int(f, json_object_get(x, "sample"), 2);
-			fputs(" round", f);
-			t_int(f, json_object_get(x, "round"), 2);
-			fputs(": ", f);
-			why_list(json_object_get(x, "why"), f, 0);
-			fputc('\n', f);
+			st_buf_printf(out, "%5lld %-24s sample", ids[k], text(x, "task"));
+			t_int(out, json_object_get(x, "sample"), 2);
+			st_buf_puts(out, " round");
+			t_int(out, json_object_get(x, "round"), 2);
+			st_buf_puts(out, ": ");
+			why_list(json_object_get(x, "why"), out, 0);
+			st_buf_putc(out, '\n');
 		}
 	}
 }
 
-void st_eval_print_compare(const json_t *const *scores, const long long *ids, int n, FILE *f)
+void st_eval_print_compare(const json_t *const *scores, const long long *ids, int n, st_buf *out)
 {
 	json_t *tiers = tier_names(scores, n);
-	print_runs(scores, ids, n, f);
-	print_tiers(scores, ids, n, tiers, f);
-	print_rounds(scores, ids, n, f);
-	print_suspicious(scores, ids, n, f);
+	print_runs(scores, ids, n, out);
+	print_tiers(scores, ids, n, tiers, out);
+	print_rounds(scores, ids, n, out);
+	print_suspicious(scores, ids, n, out);
 	json_decref(tiers);
 }
 
@@ -329,67 +331,67 @@ static const char eval_css[] =
 	"stroke-width:1.5}.hollow{fill:#fff;stroke-width:1.5}.mid{text-anchor:middle}"
 	".legend{font-size:12px}td.l{text-align:left}\n";
 
-static void h_rate(FILE *f, double x)
+static void h_rate(st_buf *out, double x)
 {
 	if (isnan(x))
-		fputs("<td>-</td>", f);
+		st_buf_puts(out, "<td>-</td>");
 	else
-		fprintf(f, "<td>%.2f</td>", x);
+		st_buf_printf(out, "<td>%.2f</td>", x);
 }
 
-static void h_times(FILE *f, double x)
+static void h_times(st_buf *out, double x)
 {
 	if (isnan(x))
-		fputs("<td>-</td>", f);
+		st_buf_puts(out, "<td>-</td>");
 	else
-		fprintf(f, "<td>%.2fx</td>", x);
+		st_buf_printf(out, "<td>%.2fx</td>", x);
 }
 
-static void h_int(FILE *f, const json_t *x)
+static void h_int(st_buf *out, const json_t *x)
 {
 	if (json_is_integer(x))
-		fprintf(f, "<td>%lld</td>", (long long)json_integer_value(x));
+		st_buf_printf(out, "<td>%lld</td>", (long long)json_integer_value(x));
 	else
-		fputs("<td>-</td>", f);
+		st_buf_puts(out, "<td>-</td>");
 }
 
-static void h_text(FILE *f, const char *s)
+static void h_text(st_buf *out, const char *s)
 {
-	fputs("<td class=\"l\">", f);
-	st_html_text(f, s, 1000);
-	fputs("</td>", f);
+	st_buf_puts(out, "<td class=\"l\">");
+	st_html_text(out, s, 1000);
+	st_buf_puts(out, "</td>");
 }
 
 /* "#ID model · mode", escaped: how a run is named in legends, tooltips and lists. */
-static void run_name(FILE *f, const json_t *s, long long id)
+static void run_name(st_buf *out, const json_t *s, long long id)
 {
-	fprintf(f, "#%lld ", id);
-	st_html_text(f, text(s, "model"), 1000);
-	fputs(" \xc2\xb7 ", f);
-	st_html_text(f, text(s, "mode"), 100);
+	st_buf_printf(out, "#%lld ", id);
+	st_html_text(out, text(s, "model"), 1000);
+	st_buf_puts(out, " \xc2\xb7 ");
+	st_html_text(out, text(s, "mode"), 100);
 }
 
-static void legend(FILE *f, const json_t *const *scores, const long long *ids, int n, int x,
+static void legend(st_buf *out, const json_t *const *scores, const long long *ids, int n, int x,
                    int y, int lines)
 {
 	for (int k = 0; k < n; k++) {
 		int yk = y + 16 * k;
 		if (lines)
-			fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"line k%d\"/>", x,
-			        yk - 4, x + 18, yk - 4, k % N_COLOURS);
+			st_buf_printf(out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"line k%d\"/>",
+			              x, yk - 4, x + 18, yk - 4, k % N_COLOURS);
 		else
-			fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" class=\"v k%d\"/>",
-			        x + 3, yk - 9, k % N_COLOURS);
-		fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"legend\">", x + 24, yk);
-		run_name(f, scores[k], ids[k]);
-		fputs("</text>\n", f);
+			st_buf_printf(out, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" class=\"v "
+			                   "k%d\"/>", x + 3, yk - 9, k % N_COLOURS);
+		st_buf_printf(out, "<text x=\"%d\" y=\"%d\" class=\"legend\">", x + 24, yk);
+		run_name(out, scores[k], ids[k]);
+		st_buf_puts(out, "</text>\n");
 	}
 }
 
 /* fast_p vs the reference at pass@1: for each tier (and all tasks) a group of bars, one per
  * threshold p and run. */
 static void svg_fastp(const json_t *const *scores, const long long *ids, int n,
-                      const json_t *tiers, FILE *f)
+                      const json_t *tiers, st_buf *out)
 {
 	const int left = 50, top = 30, hgt = 200, sub_gap = 6, group_gap = 28;
 	int groups = (int)json_array_size(tiers) + 1;
@@ -403,9 +405,9 @@ static void svg_fastp(const json_t *const *scores, const long long *ids, int n,
 	int sub_w = n * bw, group_w = ST_BENCH_NP * sub_w + (ST_BENCH_NP - 1) * sub_gap;
 	int plot_w = groups * (group_w + group_gap), legend_y = top + hgt + 54;
 	int width = left + plot_w + 20 < 600 ? 600 : left + plot_w + 20;
-	st_svg_begin(f, "fastp", width, legend_y + 16 * n, left,
+	st_svg_begin(out, "fastp", width, legend_y + 16 * n, left,
 	             "fast_p vs reference per tier, pass@1 (correct and more than p times faster)");
-	st_svg_pct_axis(f, left, left + plot_w, top, hgt);
+	st_svg_pct_axis(out, left, left + plot_w, top, hgt);
 	for (int g = 0; g < groups; g++) {
 		const char *tier = json_string_value(json_array_get(tiers, (size_t)g));
 		int gx = left + group_gap / 2 + g * (group_w + group_gap);
@@ -416,24 +418,24 @@ static void svg_fastp(const json_t *const *scores, const long long *ids, int n,
 				if (isnan(v))
 					continue;
 				double h = hgt * (v < 0 ? 0 : v > 1 ? 1 : v);
-				fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" "
-				           "class=\"v k%d\"><title>", sx + k * bw, top + hgt - h,
-				        bw > 3 ? bw - 1 : bw, h, k % N_COLOURS);
-				run_name(f, scores[k], ids[k]);
-				fputs(", ", f);
-				st_html_text(f, tier ? tier : "all tasks", 64);
-				fprintf(f, " fast_%g: %.2f</title></rect>\n", st_bench_p[p], v);
+				st_buf_printf(out, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" "
+				                   "class=\"v k%d\"><title>", sx + k * bw, top + hgt - h,
+				              bw > 3 ? bw - 1 : bw, h, k % N_COLOURS);
+				run_name(out, scores[k], ids[k]);
+				st_buf_puts(out, ", ");
+				st_html_text(out, tier ? tier : "all tasks", 64);
+				st_buf_printf(out, " fast_%g: %.2f</title></rect>\n", st_bench_p[p], v);
 			}
-			fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"tick mid\">%g</text>\n", sx + sub_w / 2,
-			        top + hgt + 14, st_bench_p[p]);
+			st_buf_printf(out, "<text x=\"%d\" y=\"%d\" class=\"tick mid\">%g</text>\n",
+			              sx + sub_w / 2, top + hgt + 14, st_bench_p[p]);
 		}
-		fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"label2 mid\">", gx + group_w / 2,
-		        top + hgt + 32);
-		st_html_text(f, tier ? tier : "all", 64);
-		fputs(" (p)</text>\n", f);
+		st_buf_printf(out, "<text x=\"%d\" y=\"%d\" class=\"label2 mid\">", gx + group_w / 2,
+		              top + hgt + 32);
+		st_html_text(out, tier ? tier : "all", 64);
+		st_buf_puts(out, " (p)</text>\n");
 	}
-	legend(f, scores, ids, n, left, legend_y, 0);
-	fputs("</svg>\n", f);
+	legend(out, scores, ids, n, left, legend_y, 0);
+	st_buf_puts(out, "</svg>\n");
 }
 
 typedef struct plot {
@@ -455,7 +457,7 @@ static double py(const plot *p, double frac)
 /* One series of a run's curve (key's value / div against the plot's height): a polyline through
  * each stretch of rounds that have a value, and a point with its figure on each of them; a run
  * of one round is a single point. */
-static void series(FILE *f, const plot *p, const json_t *c, const char *key, double div,
+static void series(st_buf *out, const plot *p, const json_t *c, const char *key, double div,
                    const char *line_cls, const char *dot_cls, int colour, const json_t *s,
                    long long id, int is_speed)
 {
@@ -465,13 +467,13 @@ static void series(FILE *f, const plot *p, const json_t *c, const char *key, dou
 		while (j < m && !isnan(val(json_array_get(c, j), key)))
 			j++;
 		if (j - i >= 2) {
-			fprintf(f, "<polyline class=\"%s k%d\" points=\"", line_cls, colour);
+			st_buf_printf(out, "<polyline class=\"%s k%d\" points=\"", line_cls, colour);
 			for (size_t q = i; q < j; q++) {
 				const json_t *x = json_array_get(c, q);
-				fprintf(f, "%s%.1f,%.1f", q > i ? " " : "", px(p, round_no(x, q)),
-				        py(p, val(x, key) / div));
+				st_buf_printf(out, "%s%.1f,%.1f", q > i ? " " : "", px(p, round_no(x, q)),
+				              py(p, val(x, key) / div));
 			}
-			fputs("\"/>\n", f);
+			st_buf_puts(out, "\"/>\n");
 		}
 		i = j > i ? j : i + 1;
 	}
@@ -481,20 +483,20 @@ static void series(FILE *f, const plot *p, const json_t *c, const char *key, dou
 		double v = val(x, key);
 		if (isnan(v))
 			continue;
-		fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" class=\"%s k%d\"><title>",
-		        px(p, round_no(x, i)), py(p, v / div), dot_cls, colour);
-		run_name(f, s, id);
+		st_buf_printf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" class=\"%s k%d\"><title>",
+		              px(p, round_no(x, i)), py(p, v / div), dot_cls, colour);
+		run_name(out, s, id);
 		if (is_speed)
-			fprintf(f, ", round %g: geomean %.2fx vs reference</title></circle>\n",
-			        round_no(x, i), v);
+			st_buf_printf(out, ", round %g: geomean %.2fx vs reference</title></circle>\n",
+			              round_no(x, i), v);
 		else
-			fprintf(f, ", round %g: correct %.2f</title></circle>\n", round_no(x, i), v);
+			st_buf_printf(out, ", round %g: correct %.2f</title></circle>\n", round_no(x, i), v);
 	}
 }
 
 /* Speed vs round: each run's geomean speedup over the reference (solid, left axis) and its
  * correct rate (dashed, right axis) at every round. */
-static void svg_rounds(const json_t *const *scores, const long long *ids, int n, FILE *f)
+static void svg_rounds(const json_t *const *scores, const long long *ids, int n, st_buf *out)
 {
 	plot p = {.left = 60, .top = 30, .width = 520, .hgt = 200, .rounds = 1};
 	double gmax = 1;
@@ -516,194 +518,197 @@ static void svg_rounds(const json_t *const *scores, const long long *ids, int n,
 		step = (i > 0 && i % 3 == 0 ? 2.5 : 2) * step;
 	double ymax = ceil(gmax * 1.05 / step) * step;
 	int legend_y = p.top + p.hgt + 50;
-	st_svg_begin(f, "rounds", p.left + p.width + 60, legend_y + 16 * n + 16, p.left,
+	st_svg_begin(out, "rounds", p.left + p.width + 60, legend_y + 16 * n + 16, p.left,
 	             "geomean speedup vs reference and correct rate by round");
 	for (double y = 0; y <= ymax * 1.0001; y += step) {
 		double yy = py(&p, y / ymax);
 		if (fabs(y - 1) > 1e-9)
-			fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"grid\"/>", p.left,
-			        yy, p.left + p.width, yy);
-		fprintf(f, "<text x=\"8\" y=\"%.1f\" class=\"tick\">%gx</text>\n", yy + 4, y);
+			st_buf_printf(out, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"grid\"/>",
+			              p.left, yy, p.left + p.width, yy);
+		st_buf_printf(out, "<text x=\"8\" y=\"%.1f\" class=\"tick\">%gx</text>\n", yy + 4, y);
 	}
-	fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"one\"/>\n", p.left,
-	        py(&p, 1 / ymax), p.left + p.width, py(&p, 1 / ymax));
+	st_buf_printf(out, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"one\"/>\n",
+	              p.left, py(&p, 1 / ymax), p.left + p.width, py(&p, 1 / ymax));
 	for (int pc = 0; pc <= 100; pc += 50)
-		fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"tick\">%d%%</text>\n", p.left + p.width + 8,
-		        py(&p, pc / 100.0) + 4, pc);
+		st_buf_printf(out, "<text x=\"%d\" y=\"%.1f\" class=\"tick\">%d%%</text>\n",
+		              p.left + p.width + 8, py(&p, pc / 100.0) + 4, pc);
 	int every = p.rounds <= 12 ? 1 : (p.rounds + 9) / 10;
 	for (int r = 1; r <= p.rounds; r++)
 		if ((r - 1) % every == 0 || r == p.rounds)
-			fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"tick mid\">%d</text>\n", px(&p, r),
-			        p.top + p.hgt + 16, r);
-	fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"label2 mid\">round</text>\n",
-	        p.left + p.width / 2, p.top + p.hgt + 32);
+			st_buf_printf(out, "<text x=\"%.1f\" y=\"%d\" class=\"tick mid\">%d</text>\n",
+			              px(&p, r), p.top + p.hgt + 16, r);
+	st_buf_printf(out, "<text x=\"%d\" y=\"%d\" class=\"label2 mid\">round</text>\n",
+	              p.left + p.width / 2, p.top + p.hgt + 32);
 	for (int k = 0; k < n; k++) {
 		const json_t *c = curve(scores[k]);
-		series(f, &p, c, "correct", 1, "line rate", "hollow", k % N_COLOURS, scores[k], ids[k], 0);
-		series(f, &p, c, "geomean_vs_reference", ymax, "line", "dot", k % N_COLOURS, scores[k],
+		series(out, &p, c, "correct", 1, "line rate", "hollow", k % N_COLOURS, scores[k], ids[k],
+		       0);
+		series(out, &p, c, "geomean_vs_reference", ymax, "line", "dot", k % N_COLOURS, scores[k],
 		       ids[k], 1);
 	}
-	legend(f, scores, ids, n, p.left, legend_y, 1);
-	fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"tick\">solid, filled: geomean speedup of the "
-	           "correct samples; dashed, hollow: correct rate</text>\n", p.left,
-	        legend_y + 16 * n);
-	fputs("</svg>\n", f);
+	legend(out, scores, ids, n, p.left, legend_y, 1);
+	st_buf_printf(out, "<text x=\"%d\" y=\"%d\" class=\"tick\">solid, filled: geomean speedup of "
+	                   "the correct samples; dashed, hollow: correct rate</text>\n", p.left,
+	              legend_y + 16 * n);
+	st_buf_puts(out, "</svg>\n");
 }
 
-static void html_runs(const json_t *const *scores, const long long *ids, int n, FILE *f)
+static void html_runs(const json_t *const *scores, const long long *ids, int n, st_buf *out)
 {
-	fputs("<h2>Runs</h2>\n<table><tr><th>run</th><th>model</th><th>mode</th><th>K</th><th>R</th>"
-	      "<th>tasks</th><th>started</th><th>backend</th><th>device</th><th>commit</th>"
-	      "<th>compile</th><th>correct</th><th>fast_1 vs ref</th><th>fast_1 vs expert</th>"
-	      "<th>geomean vs ref</th><th>geomean vs expert</th><th>correct@K</th>"
-	      "<th>tokens in</th><th>tokens out</th><th>cost $</th><th>wall s</th></tr>\n", f);
+	st_buf_puts(out, "<h2>Runs</h2>\n<table><tr><th>run</th><th>model</th><th>mode</th><th>K</th>"
+	                 "<th>R</th><th>tasks</th><th>started</th><th>backend</th><th>device</th>"
+	                 "<th>commit</th><th>compile</th><th>correct</th><th>fast_1 vs ref</th>"
+	                 "<th>fast_1 vs expert</th><th>geomean vs ref</th><th>geomean vs expert</th>"
+	                 "<th>correct@K</th><th>tokens in</th><th>tokens out</th><th>cost $</th>"
+	                 "<th>wall s</th></tr>\n");
 	for (int k = 0; k < n; k++) {
 		const json_t *s = scores[k], *all = json_object_get(s, "overall"), *p1 = pass_at(all, 1),
 		             *usage = json_object_get(s, "usage");
-		fprintf(f, "<tr><td>%lld</td>", ids[k]);
-		h_text(f, text(s, "model"));
-		h_text(f, text(s, "mode"));
-		h_int(f, json_object_get(s, "samples"));
-		h_int(f, json_object_get(s, "rounds"));
-		h_int(f, json_object_get(all, "tasks"));
+		st_buf_printf(out, "<tr><td>%lld</td>", ids[k]);
+		h_text(out, text(s, "model"));
+		h_text(out, text(s, "mode"));
+		h_int(out, json_object_get(s, "samples"));
+		h_int(out, json_object_get(s, "rounds"));
+		h_int(out, json_object_get(all, "tasks"));
 		const char *facts[] = {"started", "backend", "device", "commit"};
 		for (int i = 0; i < 4; i++)
-			h_text(f, text(s, facts[i]));
-		h_rate(f, val(p1, "compile"));
-		h_rate(f, val(p1, "correct"));
-		h_rate(f, fast(p1, 1, "reference"));
-		h_rate(f, fast(p1, 1, "expert"));
-		h_times(f, val(all, "geomean_vs_reference"));
-		h_times(f, val(all, "geomean_vs_expert"));
-		h_rate(f, correct_at_k(s, all));
-		h_int(f, json_object_get(usage, "input_tokens"));
-		h_int(f, json_object_get(usage, "output_tokens"));
+			h_text(out, text(s, facts[i]));
+		h_rate(out, val(p1, "compile"));
+		h_rate(out, val(p1, "correct"));
+		h_rate(out, fast(p1, 1, "reference"));
+		h_rate(out, fast(p1, 1, "expert"));
+		h_times(out, val(all, "geomean_vs_reference"));
+		h_times(out, val(all, "geomean_vs_expert"));
+		h_rate(out, correct_at_k(s, all));
+		h_int(out, json_object_get(usage, "input_tokens"));
+		h_int(out, json_object_get(usage, "output_tokens"));
 		double cost = val(usage, "cost_usd"), wall = val(s, "wall_s");
 		if (isnan(cost))
-			fputs("<td>-</td>", f);
+			st_buf_puts(out, "<td>-</td>");
 		else
-			fprintf(f, "<td>%.4f</td>", cost);
+			st_buf_printf(out, "<td>%.4f</td>", cost);
 		if (isnan(wall))
-			fputs("<td>-</td>", f);
+			st_buf_puts(out, "<td>-</td>");
 		else
-			fprintf(f, "<td>%.1f</td>", wall);
-		fputs("</tr>\n", f);
+			st_buf_printf(out, "<td>%.1f</td>", wall);
+		st_buf_puts(out, "</tr>\n");
 	}
-	fputs("</table>\n", f);
+	st_buf_puts(out, "</table>\n");
 }
 
 static void html_tiers(const json_t *const *scores, const long long *ids, int n,
-                       const json_t *tiers, FILE *f)
+                       const json_t *tiers, st_buf *out)
 {
-	fputs("<h2>By tier</h2>\n", f);
+	st_buf_puts(out, "<h2>By tier</h2>\n");
 	for (size_t t = 0; t <= json_array_size(tiers); t++) {
 		const char *tier = json_string_value(json_array_get(tiers, t));
-		fputs("<h3>", f);
-		st_html_text(f, tier ? tier : "all tasks", 64);
-		fputs("</h3>\n<table><tr><th>run</th><th>tasks</th><th>compile</th><th>correct</th>", f);
+		st_buf_puts(out, "<h3>");
+		st_html_text(out, tier ? tier : "all tasks", 64);
+		st_buf_puts(out, "</h3>\n<table><tr><th>run</th><th>tasks</th><th>compile</th>"
+		                 "<th>correct</th>");
 		for (int p = 0; p < ST_BENCH_NP; p++)
-			fprintf(f, "<th>fast_%g vs ref</th>", st_bench_p[p]);
-		fputs("<th>fast_1 vs expert</th><th>geomean vs ref</th><th>geomean vs expert</th>"
-		      "<th>correct@K</th></tr>\n", f);
+			st_buf_printf(out, "<th>fast_%g vs ref</th>", st_bench_p[p]);
+		st_buf_puts(out, "<th>fast_1 vs expert</th><th>geomean vs ref</th>"
+		                 "<th>geomean vs expert</th><th>correct@K</th></tr>\n");
 		for (int k = 0; k < n; k++) {
 			const json_t *g = scope(scores[k], tier), *p1 = pass_at(g, 1);
-			fputs("<tr><td>", f);
-			run_name(f, scores[k], ids[k]);
-			fputs("</td>", f);
-			h_int(f, json_object_get(g, "tasks"));
-			h_rate(f, val(p1, "compile"));
-			h_rate(f, val(p1, "correct"));
+			st_buf_puts(out, "<tr><td>");
+			run_name(out, scores[k], ids[k]);
+			st_buf_puts(out, "</td>");
+			h_int(out, json_object_get(g, "tasks"));
+			h_rate(out, val(p1, "compile"));
+			h_rate(out, val(p1, "correct"));
 			for (int p = 0; p < ST_BENCH_NP; p++)
-				h_rate(f, fast(p1, st_bench_p[p], "reference"));
-			h_rate(f, fast(p1, 1, "expert"));
-			h_times(f, val(g, "geomean_vs_reference"));
-			h_times(f, val(g, "geomean_vs_expert"));
-			h_rate(f, correct_at_k(scores[k], g));
-			fputs("</tr>\n", f);
+				h_rate(out, fast(p1, st_bench_p[p], "reference"));
+			h_rate(out, fast(p1, 1, "expert"));
+			h_times(out, val(g, "geomean_vs_reference"));
+			h_times(out, val(g, "geomean_vs_expert"));
+			h_rate(out, correct_at_k(scores[k], g));
+			st_buf_puts(out, "</tr>\n");
 		}
-		fputs("</table>\n", f);
+		st_buf_puts(out, "</table>\n");
 	}
 }
 
 /* The chart's figures as a table, for runs of more than one round. */
-static void html_rounds(const json_t *const *scores, const long long *ids, int n, FILE *f)
+static void html_rounds(const json_t *const *scores, const long long *ids, int n, st_buf *out)
 {
 	int max = 0;
 	for (int k = 0; k < n; k++)
 		max = n_rounds(scores[k]) > max ? n_rounds(scores[k]) : max;
 	if (max < 2)
 		return;
-	fputs("<h2>By round</h2>\n<table><tr><th>run</th><th>rate</th>", f);
+	st_buf_puts(out, "<h2>By round</h2>\n<table><tr><th>run</th><th>rate</th>");
 	for (int r = 1; r <= max; r++)
-		fprintf(f, "<th>round %d</th>", r);
-	fputs("</tr>\n", f);
+		st_buf_printf(out, "<th>round %d</th>", r);
+	st_buf_puts(out, "</tr>\n");
 	static const char *const keys[] = {"correct", "geomean_vs_reference"};
 	for (int k = 0; k < n; k++) {
 		const json_t *c = curve(scores[k]);
 		if (json_array_size(c) < 2)
 			continue;
 		for (int q = 0; q < 2; q++) {
-			fputs("<tr><td>", f);
-			run_name(f, scores[k], ids[k]);
-			fprintf(f, "</td><td class=\"l\">%s</td>", q ? "geomean vs ref" : "correct");
+			st_buf_puts(out, "<tr><td>");
+			run_name(out, scores[k], ids[k]);
+			st_buf_printf(out, "</td><td class=\"l\">%s</td>", q ? "geomean vs ref" : "correct");
 			for (int r = 0; r < max; r++) {
 				const json_t *x = json_array_get(c, (size_t)r);
 				if (!x)
-					fputs("<td></td>", f);
+					st_buf_puts(out, "<td></td>");
 				else if (q)
-					h_times(f, val(x, keys[q]));
+					h_times(out, val(x, keys[q]));
 				else
-					h_rate(f, val(x, keys[q]));
+					h_rate(out, val(x, keys[q]));
 			}
-			fputs("</tr>\n", f);
+			st_buf_puts(out, "</tr>\n");
 		}
 	}
-	fputs("</table>\n", f);
+	st_buf_puts(out, "</table>\n");
 }
 
-static void html_suspicious(const json_t *const *scores, const long long *ids, int n, FILE *f)
+static void html_suspicious(const json_t *const *scores, const long long *ids, int n, st_buf *out)
 {
-	fputs("<h2>Suspicious results</h2>\n", f);
+	st_buf_puts(out, "<h2>Suspicious results</h2>\n");
 	int any = 0;
 	for (int k = 0; k < n; k++) {
 		size_t i;
 		const json_t *x;
 		json_array_foreach(json_object_get(scores[k], "suspicious"), i, x) {
-			fputs(any++ ? "<li>" : "<ul>\n<li>", f);
-			run_name(f, scores[k], ids[k]);
-			fputs(": ", f);
-			st_html_text(f, text(x, "task"), 200);
+			st_buf_puts(out, any++ ? "<li>" : "<ul>\n<li>");
+			run_name(out, scores[k], ids[k]);
+			st_buf_puts(out, ": ");
+			st_html_text(out, text(x, "task"), 200);
 			if (json_is_integer(json_object_get(x, "sample")))
-				fprintf(f, ", sample %lld",
-				        (long long)json_integer_value(json_object_get(x, "sample")));
+				st_buf_printf(out, ", sample %lld",
+				              (long long)json_integer_value(json_object_get(x, "sample")));
 			if (json_is_integer(json_object_get(x, "round")))
-				fprintf(f, ", round %lld",
-				        (long long)json_integer_value(json_object_get(x, "round")));
-			fputs(": ", f);
-			why_list(json_object_get(x, "why"), f, 1);
-			fputs("</li>\n", f);
+				st_buf_printf(out, ", round %lld",
+				              (long long)json_integer_value(json_object_get(x, "round")));
+			st_buf_puts(out, ": ");
+			why_list(json_object_get(x, "why"), out, 1);
+			st_buf_puts(out, "</li>\n");
 		}
 	}
-	fputs(any ? "</ul>\n" : "<p>none</p>\n", f);
+	st_buf_puts(out, any ? "</ul>\n" : "<p>none</p>\n");
 }
 
-void st_eval_print_html(const json_t *const *scores, const long long *ids, int n, FILE *f)
+void st_eval_print_html(const json_t *const *scores, const long long *ids, int n, st_buf *out)
 {
 	json_t *tiers = tier_names(scores, n);
-	st_html_head(f, "stitch eval", eval_css);
-	fputs("<h1>stitch eval</h1>\n<p>pass@1: the chance that one sample of a task is compiled, "
-	      "correct, or correct and more than p times faster than the baseline (fast_p), "
-	      "averaged over the tasks; correct@K: that one of K samples is correct; geomean: "
-	      "the geometric-mean speedup of the correct samples.</p>\n", f);
-	html_runs(scores, ids, n, f);
+	st_html_head(out, "stitch eval", eval_css);
+	st_buf_puts(out, "<h1>stitch eval</h1>\n<p>pass@1: the chance that one sample of a task is "
+	                 "compiled, correct, or correct and more than p times faster than the baseline "
+	                 "(fast_p), averaged over the tasks; correct@K: that one of K samples is "
+	                 "correct; geomean: the geometric-mean speedup of the correct samples.</p>\n");
+	html_runs(scores, ids, n, out);
 	if (n > 0) {
-		svg_fastp(scores, ids, n, tiers, f);
-		svg_rounds(scores, ids, n, f);
+		svg_fastp(scores, ids, n, tiers, out);
+		svg_rounds(scores, ids, n, out);
 	}
-	html_tiers(scores, ids, n, tiers, f);
-	html_rounds(scores, ids, n, f);
-	html_suspicious(scores, ids, n, f);
-	fputs("</body></html>\n", f);
+	html_tiers(scores, ids, n, tiers, out);
+	html_rounds(scores, ids, n, out);
+	html_suspicious(scores, ids, n, out);
+	st_buf_puts(out, "</body></html>\n");
 	json_decref(tiers);
 }
 
@@ -720,17 +725,10 @@ st_status st_eval_write_html(const char *path, const json_t *const *scores, cons
 		if (s)
 			return st_err_wrap(err, s, "eval page %s", path);
 	}
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
-		return st_err_set(err, ST_E_NOMEM, "eval page: out of memory");
-	st_eval_print_html(scores, ids, n, f);
-	if (fclose(f)) {
-		free(buf);
-		return st_err_set(err, ST_E_NOMEM, "eval page: out of memory");
-	}
-	st_status s = st_write_file_atomic(path, buf, len, err);
-	free(buf);
+	st_buf page = {0};
+	st_eval_print_html(scores, ids, n, &page);
+	st_status s = page.oom ? st_err_set(err, ST_E_NOMEM, "eval page: out of memory")
+	                       : st_write_file_atomic(path, st_buf_str(&page), page.n, err);
+	st_buf_free(&page);
 	return s;
 }

@@ -6,22 +6,23 @@
 #define ST_STORE_HTML_H
 
 #include <stddef.h>
-#include <stdio.h>
+
+#include "common/buf.h"
 
 /* At most `max` bytes of s, with < > & " escaped: safe in element text and in attributes. */
-void st_html_text(FILE *f, const char *s, size_t max);
+void st_html_text(st_buf *out, const char *s, size_t max);
 
 /* Everything up to and including <body>: the doctype, the title and the common style sheet,
  * then extra_css (rules of one page; "" for none). */
-void st_html_head(FILE *f, const char *title, const char *extra_css);
+void st_html_head(st_buf *out, const char *title, const char *extra_css);
 
 /* A chart's opening <svg class="chart" id=ID ...> of width x height and its bold title line at
  * (title_x, 16); title_fmt is printf-style and not escaped: pass fixed text. */
-void st_svg_begin(FILE *f, const char *id, int width, int height, int title_x,
+void st_svg_begin(st_buf *out, const char *id, int width, int height, int title_x,
                   const char *title_fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* A 0-100 % y axis: grid lines from x = left to right every 25 %, the top one dashed, labelled
  * at the left edge; the plot spans y = top (100 %) to top + hgt (0 %). */
-void st_svg_pct_axis(FILE *f, int left, int right, int top, int hgt);
+void st_svg_pct_axis(st_buf *out, int left, int right, int top, int hgt);
 
 #endif

@@ -14,28 +14,28 @@ static const char *str(const json_t *o, const char *k)
 	return s ? s : "";
 }
 
-static void ms(FILE *f, double x, int width)
+static void ms(st_buf *out, double x, int width)
 {
 	if (x > 0)
-		fprintf(f, " %*.4f", width, x);
+		st_buf_printf(out, " %*.4f", width, x);
 	else
-		fprintf(f, " %*s", width, "-");
+		st_buf_printf(out, " %*s", width, "-");
 }
 
-static void times(FILE *f, double x, int width)
+static void times(st_buf *out, double x, int width)
 {
 	if (x > 0)
-		fprintf(f, " %*.2fx", width - 1, x);
+		st_buf_printf(out, " %*.2fx", width - 1, x);
 	else
-		fprintf(f, " %*s", width, "-");
+		st_buf_printf(out, " %*s", width, "-");
 }
 
-static void pct(FILE *f, const json_t *x, int width)
+static void pct(st_buf *out, const json_t *x, int width)
 {
 	if (json_is_number(x))
-		fprintf(f, " %*.0f%%", width - 1, 100 * json_number_value(x));
+		st_buf_printf(out, " %*.0f%%", width - 1, 100 * json_number_value(x));
 	else
-		fprintf(f, " %*s", width, "-");
+		st_buf_printf(out, " %*s", width, "-");
 }
 
 static const json_t *fastp(const json_t *s, const char *base, double p)
@@ -77,161 +77,163 @@ static const char *bar_of(const json_t *r)
 
 /* ---- terminal table --------------------------------------------------------------------------- */
 
-static void score_line(const char *label, const json_t *s, const char *base, FILE *f)
+static void score_line(const char *label, const json_t *s, const char *base, st_buf *out)
 {
-	fprintf(f, "%-8s %3d tasks  compiled", label, (int)json_integer_value(json_object_get(s, "tasks")));
-	pct(f, json_object_get(s, "compile_rate"), 5);
-	fprintf(f, "  correct");
-	pct(f, json_object_get(s, "correct_rate"), 5);
-	fprintf(f, "  fast_1/1.5/2/5 vs %s", base);
+	st_buf_printf(out, "%-8s %3d tasks  compiled", label, (int)json_integer_value(json_object_get(s,
+	              "tasks" )));
+	pct(out, json_object_get(s, "compile_rate"), 5);
+	st_buf_printf(out, "  correct");
+	pct(out, json_object_get(s, "correct_rate"), 5);
+	st_buf_printf(out, "  fast_1/1.5/2/5 vs %s", base);
 	for (int k = 1; k < ST_BENCH_NP; k++)
-		pct(f, fastp(s, base, st_bench_p[k]), 4);
-	fprintf(f, "  geomean");
+		pct(out, fastp(s, base, st_bench_p[k]), 4);
+	st_buf_printf(out, "  geomean");
 	const json_t *g = geomean(s, base, "correct");
-	times(f, json_is_number(g) ? json_number_value(g) : 0, 7);
+	times(out, json_is_number(g) ? json_number_value(g) : 0, 7);
 	if (strcmp(base, "best")) {
-		fprintf(f, "  vs best: fast_1");
-		pct(f, fastp(s, "best", 1), 4);
-		fprintf(f, " geomean");
+		st_buf_printf(out, "  vs best: fast_1");
+		pct(out, fastp(s, "best", 1), 4);
+		st_buf_printf(out, " geomean");
 		g = geomean(s, "best", "correct");
-		times(f, json_is_number(g) ? json_number_value(g) : 0, 7);
+		times(out, json_is_number(g) ? json_number_value(g) : 0, 7);
 	}
-	fprintf(f, "  SOL mean");
-	pct(f, json_object_get(json_object_get(s, "sol"), "mean"), 4);
+	st_buf_printf(out, "  SOL mean");
+	pct(out, json_object_get(json_object_get(s, "sol"), "mean"), 4);
 	int sus = (int)json_integer_value(json_object_get(s, "suspicious"));
 	if (sus)
-		fprintf(f, "  suspicious %d", sus);
-	fputc('\n', f);
+		st_buf_printf(out, "  suspicious %d", sus);
+	st_buf_putc(out, '\n');
 }
 
-void st_bench_print_table(const json_t *rows, const json_t *score, const char *baseline, FILE *f)
+void st_bench_print_table(const json_t *rows, const json_t *score, const char *baseline,
+                          st_buf *out)
 {
-	fprintf(f, "%-24s %-14s %12s %12s %12s %8s %9s %6s %12s %-6s %8s\n", "task", "status",
+	st_buf_printf(out, "%-24s %-14s %12s %12s %12s %8s %9s %6s %12s %-6s %8s\n", "task", "status",
 	        "reference ms", "expert ms", "solution ms", "vs ref", "vs expert", "SOL", "best ms",
 	        "bar", "vs best");
 	size_t i;
 	const json_t *r;
 	json_array_foreach(rows, i, r) {
-		fprintf(f, "%-24s %-14s", str(r, "task"), str(r, "status"));
-		ms(f, st_json_num(r, "reference_ms"), 12);
-		ms(f, st_json_num(r, "expert_ms"), 12);
-		ms(f, st_json_num(r, "solution_ms"), 12);
-		times(f, st_json_num(r, "vs_reference"), 8);
-		times(f, st_json_num(r, "vs_expert"), 9);
-		pct(f, json_object_get(r, "sol_fraction"), 6);
-		ms(f, st_json_num(r, "best_ms"), 12);
-		fprintf(f, " %-6s", bar_of(r));
-		times(f, st_json_num(r, "vs_best"), 8);
+		st_buf_printf(out, "%-24s %-14s", str(r, "task"), str(r, "status"));
+		ms(out, st_json_num(r, "reference_ms"), 12);
+		ms(out, st_json_num(r, "expert_ms"), 12);
+		ms(out, st_json_num(r, "solution_ms"), 12);
+		times(out, st_json_num(r, "vs_reference"), 8);
+		times(out, st_json_num(r, "vs_expert"), 9);
+		pct(out, json_object_get(r, "sol_fraction"), 6);
+		ms(out, st_json_num(r, "best_ms"), 12);
+		st_buf_printf(out, " %-6s", bar_of(r));
+		times(out, st_json_num(r, "vs_best"), 8);
 		if (json_array_size(json_object_get(r, "suspicious")))
-			fprintf(f, "  suspicious: %s",
-			        json_string_value(json_array_get(json_object_get(r, "suspicious"), 0)));
-		fputc('\n', f);
+			st_buf_printf(out, "  suspicious: %s",
+			              json_string_value(json_array_get(json_object_get(r, "suspicious"), 0)));
+		st_buf_putc(out, '\n');
 	}
-	fputc('\n', f);
+	st_buf_putc(out, '\n');
 	const char *key;
 	const json_t *s;
 	json_object_foreach((json_t *)json_object_get(score, "tiers"), key, s) {
 		char label[16];
 		snprintf(label, sizeof label, "tier %s", key);
-		score_line(label, s, baseline, f);
+		score_line(label, s, baseline, out);
 	}
-	score_line("all", json_object_get(score, "all"), baseline, f);
+	score_line("all", json_object_get(score, "all"), baseline, out);
 	char bar[256];
 	bar_sentence(score, bar, sizeof bar);
-	fprintf(f, "%s\n", bar);
+	st_buf_printf(out, "%s\n", bar);
 }
 
 /* ---- CSV ------------------------------------------------------------------------------------ */
 
-static void csv_field(FILE *f, const char *s)
+static void csv_field(st_buf *out, const char *s)
 {
-	fputc('"', f);
+	st_buf_putc(out, '"');
 	for (; *s; s++) {
 		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
+			st_buf_putc(out, '"');
+		st_buf_putc(out, *s);
 	}
-	fputc('"', f);
+	st_buf_putc(out, '"');
 }
 
-static void csv_num(FILE *f, const json_t *r, const char *k)
+static void csv_num(st_buf *out, const json_t *r, const char *k)
 {
 	const json_t *x = json_object_get(r, k);
 	if (json_is_number(x))
-		fprintf(f, ",%.6g", json_number_value(x));
+		st_buf_printf(out, ",%.6g", json_number_value(x));
 	else
-		fputc(',', f);
+		st_buf_putc(out, ',');
 }
 
-void st_bench_print_csv(const json_t *rows, FILE *f)
+void st_bench_print_csv(const json_t *rows, st_buf *out)
 {
-	fprintf(f, "task,tier,status,compiled,correct,reference_ms,expert_ms,solution_ms,"
+	st_buf_printf(out, "task,tier,status,compiled,correct,reference_ms,expert_ms,solution_ms,"
 	           "vs_reference,vs_expert,sol_fraction,suspicious,reason,vendor_ms,best_ms,best,"
 	           "vs_best\n");
 	size_t i;
 	const json_t *r;
 	json_array_foreach(rows, i, r) {
-		csv_field(f, str(r, "task"));
-		fprintf(f, ",%d,", (int)json_integer_value(json_object_get(r, "tier")));
-		csv_field(f, str(r, "status"));
-		fprintf(f, ",%d,%d", json_is_true(json_object_get(r, "compiled")),
-		        json_is_true(json_object_get(r, "correct")));
+		csv_field(out, str(r, "task"));
+		st_buf_printf(out, ",%d,", (int)json_integer_value(json_object_get(r, "tier")));
+		csv_field(out, str(r, "status"));
+		st_buf_printf(out, ",%d,%d", json_is_true(json_object_get(r, "compiled")),
+		              json_is_true(json_object_get(r, "correct")));
 		const char *nums[] = {"reference_ms", "expert_ms", "solution_ms", "vs_reference",
 		                      "vs_expert", "sol_fraction"};
 		for (size_t k = 0; k < sizeof nums / sizeof *nums; k++)
-			csv_num(f, r, nums[k]);
-		fputc(',', f);
+			csv_num(out, r, nums[k]);
+		st_buf_putc(out, ',');
 		const json_t *sus = json_array_get(json_object_get(r, "suspicious"), 0);
-		csv_field(f, sus ? json_string_value(sus) : "");
-		fputc(',', f);
-		csv_field(f, str(r, "reason"));
-		csv_num(f, r, "vendor_ms");
-		csv_num(f, r, "best_ms");
-		fputc(',', f);
-		csv_field(f, str(r, "best"));
-		csv_num(f, r, "vs_best");
-		fputc('\n', f);
+		csv_field(out, sus ? json_string_value(sus) : "");
+		st_buf_putc(out, ',');
+		csv_field(out, str(r, "reason"));
+		csv_num(out, r, "vendor_ms");
+		csv_num(out, r, "best_ms");
+		st_buf_putc(out, ',');
+		csv_field(out, str(r, "best"));
+		csv_num(out, r, "vs_best");
+		st_buf_putc(out, '\n');
 	}
 }
 
 /* A row's six figures (three medians, two speedups, SOL) as table cells: each written between
  * `before` and `after`, the one place the Markdown and HTML tables agree on their order. */
-static void number_cells(FILE *f, const json_t *r, const char *before, const char *after)
+static void number_cells(st_buf *out, const json_t *r, const char *before, const char *after)
 {
 	const char *times_ms[] = {"reference_ms", "expert_ms", "solution_ms"};
 	for (int k = 0; k < 3; k++) {
-		fputs(before, f);
-		ms(f, st_json_num(r, times_ms[k]), 1);
-		fputs(after, f);
+		st_buf_puts(out, before);
+		ms(out, st_json_num(r, times_ms[k]), 1);
+		st_buf_puts(out, after);
 	}
 	const char *speedups[] = {"vs_reference", "vs_expert"};
 	for (int k = 0; k < 2; k++) {
-		fputs(before, f);
-		times(f, st_json_num(r, speedups[k]), 1);
-		fputs(after, f);
+		st_buf_puts(out, before);
+		times(out, st_json_num(r, speedups[k]), 1);
+		st_buf_puts(out, after);
 	}
-	fputs(before, f);
-	pct(f, json_object_get(r, "sol_fraction"), 1);
-	fputs(after, f);
-	fputs(before, f);
-	ms(f, st_json_num(r, "best_ms"), 1);
-	fputs(after, f);
-	fprintf(f, "%s %s%s", before, bar_of(r), after);
-	fputs(before, f);
-	times(f, st_json_num(r, "vs_best"), 1);
-	fputs(after, f);
+	st_buf_puts(out, before);
+	pct(out, json_object_get(r, "sol_fraction"), 1);
+	st_buf_puts(out, after);
+	st_buf_puts(out, before);
+	ms(out, st_json_num(r, "best_ms"), 1);
+	st_buf_puts(out, after);
+	st_buf_printf(out, "%s %s%s", before, bar_of(r), after);
+	st_buf_puts(out, before);
+	times(out, st_json_num(r, "vs_best"), 1);
+	st_buf_puts(out, after);
 }
 
 /* ---- Markdown -------------------------------------------------------------------------------- */
 
 /* Markdown table cells: a pipe or a newline in a reason would break the row. */
-static void md_text(FILE *f, const char *s, size_t max)
+static void md_text(st_buf *out, const char *s, size_t max)
 {
 	for (size_t n = 0; *s && n < max; s++, n++)
-		fputs(*s == '|' ? "\\|" : *s == '\n' ? " " : (char[]){*s, 0}, f);
+		st_buf_puts(out, *s == '|' ? "\\|" : *s == '\n' ? " " : (char[]){*s, 0});
 }
 
-static void run_facts(const json_t *run, FILE *f, int html)
+static void run_facts(const json_t *run, st_buf *out, int html)
 {
 	const char *keys[] = {"id", "started", "device", "arch", "driver", "runtime", "commit", "host",
 	                      "solutions", "backend", "baseline"};
@@ -247,52 +249,52 @@ static void run_facts(const json_t *run, FILE *f, int html)
 		else
 			continue;
 		if (html) {
-			fprintf(f, "<tr><th>%s</th><td>", keys[i]);
-			st_html_text(f, buf, sizeof buf);
-			fputs("</td></tr>\n", f);
+			st_buf_printf(out, "<tr><th>%s</th><td>", keys[i]);
+			st_html_text(out, buf, sizeof buf);
+			st_buf_puts(out, "</td></tr>\n");
 		} else {
-			fprintf(f, "| %s | ", keys[i]);
-			md_text(f, buf, 400);
-			fputs(" |\n", f);
+			st_buf_printf(out, "| %s | ", keys[i]);
+			md_text(out, buf, 400);
+			st_buf_puts(out, " |\n");
 		}
 	}
 }
 
-static void md_score_row(FILE *f, const char *label, const json_t *s)
+static void md_score_row(st_buf *out, const char *label, const json_t *s)
 {
-	fprintf(f, "| %s | %d |", label, (int)json_integer_value(json_object_get(s, "tasks")));
-	pct(f, json_object_get(s, "compile_rate"), 1);
-	fputs(" |", f);
-	pct(f, json_object_get(s, "correct_rate"), 1);
-	fputs(" |", f);
+	st_buf_printf(out, "| %s | %d |", label, (int)json_integer_value(json_object_get(s, "tasks")));
+	pct(out, json_object_get(s, "compile_rate"), 1);
+	st_buf_puts(out, " |");
+	pct(out, json_object_get(s, "correct_rate"), 1);
+	st_buf_puts(out, " |");
 	for (int b = 0; b < ST_BENCH_NB; b++) {
 		const char *base = st_bench_bases[b];
 		for (int k = 1; k < ST_BENCH_NP; k++) {
-			pct(f, fastp(s, base, st_bench_p[k]), 1);
-			fputs(k + 1 < ST_BENCH_NP ? " /" : " |", f);
+			pct(out, fastp(s, base, st_bench_p[k]), 1);
+			st_buf_puts(out, k + 1 < ST_BENCH_NP ? " /" : " |");
 		}
 		const json_t *g = geomean(s, base, "correct"), *g1 = geomean(s, base, "faster");
-		times(f, json_is_number(g) ? json_number_value(g) : 0, 1);
-		fputs(" /", f);
-		times(f, json_is_number(g1) ? json_number_value(g1) : 0, 1);
-		fputs(" |", f);
+		times(out, json_is_number(g) ? json_number_value(g) : 0, 1);
+		st_buf_puts(out, " /");
+		times(out, json_is_number(g1) ? json_number_value(g1) : 0, 1);
+		st_buf_puts(out, " |");
 	}
-	pct(f, json_object_get(json_object_get(s, "sol"), "mean"), 1);
-	fprintf(f, " | %d |\n", (int)json_integer_value(json_object_get(s, "suspicious")));
+	pct(out, json_object_get(json_object_get(s, "sol"), "mean"), 1);
+	st_buf_printf(out, " | %d |\n", (int)json_integer_value(json_object_get(s, "suspicious")));
 }
 
 void st_bench_print_md(const json_t *run, const json_t *rows, const json_t *score,
-                       const char *baseline, FILE *f)
+                       const char *baseline, st_buf *out)
 {
-	fprintf(f, "# stitch bench\n\n| | |\n|---|---|\n");
-	run_facts(run, f, 0);
-	fprintf(f, "\n## Scores\n\nfast_p: share of all tasks that are correct and more than p times "
+	st_buf_printf(out, "# stitch bench\n\n| | |\n|---|---|\n");
+	run_facts(run, out, 0);
+	st_buf_printf(out, "\n## Scores\n\nfast_p: share of all tasks that are correct and more than p times "
 	           "faster than the baseline (p = 1 / 1.5 / 2 / 5). Geomean: over correct tasks / "
 	           "over those faster than the baseline. Headline baseline: %s.\n\n", baseline);
 	char bar[256];
 	bar_sentence(score, bar, sizeof bar);
-	fprintf(f, "The %s.\n\n", bar);
-	fprintf(f, "| scope | tasks | compiled | correct | fast_p vs reference | geomean vs reference "
+	st_buf_printf(out, "The %s.\n\n", bar);
+	st_buf_printf(out, "| scope | tasks | compiled | correct | fast_p vs reference | geomean vs reference "
 	           "| fast_p vs expert | geomean vs expert | fast_p vs best | geomean vs best "
 	           "| SOL mean | suspicious |\n"
 	           "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -301,9 +303,9 @@ void st_bench_print_md(const json_t *run, const json_t *rows, const json_t *scor
 	json_object_foreach((json_t *)json_object_get(score, "tiers"), key, s) {
 		char label[16];
 		snprintf(label, sizeof label, "tier %s", key);
-		md_score_row(f, label, s);
+		md_score_row(out, label, s);
 	}
-	md_score_row(f, "all", json_object_get(score, "all"));
+	md_score_row(out, "all", json_object_get(score, "all"));
 	json_int_t tier = -1;
 	size_t i;
 	const json_t *r;
@@ -311,19 +313,19 @@ void st_bench_print_md(const json_t *run, const json_t *rows, const json_t *scor
 		json_int_t t = json_integer_value(json_object_get(r, "tier"));
 		if (t != tier) {
 			tier = t;
-			fprintf(f, "\n## Tier %lld\n\n| task | status | reference ms | expert ms | solution ms "
+			st_buf_printf(out, "\n## Tier %lld\n\n| task | status | reference ms | expert ms | solution ms "
 			           "| vs reference | vs expert | SOL | best ms | bar | vs best | notes |\n"
 			           "|---|---|---|---|---|---|---|---|---|---|---|---|\n", (long long)t);
 		}
-		fprintf(f, "| %s | %s |", str(r, "task"), str(r, "status"));
-		number_cells(f, r, "", " |");
-		fputs(" ", f);
+		st_buf_printf(out, "| %s | %s |", str(r, "task"), str(r, "status"));
+		number_cells(out, r, "", " |");
+		st_buf_puts(out, " ");
 		const json_t *sus = json_array_get(json_object_get(r, "suspicious"), 0);
 		if (sus)
-			md_text(f, json_string_value(sus), 200);
+			md_text(out, json_string_value(sus), 200);
 		else if (!json_is_true(json_object_get(r, "correct")))
-			md_text(f, str(r, "reason"), 200);
-		fputs(" |\n", f);
+			md_text(out, str(r, "reason"), 200);
+		st_buf_puts(out, " |\n");
 	}
 }
 
@@ -331,7 +333,7 @@ void st_bench_print_md(const json_t *run, const json_t *rows, const json_t *scor
 
 /* Horizontal bars of each task's speedup over the baseline on a log2 axis, 1x marked: a task
  * below the line is slower than its baseline. */
-static void svg_speedups(const json_t *rows, const char *baseline, FILE *f)
+static void svg_speedups(const json_t *rows, const char *baseline, st_buf *out)
 {
 	char key[32];
 	snprintf(key, sizeof key, "vs_%s", baseline);
@@ -351,47 +353,48 @@ static void svg_speedups(const json_t *rows, const char *baseline, FILE *f)
 	}
 	double span = log2(hi) - log2(lo);
 	int h = top + n * bar + 24;
-	st_svg_begin(f, "speedups", left + width + 70, h, left,
+	st_svg_begin(out, "speedups", left + width + 70, h, left,
 	             "speedup over the %s per task (log scale)", baseline);
 	for (double g = lo; g <= hi * 1.0001; g *= 2) {
 		double x = left + width * (log2(g) - log2(lo)) / span;
-		fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"%s\"/>"
-		           "<text x=\"%.1f\" y=\"%d\" class=\"tick\">%gx</text>\n",
-		        x, top - 4, x, top + n * bar, g == 1 ? "one" : "grid", x - 8, top + n * bar + 14, g);
+		st_buf_printf(out, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"%s\"/>"
+		                   "<text x=\"%.1f\" y=\"%d\" class=\"tick\">%gx</text>\n", x, top - 4, x,
+		              top + n * bar, g == 1 ? "one" : "grid", x - 8, top + n * bar + 14, g);
 	}
 	double x1 = left + width * (0 - log2(lo)) / span;
 	json_array_foreach(rows, i, r) {
 		int y = top + (int)i * bar;
-		fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"label\">", left - 6, y + bar - 4);
-		st_html_text(f, str(r, "task"), 64);
-		fputs("</text>", f);
+		st_buf_printf(out, "<text x=\"%d\" y=\"%d\" class=\"label\">", left - 6, y + bar - 4);
+		st_html_text(out, str(r, "task"), 64);
+		st_buf_puts(out, "</text>");
 		double s = st_json_num(r, key);
 		if (s > 0) {
 			double x = left + width * (log2(s) - log2(lo)) / span;
 			double a = x < x1 ? x : x1, w = fabs(x - x1);
-			fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" class=\"%s\">"
-			           "<title>%.3gx</title></rect><text x=\"%.1f\" y=\"%d\" class=\"value\">%.2fx</text>",
-			        a, y + 2, w < 1 ? 1 : w, bar - 4,
-			        json_array_size(json_object_get(r, "suspicious")) ? "bar sus" : s >= 1 ? "bar" : "bar slow",
-			        s, (x > x1 ? x : x1) + 4, y + bar - 4, s);
+			st_buf_printf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
+			                   "class=\"%s\"><title>%.3gx</title></rect>"
+			                   "<text x=\"%.1f\" y=\"%d\" class=\"value\">%.2fx</text>", a, y + 2,
+			              w < 1 ? 1 : w, bar - 4, json_array_size(json_object_get(r, "suspicious"
+			              )) ? "bar sus" : s >= 1 ? "bar" : "bar slow", s, (x > x1 ? x : x1) + 4,
+			              y + bar - 4, s);
 		} else {
-			fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"fail\">%s</text>", x1 + 4, y + bar - 4,
-			        str(r, "status"));
+			st_buf_printf(out, "<text x=\"%.1f\" y=\"%d\" class=\"fail\">%s</text>", x1 + 4,
+			              y + bar - 4, str(r, "status" ));
 		}
-		fputc('\n', f);
+		st_buf_putc(out, '\n');
 	}
-	fputs("</svg>\n", f);
+	st_buf_puts(out, "</svg>\n");
 }
 
 /* Mean SOL fraction per tier as vertical bars against the 100 % roof. */
-static void svg_sol(const json_t *score, FILE *f)
+static void svg_sol(const json_t *score, st_buf *out)
 {
 	const json_t *tiers = json_object_get(score, "tiers");
 	int n = (int)json_object_size(tiers);
 	const int bw = 70, gap = 30, left = 50, top = 30, hgt = 200;
-	st_svg_begin(f, "sol", left + n * (bw + gap) + 20, top + hgt + 40, left,
+	st_svg_begin(out, "sol", left + n * (bw + gap) + 20, top + hgt + 40, left,
 	             "mean SOL fraction per tier");
-	st_svg_pct_axis(f, left, left + n * (bw + gap), top, hgt);
+	st_svg_pct_axis(out, left, left + n * (bw + gap), top, hgt);
 	int k = 0;
 	const char *key;
 	const json_t *s;
@@ -400,79 +403,80 @@ static void svg_sol(const json_t *score, FILE *f)
 		double v = json_is_number(m) ? json_number_value(m) : 0;
 		double hv = hgt * (v > 1.2 ? 1.2 : v);
 		int x = left + gap / 2 + k * (bw + gap);
-		fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" class=\"bar\">"
-		           "<title>%.1f%%</title></rect><text x=\"%d\" y=\"%.1f\" class=\"value\">%.0f%%</text>"
-		           "<text x=\"%d\" y=\"%d\" class=\"label2\">tier %s</text>\n",
-		        x, top + hgt - hv, bw, hv, 100 * v, x + 18, top + hgt - hv - 4, 100 * v, x + 14,
-		        top + hgt + 16, key);
+		st_buf_printf(out, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" class=\"bar\">"
+		                   "<title>%.1f%%</title></rect><text x=\"%d\" y=\"%.1f\" "
+		                   "class=\"value\">%.0f%%</text><text x=\"%d\" y=\"%d\" "
+		                   "class=\"label2\">tier %s</text>\n", x, top + hgt - hv, bw, hv, 100 * v,
+		              x + 18, top + hgt - hv - 4, 100 * v, x + 14, top + hgt + 16, key);
 		k++;
 	}
-	fputs("</svg>\n", f);
+	st_buf_puts(out, "</svg>\n");
 }
 
 void st_bench_print_html(const json_t *run, const json_t *rows, const json_t *score,
-                         const char *baseline, FILE *f)
+                         const char *baseline, st_buf *out)
 {
-	st_html_head(f, "stitch bench", "");
-	fputs("<h1>stitch bench</h1>\n<table class=\"facts\">\n", f);
-	run_facts(run, f, 1);
-	fputs("</table>\n<h2>Scores</h2>\n<table><tr><th>scope</th><th>tasks</th><th>compiled</th>"
-	      "<th>correct</th>", f);
+	st_html_head(out, "stitch bench", "");
+	st_buf_puts(out, "<h1>stitch bench</h1>\n<table class=\"facts\">\n");
+	run_facts(run, out, 1);
+	st_buf_puts(out, "</table>\n<h2>Scores</h2>\n<table><tr><th>scope</th><th>tasks</th><th>compiled</th>"
+	      "<th>correct</th>");
 	for (int b = 0; b < ST_BENCH_NB; b++)
 		for (int k = 1; k < ST_BENCH_NP; k++)
-			fprintf(f, "<th>fast_%g vs %s</th>", st_bench_p[k], b ? st_bench_bases[b] : "ref");
-	fputs("<th>geomean vs ref</th><th>geomean vs expert</th><th>geomean vs best</th>"
-	      "<th>SOL mean</th><th>suspicious</th></tr>\n", f);
+			st_buf_printf(out, "<th>fast_%g vs %s</th>", st_bench_p[k], b ? st_bench_bases[b] : "ref");
+	st_buf_puts(out, "<th>geomean vs ref</th><th>geomean vs expert</th><th>geomean vs best</th>"
+	      "<th>SOL mean</th><th>suspicious</th></tr>\n");
 	json_t *scopes = json_deep_copy(json_object_get(score, "tiers"));
 	json_object_set(scopes, "all", json_object_get(score, "all"));
 	const char *key;
 	json_t *s;
 	json_object_foreach(scopes, key, s) {
-		fprintf(f, "<tr><td>%s%s</td><td>%d</td><td>", strcmp(key, "all") ? "tier " : "", key,
+		st_buf_printf(out, "<tr><td>%s%s</td><td>%d</td><td>", strcmp(key, "all") ? "tier " : "", key,
 		        (int)json_integer_value(json_object_get(s, "tasks")));
-		pct(f, json_object_get(s, "compile_rate"), 1);
-		fputs("</td><td>", f);
-		pct(f, json_object_get(s, "correct_rate"), 1);
+		pct(out, json_object_get(s, "compile_rate"), 1);
+		st_buf_puts(out, "</td><td>");
+		pct(out, json_object_get(s, "correct_rate"), 1);
 		for (int b = 0; b < ST_BENCH_NB; b++)
 			for (int k = 1; k < ST_BENCH_NP; k++) {
-				fputs("</td><td>", f);
-				pct(f, fastp(s, st_bench_bases[b], st_bench_p[k]), 1);
+				st_buf_puts(out, "</td><td>");
+				pct(out, fastp(s, st_bench_bases[b], st_bench_p[k]), 1);
 			}
 		for (int b = 0; b < ST_BENCH_NB; b++) {
-			fputs("</td><td>", f);
+			st_buf_puts(out, "</td><td>");
 			const json_t *g = geomean(s, st_bench_bases[b], "correct");
-			times(f, json_is_number(g) ? json_number_value(g) : 0, 1);
+			times(out, json_is_number(g) ? json_number_value(g) : 0, 1);
 		}
-		fputs("</td><td>", f);
-		pct(f, json_object_get(json_object_get(s, "sol"), "mean"), 1);
-		fprintf(f, "</td><td>%d</td></tr>\n", (int)json_integer_value(json_object_get(s, "suspicious")));
+		st_buf_puts(out, "</td><td>");
+		pct(out, json_object_get(json_object_get(s, "sol"), "mean"), 1);
+		st_buf_printf(out, "</td><td>%d</td></tr>\n", (int)json_integer_value(json_object_get(s,
+		              "suspicious" )));
 	}
 	json_decref(scopes);
 	char bar[256];
 	bar_sentence(score, bar, sizeof bar);
-	fputs("</table>\n<p class=\"bar\">The ", f);
-	st_html_text(f, bar, sizeof bar);
-	fputs(".</p>\n", f);
-	svg_speedups(rows, baseline, f);
-	svg_sol(score, f);
-	fputs("<h2>Tasks</h2>\n<table><tr><th>task</th><th>status</th><th>reference ms</th>"
+	st_buf_puts(out, "</table>\n<p class=\"bar\">The ");
+	st_html_text(out, bar, sizeof bar);
+	st_buf_puts(out, ".</p>\n");
+	svg_speedups(rows, baseline, out);
+	svg_sol(score, out);
+	st_buf_puts(out, "<h2>Tasks</h2>\n<table><tr><th>task</th><th>status</th><th>reference ms</th>"
 	      "<th>expert ms</th><th>solution ms</th><th>vs reference</th><th>vs expert</th>"
-	      "<th>SOL</th><th>best ms</th><th>bar</th><th>vs best</th><th>notes</th></tr>\n", f);
+	      "<th>SOL</th><th>best ms</th><th>bar</th><th>vs best</th><th>notes</th></tr>\n");
 	size_t i;
 	const json_t *r;
 	json_array_foreach(rows, i, r) {
-		fputs("<tr><td>", f);
-		st_html_text(f, str(r, "task"), 128);
-		fputs("</td><td>", f);
-		st_html_text(f, str(r, "status"), 32);
-		number_cells(f, r, "</td><td>", "");
-		fputs("</td><td style=\"text-align:left\">", f);
+		st_buf_puts(out, "<tr><td>");
+		st_html_text(out, str(r, "task"), 128);
+		st_buf_puts(out, "</td><td>");
+		st_html_text(out, str(r, "status"), 32);
+		number_cells(out, r, "</td><td>", "");
+		st_buf_puts(out, "</td><td style=\"text-align:left\">");
 		const json_t *sus = json_array_get(json_object_get(r, "suspicious"), 0);
-		st_html_text(f, sus ? json_string_value(sus)
+		st_html_text(out, sus ? json_string_value(sus)
 		                 : json_is_true(json_object_get(r, "correct")) ? "" : str(r, "reason"), 300);
-		fputs("</td></tr>\n", f);
+		st_buf_puts(out, "</td></tr>\n");
 	}
-	fputs("</table>\n</body></html>\n", f);
+	st_buf_puts(out, "</table>\n</body></html>\n");
 }
 
 /* ---- comparison ------------------------------------------------------------------------------- */
@@ -488,15 +492,15 @@ static const json_t *row_for(const json_t *rows, const char *task)
 }
 
 void st_bench_print_compare(const json_t *run_a, const json_t *rows_a, const json_t *run_b,
-                            const json_t *rows_b, FILE *f)
+                            const json_t *rows_b, st_buf *out)
 {
-	fprintf(f, "A: run %lld  %s  %s  %s\nB: run %lld  %s  %s  %s\n\n",
-	        (long long)json_integer_value(json_object_get(run_a, "id")), str(run_a, "started"),
-	        str(run_a, "solutions"), str(run_a, "commit"),
-	        (long long)json_integer_value(json_object_get(run_b, "id")), str(run_b, "started"),
-	        str(run_b, "solutions"), str(run_b, "commit"));
-	fprintf(f, "%-24s %-14s %-14s %12s %12s %9s %9s %9s\n", "task", "status A", "status B",
-	        "solution A", "solution B", "B vs A", "ref A/B", "SOL B");
+	st_buf_printf(out, "A: run %lld  %s  %s  %s\nB: run %lld  %s  %s  %s\n\n",
+	              (long long)json_integer_value(json_object_get(run_a, "id" )), str(run_a, "started"
+	              ), str(run_a, "solutions" ), str(run_a, "commit" ),
+	              (long long)json_integer_value(json_object_get(run_b, "id" )), str(run_b, "started"
+	              ), str(run_b, "solutions" ), str(run_b, "commit" ));
+	st_buf_printf(out, "%-24s %-14s %-14s %12s %12s %9s %9s %9s\n", "task", "status A", "status B",
+	              "solution A", "solution B", "B vs A", "ref A/B", "SOL B");
 	json_t *tasks = json_array();
 	size_t i;
 	const json_t *r;
@@ -509,26 +513,26 @@ void st_bench_print_compare(const json_t *run_a, const json_t *rows_a, const jso
 	json_array_foreach(tasks, i, t) {
 		const char *id = json_string_value(t);
 		const json_t *a = row_for(rows_a, id), *b = row_for(rows_b, id);
-		fprintf(f, "%-24s %-14s %-14s", id, a ? str(a, "status") : "(absent)",
-		        b ? str(b, "status") : "(absent)");
+		st_buf_printf(out, "%-24s %-14s %-14s", id, a ? str(a, "status") : "(absent)",
+		              b ? str(b, "status") : "(absent)");
 		double ma = a ? st_json_num(a, "solution_ms") : 0;
 		double mb = b ? st_json_num(b, "solution_ms") : 0;
-		ms(f, ma, 12);
-		ms(f, mb, 12);
+		ms(out, ma, 12);
+		ms(out, mb, 12);
 		/* > 1: B is faster than A */
-		times(f, ma > 0 && mb > 0 ? ma / mb : 0, 9);
+		times(out, ma > 0 && mb > 0 ? ma / mb : 0, 9);
 		/* the reference's own drift between the runs: how far the machines differ */
 		double ra = a ? st_json_num(a, "reference_ms") : 0;
 		double rb = b ? st_json_num(b, "reference_ms") : 0;
-		times(f, ra > 0 && rb > 0 ? ra / rb : 0, 9);
-		pct(f, b ? json_object_get(b, "sol_fraction") : NULL, 9);
-		fputc('\n', f);
+		times(out, ra > 0 && rb > 0 ? ra / rb : 0, 9);
+		pct(out, b ? json_object_get(b, "sol_fraction") : NULL, 9);
+		st_buf_putc(out, '\n');
 	}
 	json_decref(tasks);
 	json_t *sa = st_bench_score(rows_a), *sb = st_bench_score(rows_b);
-	fputc('\n', f);
-	score_line("A", json_object_get(sa, "all"), "reference", f);
-	score_line("B", json_object_get(sb, "all"), "reference", f);
+	st_buf_putc(out, '\n');
+	score_line("A", json_object_get(sa, "all"), "reference", out);
+	score_line("B", json_object_get(sb, "all"), "reference", out);
 	json_decref(sa);
 	json_decref(sb);
 }

@@ -1,25 +1,20 @@
 /* `stitch bench --report DIR`: the run as report.md and a self-contained report.html, each
  * written whole or not at all (temp + rename), so a browser or a reader never sees half a page. */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "bench.h"
 #include "common/fs.h"
 
-typedef void (*render_fn)(const json_t *, const json_t *, const json_t *, const char *, FILE *);
+typedef void (*render_fn)(const json_t *, const json_t *, const json_t *, const char *, st_buf *);
 
 static st_status write_one(const char *dir, const char *name, render_fn render, const json_t *run,
                            const json_t *rows, const json_t *score, const char *baseline,
                            st_err *err)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
-		return st_err_set(err, ST_E_NOMEM, "report: out of memory");
-	render(run, rows, score, baseline, f);
-	if (fclose(f)) {
-		free(buf);
+	st_buf page = {0};
+	render(run, rows, score, baseline, &page);
+	if (page.oom) {
+		st_buf_free(&page);
 		return st_err_set(err, ST_E_NOMEM, "report: out of memory");
 	}
 	char path[4096];
@@ -27,8 +22,8 @@ static st_status write_one(const char *dir, const char *name, render_fn render, 
 	if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
 		s = st_err_set(err, ST_E_INVALID, "report: folder path too long");
 	else
-		s = st_write_file_atomic(path, buf, len, err);
-	free(buf);
+		s = st_write_file_atomic(path, st_buf_str(&page), page.n, err);
+	st_buf_free(&page);
 	return s;
 }
 

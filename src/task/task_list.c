@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "common/grow.h"
+
 typedef struct entry {
 	char *id;   /* "t1/softmax": the sort key */
 	char *path; /* absolute folder */
@@ -74,14 +76,8 @@ static void entries_free(entry_list *l)
 static st_status entries_add(entry_list *l, const char *root, const char *tier,
                              const char *name, st_err *err)
 {
-	if (l->n == l->cap) {
-		int cap = l->cap ? 2 * l->cap : 32;
-		entry *v = realloc(l->v, (size_t)cap * sizeof *v);
-		if (!v)
-			return st_err_set(err, ST_E_NOMEM, "out of memory listing tasks");
-		l->v = v;
-		l->cap = cap;
-	}
+	if (ST_GROW(l->v, l->cap, l->n + 1, 32))
+		return st_err_set(err, ST_E_NOMEM, "out of memory listing tasks");
 	entry *e = &l->v[l->n];
 	if (asprintf(&e->id, "%s/%s", tier, name) < 0)
 		return st_err_set(err, ST_E_NOMEM, "out of memory listing tasks");

@@ -6,21 +6,14 @@
 #include <sys/random.h>
 
 #include "common/digest.h"
+#include "common/grow.h"
 
 int st_commits_add_batch(st_commits *c, uint64_t batch_seed, int n, const uint64_t *digests)
 {
 	if (n < 0 || c->n > INT_MAX - n)
 		return -1;
-	if (c->n + n > c->cap) {
-		int cap = c->cap ? c->cap : 256;
-		while (cap < c->n + n)
-			cap = cap > INT_MAX / 2 ? INT_MAX : cap * 2;
-		st_commit *v = realloc(c->v, (size_t)cap * sizeof *v);
-		if (!v)
-			return -1;
-		c->v = v;
-		c->cap = cap;
-	}
+	if (ST_GROW(c->v, c->cap, c->n + n, 256))
+		return -1;
 	for (int i = 0; i < n; i++)
 		c->v[c->n++] = (st_commit){st_call_seed(batch_seed, (uint64_t)i), digests[i], i % 2};
 	return 0;

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/grow.h"
+
 /* Enough for any real repair loop; a template error cascade can print thousands. */
 #define ST_DIAG_MAX 256
 
@@ -100,15 +102,9 @@ static int st_diag_add(st_diag_list *l, const char *file, size_t file_len, int l
 		st_diag_clear(&d);
 		return 0;
 	}
-	if (l->n == l->cap) {
-		int ncap = l->cap ? l->cap * 2 : 8;
-		st_diag *nd = realloc(l->d, (size_t)ncap * sizeof *nd);
-		if (!nd) {
-			st_diag_clear(&d);
-			return -1;
-		}
-		l->d = nd;
-		l->cap = ncap;
+	if (ST_GROW(l->d, l->cap, l->n + 1, 8)) {
+		st_diag_clear(&d);
+		return -1;
 	}
 	l->d[l->n++] = d;
 	return 0;

@@ -1,5 +1,5 @@
 /* The GPU-hold state machine of gpu_hold.h: FREE, SHARED (a read lock) or EXCLUSIVE (the write
- * lock) on a verify's st_verify_opts.gpu_lock, every hold given up recorded for the verdict. */
+ * lock) on a verify's st_verify_slot.gpu_lock, every hold given up recorded for the verdict. */
 #include <assert.h>
 #include <jansson.h>
 #include <pthread.h>

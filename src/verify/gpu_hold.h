@@ -1,4 +1,4 @@
-/* One verify's hold on the GPU it shares with other verifies (st_verify_opts.gpu_lock): shared
+/* One verify's hold on the GPU it shares with other verifies (st_verify_slot.gpu_lock): shared
  * while this verify's runners work on the GPU (load, set-up, runs, teardown), exclusive for
  * whatever measures (timing, the profile, the peaks), and not held at all during work on the CPU
  * alone (compiling, comparing outputs), so that another verify can measure meanwhile. Runners
@@ -13,8 +13,8 @@
 enum { ST_GPU_FREE, ST_GPU_SHARED, ST_GPU_EXCLUSIVE };
 
 typedef struct st_gpu_hold {
-	pthread_rwlock_t *lock; /* o->gpu_lock; NULL: the GPU is not shared, every call a no-op */
-	int alone;              /* o->gpu_alone: exclusive from the first use on */
+	pthread_rwlock_t *lock; /* slot->gpu_lock; NULL: the GPU is not shared, every call a no-op */
+	int alone;              /* slot->gpu_alone: exclusive from the first use on */
 	int held;               /* ST_GPU_FREE, ST_GPU_SHARED or ST_GPU_EXCLUSIVE */
 	double wait_s;          /* time spent waiting for the lock */
 	double since;           /* when the present hold began (st_now_s) */

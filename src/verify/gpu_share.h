@@ -1,5 +1,5 @@
 /* What the programs that run several verifies on one GPU (stitch serve, stitch worker) share:
- * reading their --gpus list, and the per-GPU lock the verifies take (st_verify_opts.gpu_lock). */
+ * reading their --gpus list, and the per-GPU lock the verifies take (st_verify_slot.gpu_lock). */
 #ifndef ST_GPU_SHARE_H
 #define ST_GPU_SHARE_H
 

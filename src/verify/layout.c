@@ -111,7 +111,7 @@ void vx_close_shm(sol *so, st_shm_cache *cache)
 static st_status new_shm(vctx *v, sol *so, size_t len, size_t alloc, st_mem_range *todo,
                          int *n_todo, st_err *err)
 {
-	st_shm_cache *cache = v->o->shm_cache;
+	st_shm_cache *cache = v->slot->shm_cache;
 	vx_close_shm(so, cache);
 	st_shm_block *b = &so->blk;
 	st_mem_range mine[2];

@@ -8,6 +8,7 @@
 #include "verify/policy.h"
 
 #include "common/fs.h"
+#include "common/grow.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -195,14 +196,8 @@ static int splice(const char *src, size_t len, char **out, int **lines, size_t *
 
 static int push(lexed *L, tok_kind kind, dir_kind dir, int line, const char *text, size_t len)
 {
-	if (L->n == L->cap) {
-		int cap = L->cap ? 2 * L->cap : 1024;
-		tok *v = realloc(L->v, (size_t)cap * sizeof *v);
-		if (!v)
-			return -1;
-		L->v = v;
-		L->cap = cap;
-	}
+	if (ST_GROW(L->v, L->cap, L->n + 1, 1024))
+		return -1;
 	/* The pool was sized for every token's text plus a NUL (see lex), so this never overflows. */
 	tok *t = &L->v[L->n++];
 	t->kind = kind;

@@ -171,7 +171,6 @@ void vx_ncu_pass(vctx *v, const char *task_dir, const char *solution)
 {
 	st_verify_opts o = *v->o;
 	o.ncu = 0;
-	o.under_ncu = 1;
 	o.profile = 0;
 	o.timing = 0;
 	o.keep_samples = 0;
@@ -182,7 +181,7 @@ void vx_ncu_pass(vctx *v, const char *task_dir, const char *solution)
 	vx_progress(v, "Nsight Compute on the candidate (set %s, one seed, not sandboxed)", o.sets);
 	json_t *nv = NULL;
 	st_err e;
-	st_status s = st_verify(task_dir, solution, &o, &nv, &e);
+	st_status s = vx_verify(task_dir, solution, &o, v->slot, 1, &nv, &e);
 	json_t *prof = json_object_get(v->verdict, "profile");
 	json_t *ncu = nv ? json_object_get(nv, "ncu") : NULL;
 	if (ncu)

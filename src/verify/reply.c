@@ -3,6 +3,7 @@
  * checked: a runner decides how many rows it sends. */
 #include "reply.h"
 #include "common/digest.h"
+#include "common/grow.h"
 
 #include <limits.h>
 #include <math.h>
@@ -24,17 +25,8 @@ int st_reply_add_samples(const json_t *arr, st_sample **samples, int *n, int *ca
 	size_t rows = json_array_size(arr);
 	if (rows > (size_t)(INT_MAX - *n))
 		return -1;
-	int need = *n + (int)rows;
-	if (need > *cap) {
-		int grown = *cap ? *cap : 256;
-		while (grown < need)
-			grown = grown > INT_MAX / 2 ? INT_MAX : grown * 2;
-		st_sample *p = realloc(*samples, (size_t)grown * sizeof *p);
-		if (!p)
-			return -1;
-		*samples = p;
-		*cap = grown;
-	}
+	if (ST_GROW(*samples, *cap, *n + (int)rows, 256))
+		return -1;
 	for (size_t k = 0; k < rows; k++) {
 		json_t *row = json_array_get(arr, k);
 		st_sample *d = &(*samples)[(*n)++];

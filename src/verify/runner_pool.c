@@ -6,6 +6,7 @@
  * takes spares about as fast as one thread can start them. */
 #include "runner_pool.h"
 #include "common/clock.h"
+#include "common/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,14 +94,8 @@ static void take_at(st_runner_pool *p, int i, idle *out)
 
 static int push(st_runner_pool *p, const idle *e)
 {
-	if (p->n_idle == p->cap_idle) {
-		int cap = p->cap_idle ? 2 * p->cap_idle : 16;
-		idle *n = realloc(p->idle, (size_t)cap * sizeof *n);
-		if (!n)
-			return -1;
-		p->idle = n;
-		p->cap_idle = cap;
-	}
+	if (ST_GROW(p->idle, p->cap_idle, p->n_idle + 1, 16))
+		return -1;
 	p->idle[p->n_idle++] = *e;
 	return 0;
 }

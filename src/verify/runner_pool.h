@@ -27,7 +27,7 @@ void st_runner_pool_free(st_runner_pool *p);
 /* A spare for `label` into *r: 1, or 0 when none is ready (then start one as usual). The pool
  * remembers the kind and keeps spares of it from now on; once it does, a take that finds none
  * waits for one its starters are starting (up to 15 s, and not after a start of theirs failed). Like any runner's start, theirs does
- * not wait for the GPU's lock (st_verify_opts.gpu_lock): see runner_pool.c. */
+ * not wait for the GPU's lock (st_verify_slot.gpu_lock): see runner_pool.c. */
 int st_runner_pool_take_spare(st_runner_pool *p, const char *backend, int flags,
                               const char *devices, const char *label, st_runner *r);
 /* A runner that has `key` loaded (see st_runner_pool_give), or 0. */

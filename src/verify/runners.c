@@ -12,7 +12,7 @@
 /* Runners under ncu are started for one pass and read back after it: never pooled. */
 int vx_pooling(const vctx *v)
 {
-	return v->o->runner_pool && !v->o->under_ncu;
+	return v->slot->runner_pool && !v->under_ncu;
 }
 
 /* Solution i's runner goes back to the pool loaded after this verify (see keep_runner). */
@@ -30,7 +30,7 @@ static int pool_key_of(vctx *v, int i)
 		return 0;
 	char key[sizeof so->pool_key];
 	snprintf(key, sizeof key, "%s|%d|%s|%s|%s", v->o->backend, so->flags,
-	         v->o->devices ? v->o->devices : "", so->cr.so_path, v->hooks_so);
+	         v->slot->devices ? v->slot->devices : "", so->cr.so_path, v->hooks_so);
 	memcpy(so->pool_key, key, sizeof key);
 	return 1;
 }
@@ -42,11 +42,11 @@ void vx_swap_in_loaded(vctx *v)
 	for (int i = 0; i < v->n_sols; i++) {
 		sol *so = &v->sols[i];
 		st_runner kept;
-		if (!pool_key_of(v, i) ||
-		    !st_runner_pool_take_loaded(v->o->runner_pool, so->pool_key, vx_role_of(v, i), &kept))
+		if (!pool_key_of(v, i) || !st_runner_pool_take_loaded(v->slot->runner_pool, so->pool_key,
+		                                                      vx_role_of(v, i), &kept))
 			continue;
-		st_runner_pool_give(v->o->runner_pool, &so->runner, v->o->backend, so->flags,
-		                    v->o->devices, NULL);
+		st_runner_pool_give(v->slot->runner_pool, &so->runner, v->o->backend, so->flags,
+		                    v->slot->devices, NULL);
 		so->runner = kept;
 		so->loaded = 1;
 	}
@@ -57,24 +57,26 @@ void vx_swap_in_loaded(vctx *v)
 st_status vx_acquire_runners(vctx *v, int compiled, st_err *err)
 {
 	const st_verify_opts *o = v->o;
+	const st_verify_slot *slot = v->slot;
 	for (int i = 0; i < v->n_sols; i++) {
 		sol *so = &v->sols[i];
 		double t0 = st_now_s();
 		so->flags = (o->no_sandbox ? 0 : ST_RUNNER_SANDBOX) |
 		            (i == v->cand && vx_profiling(v) ? ST_RUNNER_PROFILE : 0) |
-		            (i == v->cand && o->under_ncu ? ST_RUNNER_NCU : 0);
+		            (i == v->cand && v->under_ncu ? ST_RUNNER_NCU : 0);
 		so->loaded = so->from_pool =
 			compiled && pool_key_of(v, i) &&
-			st_runner_pool_take_loaded(o->runner_pool, so->pool_key, vx_role_of(v, i),
+			st_runner_pool_take_loaded(slot->runner_pool, so->pool_key, vx_role_of(v, i),
 			                           &so->runner);
 		if (!so->from_pool)
 			so->from_pool = vx_pooling(v) &&
-			                st_runner_pool_take_spare(o->runner_pool, o->backend, so->flags,
-			                                          o->devices, vx_role_of(v, i), &so->runner);
+			                st_runner_pool_take_spare(slot->runner_pool, o->backend, so->flags,
+			                                          slot->devices, vx_role_of(v, i),
+			                                          &so->runner);
 		so->got = so->loaded ? "loaded" : so->from_pool ? "spare" : "started";
 		if (!so->from_pool) { /* without the GPU's lock, as the pool's spares (runner_pool.c) */
 			st_status s = st_runner_start(&so->runner, o->backend, vx_role_of(v, i), so->flags,
-			                              o->devices, err);
+			                              slot->devices, err);
 			if (s)
 				return s;
 		}
@@ -188,6 +190,7 @@ st_status vx_load_solutions(vctx *v, st_err *err)
 void vx_release_runners(vctx *v, st_status s)
 {
 	const st_verify_opts *o = v->o;
+	const st_verify_slot *slot = v->slot;
 	st_gpu_hold_use(&v->gpu); /* runners free their memory and close the device */
 	for (int i = 0; i < v->n_sols; i++)
 		if (v->sols[i].started && !keep_runner(v, i, s))
@@ -197,11 +200,12 @@ void vx_release_runners(vctx *v, st_status s)
 	 * the runners' folders, the shared memory unmapped, the pool given its runners back. */
 	for (int i = 0; i < v->n_sols; i++) {
 		if (v->sols[i].started && keep_runner(v, i, s))
-			st_runner_pool_give(o->runner_pool, &v->sols[i].runner, o->backend, v->sols[i].flags,
-			                    o->devices, v->sols[i].loaded ? v->sols[i].pool_key : NULL);
+			st_runner_pool_give(slot->runner_pool, &v->sols[i].runner, o->backend,
+			                    v->sols[i].flags, slot->devices,
+			                    v->sols[i].loaded ? v->sols[i].pool_key : NULL);
 		else if (v->sols[i].started)
 			st_runner_stop(&v->sols[i].runner);
-		vx_close_shm(&v->sols[i], o->shm_cache);
+		vx_close_shm(&v->sols[i], slot->shm_cache);
 		st_compile_result_free(&v->sols[i].cr);
 		free(v->sols[i].samples);
 		st_commits_free(&v->sols[i].commits);

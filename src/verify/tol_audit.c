@@ -15,6 +15,7 @@
 #include "common/buf.h"
 #include "common/fs.h"
 #include "common/paths.h"
+#include "common/progress.h"
 #include "stitch/stitch.h"
 #include "task/dtype.h"
 #include "task/task.h"
@@ -178,7 +179,7 @@ static const char *judge_answer(audit *a, int answer, const st_size_set *set, ch
 	vo.candidate_trusted = 1; /* mean and other_seed link what the reference links */
 	json_t *verdict = NULL;
 	st_err e;
-	st_status s = st_verify(a->task.dir, a->path[answer], &vo, &verdict, &e);
+	st_status s = st_verify(a->task.dir, a->path[answer], &vo, NULL, &verdict, &e);
 	const char *status = s ? NULL : json_string_value(json_object_get(verdict, "status"));
 	const char *reason = json_string_value(json_object_get(verdict, "reason"));
 	const char *outcome;
@@ -209,14 +210,11 @@ static const char *judge_answer(audit *a, int answer, const st_size_set *set, ch
 static void say(const audit *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const audit *a, const char *fmt, ...)
 {
-	if (!a->o->progress)
-		return;
-	char line[1200];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
+	/* room for audit_set's line, whose `why` alone may take 1100 bytes */
+	st_vprogress(a->o->progress, a->o->progress_arg, 1200, fmt, ap);
 	va_end(ap);
-	a->o->progress(a->o->progress_arg, line);
 }
 
 static json_t *audit_set(audit *a, const st_size_set *set)

@@ -7,18 +7,15 @@
 #include <sys/random.h>
 
 #include "common/clock.h"
+#include "common/progress.h"
 #include "verify/verify_int.h"
 
 void vx_progress(vctx *v, const char *fmt, ...)
 {
-	if (!v->o->progress)
-		return;
-	char line[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
+	st_vprogress(v->slot->progress, v->slot->progress_arg, 1024, fmt, ap);
 	va_end(ap);
-	v->o->progress(v->o->progress_arg, line);
 }
 
 /* Profiles come from CUPTI: the CUDA backend only. */

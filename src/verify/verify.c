@@ -231,10 +231,13 @@ static void set_deadline(vctx *v)
 	json_object_set_new(v->verdict, "deadline_s", json_real(bound));
 }
 
-static void init_ctx(vctx *v, const st_task *task, const st_verify_opts *o, const char *solution,
+static void init_ctx(vctx *v, const st_task *task, const st_verify_opts *o,
+                     const st_verify_slot *slot, const char *solution,
                      const st_safetensors *params, const char *params_path)
 {
+	static const st_verify_slot alone; /* a lone verify: nothing shared, nothing said */
 	memset(v, 0, sizeof *v);
+	v->slot = slot ? slot : &alone;
 	v->params = params;
 	v->params_path = params_path;
 	v->stored = task->n_data_seeds > 0;
@@ -247,9 +250,9 @@ static void init_ctx(vctx *v, const st_task *task, const st_verify_opts *o, cons
 	v->phases = json_object();
 	v->gpu_waits = json_object();
 	v->runner_ms = json_object();
-	v->gpu.lock = o->gpu_lock;
-	v->gpu.alone = o->gpu_alone;
-	v->gpu.holds = o->gpu_lock ? json_array() : NULL;
+	v->gpu.lock = v->slot->gpu_lock;
+	v->gpu.alone = v->slot->gpu_alone;
+	v->gpu.holds = v->slot->gpu_lock ? json_array() : NULL;
 	/* Comparing is the correctness phase's main cost on large outputs, and the runners wait. */
 	v->threads = o->threads > 0 ? o->threads : st_cpus_share(1, 16);
 	v->verdict = json_pack("{s:s,s:s,s:s,s:s}", "status", "ok", "reason", "", "task", task->id,
@@ -266,7 +269,13 @@ static void init_ctx(vctx *v, const st_task *task, const st_verify_opts *o, cons
 }
 
 st_status st_verify(const char *task_dir, const char *solution, const st_verify_opts *o,
-                    json_t **verdict, st_err *err)
+                    const st_verify_slot *slot, json_t **verdict, st_err *err)
+{
+	return vx_verify(task_dir, solution, o, slot, 0, verdict, err);
+}
+
+st_status vx_verify(const char *task_dir, const char *solution, const st_verify_opts *o,
+                    const st_verify_slot *slot, int under_ncu, json_t **verdict, st_err *err)
 {
 	*verdict = NULL;
 	st_status s = check_request(solution, o, err);
@@ -287,10 +296,11 @@ st_status st_verify(const char *task_dir, const char *solution, const st_verify_
 		return s;
 	}
 	vctx v;
-	init_ctx(&v, &task, o, solution, params_path ? &params : NULL, params_path);
+	init_ctx(&v, &task, o, slot, solution, params_path ? &params : NULL, params_path);
+	v.under_ncu = under_ncu;
 
 	s = pipeline(&v, solution, err);
-	if (o->under_ncu && v.cand >= 0 && v.sols[v.cand].started)
+	if (v.under_ncu && v.cand >= 0 && v.sols[v.cand].started)
 		json_object_set_new(v.verdict, "ncu", vx_ncu_collect(&v.sols[v.cand].runner));
 	vx_release_runners(&v, s);
 	if (v.hooks_dl)

@@ -1,5 +1,5 @@
 /* The per-GPU verify environment of verify_env.h: slots from a --gpus list, their GPU locks,
- * the runner pool, and a slot's verify options. */
+ * the runner pool, and what a verify in a slot shares (its st_verify_slot). */
 #include "verify/verify_env.h"
 
 #include <stdio.h>
@@ -48,12 +48,13 @@ st_status st_verify_env_gpus(st_verify_env *v, const char *gpus, int per_gpu, co
 	return ST_OK;
 }
 
-void st_verify_env_opts(const st_verify_env *v, int slot, st_shm_cache *shm, st_verify_opts *o)
+void st_verify_env_slot(const st_verify_env *v, int slot, st_shm_cache *shm, st_verify_slot *s)
 {
-	o->devices = v->devices[slot][0] ? v->devices[slot] : NULL;
-	o->gpu_lock = v->gpu_of[slot] >= 0 ? (pthread_rwlock_t *)&v->locks[v->gpu_of[slot]] : NULL;
-	o->runner_pool = v->pool;
-	o->shm_cache = shm;
+	memset(s, 0, sizeof *s);
+	s->devices = v->devices[slot][0] ? v->devices[slot] : NULL;
+	s->gpu_lock = v->gpu_of[slot] >= 0 ? (pthread_rwlock_t *)&v->locks[v->gpu_of[slot]] : NULL;
+	s->runner_pool = v->pool;
+	s->shm_cache = shm;
 }
 
 void st_verify_env_free(st_verify_env *v)

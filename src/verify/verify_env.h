@@ -1,8 +1,8 @@
 /* The verify environment of a program that runs several verifies at once on its GPUs (stitch
  * serve's workers, stitch worker's pipelines): one slot per verifying thread with its GPU
  * (CUDA_VISIBLE_DEVICES), the GPU's lock when several slots share one GPU, one runner pool for
- * all slots, and each slot's options built from those and its shared-memory cache. Built the
- * same way by both, so that a verify sees the same neighbours whichever program runs it. */
+ * all slots, and each slot's st_verify_slot built from those and its shared-memory cache. Built
+ * the same way by both, so that a verify sees the same neighbours whichever program runs it. */
 #ifndef ST_VERIFY_ENV_H
 #define ST_VERIFY_ENV_H
 
@@ -34,9 +34,9 @@ void st_verify_env_host(st_verify_env *v, int n);
 st_status st_verify_env_gpus(st_verify_env *v, const char *gpus, int per_gpu, const char *what,
                              st_err *err);
 
-/* Slot `slot`'s verify options over *o (which holds the program's options): its GPU, that GPU's
- * lock, the pool and the slot's shared-memory blocks (shm, or NULL). */
-void st_verify_env_opts(const st_verify_env *v, int slot, st_shm_cache *shm, st_verify_opts *o);
+/* Slot `slot` as its verifies run in it: its GPU, that GPU's lock, the pool and the slot's
+ * shared-memory blocks (shm, or NULL); no progress lines. */
+void st_verify_env_slot(const st_verify_env *v, int slot, st_shm_cache *shm, st_verify_slot *s);
 
 /* The pool and the locks; after every slot's thread has ended. */
 void st_verify_env_free(st_verify_env *v);

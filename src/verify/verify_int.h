@@ -47,7 +47,7 @@ typedef struct sol {
 	st_runner runner;
 	int started;
 	int flags;            /* ST_RUNNER_* it was started with */
-	int from_pool;        /* the runner came from o->runner_pool, its hello already read */
+	int from_pool;        /* the runner came from slot->runner_pool, its hello already read */
 	const char *got;      /* how: "loaded" (kept with its solution), "spare" or "started" */
 	double got_ms;        /* taking or starting it, and for a started one waiting for its hello */
 	int touched;          /* a load was sent: its code may have run in the runner */
@@ -87,6 +87,9 @@ typedef struct layout {
 typedef struct vctx {
 	const st_task *task;
 	const st_verify_opts *o;
+	const st_verify_slot *slot; /* never NULL: a zeroed one for a lone verify */
+	int under_ncu;         /* the profile pass's second verify (profile_pass.c): the candidate
+	                        * runs under ncu, and its report goes into the verdict as "ncu" */
 	sol sols[MAX_SOLS];
 	int n_sols;
 	int ref, cand, expert; /* indexes into sols; expert -1 when there is none */
@@ -104,13 +107,13 @@ typedef struct vctx {
 	int verdict_final;     /* the candidate's status is decided (a failure) */
 	double t_start, t_mark;
 	double compare_s;      /* spent comparing outputs (in the correctness and timing phases) */
-	int shm_made, shm_reused; /* shared-memory blocks made, and taken from o->shm_cache */
+	int shm_made, shm_reused; /* shared-memory blocks made, and taken from slot->shm_cache */
 	json_t *phases;        /* seconds spent per phase, for people who wonder where time goes */
 	const st_safetensors *params; /* --params (or an imported task's): where the params come
 	                               * from, or NULL */
 	const char *params_path; /* that file's name */
 	int stored;            /* an imported task: inputs and expected outputs from its files */
-	st_gpu_hold gpu;       /* this verify's hold on o->gpu_lock (gpu_hold.h) */
+	st_gpu_hold gpu;       /* this verify's hold on slot->gpu_lock (gpu_hold.h) */
 	double wait_mark;      /* gpu.wait_s at the last phase mark */
 	json_t *gpu_waits;     /* per phase, the part of it spent waiting for the GPU */
 	json_t *runner_ms;     /* the runners' own account of set-up and teardown ("setup.alloc":
@@ -119,6 +122,11 @@ typedef struct vctx {
 	double rtt_ms;         /* one bare round trip to the baseline's runner (clock_bound.h) */
 	int clock_confirmed;   /* the candidate was timed again to confirm a gross parent-clock gap */
 } vctx;
+
+/* verify.c: st_verify, and for the ncu pass (under_ncu = 1) the same verify with the
+ * candidate run under ncu. */
+st_status vx_verify(const char *task_dir, const char *solution, const st_verify_opts *o,
+                    const st_verify_slot *slot, int under_ncu, json_t **verdict, st_err *err);
 
 /* vctx.c */
 void vx_progress(vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -152,20 +152,18 @@ static void test_score(void **state)
 	json_decref(vs);
 }
 
-static char *render(void (*fn)(FILE *, void *), void *arg)
+static char *render(void (*fn)(st_buf *, void *), void *arg)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	assert_non_null(f);
-	fn(f, arg);
-	fclose(f);
-	return buf;
+	st_buf text = {0};
+	fn(&text, arg);
+	assert_false(text.oom);
+	assert_non_null(text.p);
+	return text.p;
 }
 
-static void csv_fn(FILE *f, void *rows) { st_bench_print_csv(rows, f); }
+static void csv_fn(st_buf *f, void *rows) { st_bench_print_csv(rows, f); }
 
-static void html_fn(FILE *f, void *rows)
+static void html_fn(st_buf *f, void *rows)
 {
 	json_t *s = st_bench_score(rows);
 	json_t *run = json_pack("{s:s,s:s}", "started", "2026-11-29T00:00:00Z", "device", "GPU <x>");
@@ -339,21 +337,20 @@ static void test_best_bar(void **state)
 	assert_int_equal(json_integer_value(json_object_get(bar, "with_vendor")), 2);
 	assert_int_equal(json_integer_value(json_object_get(bar, "vendor")), 1);
 
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	st_bench_print_table(rows, score, "reference", f);
+	st_buf text = {0};
+	st_bench_print_table(rows, score, "reference", &text);
 	json_t *run = json_pack("{s:s}", "device", "NVIDIA H200");
-	st_bench_print_md(run, rows, score, "best", f);
-	st_bench_print_csv(rows, f);
-	fclose(f);
+	st_bench_print_md(run, rows, score, "best", &text);
+	st_bench_print_csv(rows, &text);
+	assert_false(text.oom);
+	const char *buf = st_buf_str(&text);
 	assert_non_null(strstr(buf, "vendor figures for 2 of 3 tasks, the vendor set the bar on 1"));
 	assert_non_null(strstr(buf, "| fast_p vs best | geomean vs best |"));
 	assert_non_null(strstr(buf, "| best ms | bar | vs best |"));
 	assert_non_null(strstr(buf, "vs best: fast_1"));
 	assert_non_null(strstr(buf, ",suspicious,reason,vendor_ms,best_ms,best,vs_best\n"));
 	assert_non_null(strstr(buf, ",0.5,\"vendor\",0.5\n"));
-	free(buf);
+	st_buf_free(&text);
 	json_decref(run);
 	json_decref(score);
 
@@ -361,12 +358,10 @@ static void test_best_bar(void **state)
 	json_t *plain = json_array();
 	json_array_append_new(plain, st_bench_row("t1/z", 1, vz));
 	json_t *s2 = st_bench_score(plain);
-	buf = NULL;
-	f = open_memstream(&buf, &len);
-	st_bench_print_table(plain, s2, "reference", f);
-	fclose(f);
-	assert_non_null(strstr(buf, "bar 'best' = the expert on every task: no vendor"));
-	free(buf);
+	st_buf plain_text = {0};
+	st_bench_print_table(plain, s2, "reference", &plain_text);
+	assert_non_null(strstr(st_buf_str(&plain_text), "bar 'best' = the expert on every task: no vendor"));
+	st_buf_free(&plain_text);
 	json_decref(s2);
 	json_decref(plain);
 	json_decref(rows);

@@ -66,7 +66,7 @@ static void write_src(const fixture *f, const char *name, const char *text, char
  * `body` for a real compile. */
 static void use_fake_cc(const fixture *f, const char *body)
 {
-	char script[512], text[1024];
+	char script[512], text[1400]; /* room for the longest body a test passes (1200) */
 	snprintf(text, sizeof text,
 	         "#!/bin/sh\nif [ \"$1\" = --version ]; then echo fakecc 1.0; exit 0; fi\n%s", body);
 	write_src(f, "fakecc", text, script, sizeof script);

@@ -280,16 +280,14 @@ typedef struct page {
 
 static char *render(const page *p, int html)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	assert_non_null(f);
+	st_buf text = {0};
 	if (html)
-		st_eval_print_html(p->scores, p->ids, p->n, f);
+		st_eval_print_html(p->scores, p->ids, p->n, &text);
 	else
-		st_eval_print_compare(p->scores, p->ids, p->n, f);
-	fclose(f);
-	return buf;
+		st_eval_print_compare(p->scores, p->ids, p->n, &text);
+	assert_false(text.oom);
+	assert_non_null(text.p);
+	return text.p;
 }
 
 static int count(const char *hay, const char *needle)

@@ -1,4 +1,4 @@
-/* Verifies that share a GPU (st_verify_opts.gpu_lock): a verify waits while another holds the GPU
+/* Verifies that share a GPU (st_verify_slot.gpu_lock): a verify waits while another holds the GPU
  * alone, and it takes the GPU alone to time, so while someone holds it shared the verify gets
  * through its correctness runs but not into its timing, unless it must have the GPU alone
  * throughout (gpu_alone). On the host backend with the test task, the lock's behaviour is the
@@ -22,6 +22,7 @@
 
 typedef struct run {
 	st_verify_opts o;
+	st_verify_slot slot; /* the shared GPU lock, gpu_alone, and its progress lines */
 	pthread_mutex_t mu;
 	int correct_lines, timing_lines, done;
 	int compiled_lines; /* "compile candidate ..." seen: the next step needs the GPU */
@@ -88,7 +89,7 @@ static void *verify_thread(void *arg)
 	snprintf(sol, sizeof sol, "%s/../fixtures/host/good.c", getenv("STITCH_TEST_DATA"));
 	json_t *v = NULL;
 	st_err e;
-	r->status = st_verify(task, sol, &r->o, &v, &e);
+	r->status = st_verify(task, sol, &r->o, &r->slot, &v, &e);
 	const char *s = json_string_value(json_object_get(v, "status"));
 	snprintf(r->verdict_status, sizeof r->verdict_status, "%s", s ? s : e.msg);
 	r->gpu_wait_s = json_number_value(json_object_get(v, "gpu_wait_s"));
@@ -123,10 +124,10 @@ static void start(run *r, pthread_rwlock_t *lock, int alone, pthread_t *t)
 	r->o.stop.min_time_ms = 5;
 	r->o.stop.max_rse = 0.5;
 	r->o.stop.max_samples = 200;
-	r->o.gpu_lock = lock;
-	r->o.gpu_alone = alone;
-	r->o.progress = on_progress;
-	r->o.progress_arg = r;
+	r->slot.gpu_lock = lock;
+	r->slot.gpu_alone = alone;
+	r->slot.progress = on_progress;
+	r->slot.progress_arg = r;
 	assert_int_equal(pthread_create(t, NULL, verify_thread, r), 0);
 }
 
