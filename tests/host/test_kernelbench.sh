@@ -179,7 +179,8 @@ import json, sys
 v = json.load(open(sys.argv[1]))
 sys.exit(0 if v["status"] == "ok" and "degenerate_task" in v["flags"] else 1)
 EOF2
-"$STITCH_PYTHON" "$STITCH_SRC/scripts/kb_audit.py" "$KB/audit" --levels 1 --json "$WORK/kb_audit.json" >"$WORK/kb_audit.out" 2>&1
+mkdir -p "$WORK/kbaudit/level1" && cp "$A"/*.py "$KB/linear_relu.py" "$WORK/kbaudit/level1/"
+"$STITCH_PYTHON" "$STITCH_SRC/scripts/kb_audit.py" "$WORK/kbaudit" --levels 1 --json "$WORK/kb_audit.json" >"$WORK/kb_audit.out" 2>&1
 rc=$?
 check "kb_audit: exit 0, no import admits a trivial answer unflagged ($rc: $(tail -n 1 "$WORK/kb_audit.out"))" [ "$rc" -eq 0 ]
 check "kb_audit counts: 3 ran, KernelBench's tolerance admits 2, 1 tightened, 1 degenerate" python3 - "$WORK/kb_audit.json" <<'EOF2'
