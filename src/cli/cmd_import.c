@@ -169,7 +169,11 @@ static int import_kernelbench(int argc, char **argv)
 		return ST_EXIT_USAGE;
 	}
 	struct stat st;
-	if (stat(file, &st) || !S_ISREG(st.st_mode)) {
+	if (stat(file, &st)) {
+		st_cli_error("import: %s: no such file or folder", file);
+		return ST_EXIT_USAGE;
+	}
+	if (!S_ISREG(st.st_mode)) {
 		st_cli_error("import: %s: neither a program (FILE.py) nor a folder of programs", file);
 		return ST_EXIT_USAGE;
 	}

@@ -6,8 +6,9 @@
 # input (no programs, neither file nor folder) and no torch (the run stops, exit 3). Then the
 # imported level as the suite kb1: `export --skill gen --suite kb1` writes a row per task, `bench
 # --backend host --suite kb1 --solutions DIR` verifies the host solutions against the import,
-# `serve --suite kb1` lists and verifies those tasks by id, and unknown or empty suites are
-# refused naming the valid ones.
+# `eval --suite kb1` with a scripted model (tests/fake_llm) scores its correct answer, `serve
+# --suite kb1` lists and verifies those tasks by id, and unknown or empty suites are refused
+# naming the valid ones.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../serve_lib.sh"
 
@@ -101,6 +102,9 @@ check "the rows are the imported tasks" grep -q '"task_id": *"level1/wide_softma
 "$STITCH" export --skill gen --suite "kb1,$STITCH_SRC/tasks/t1" --out "$WORK/two.jsonl" 2>/dev/null
 check "two suites, one a folder: their tasks together" \
 	[ "$(wc -l <"$WORK/two.jsonl")" -eq $((7 + $(ls -d "$STITCH_SRC"/tasks/t1/*/ | wc -l))) ]
+"$STITCH" export --skill gen --backend host --suite kb1 --out "$WORK/kb1_host.jsonl" 2>/dev/null
+check "export --backend host keeps the imported tasks (their stored outputs check C too)" \
+	[ "$(wc -l <"$WORK/kb1_host.jsonl")" -eq 7 ]
 mkdir -p "$WORK/sols/level1"
 cp "$KB/solutions/linear_relu.c" "$KB/solutions/wide_softmax.c" "$WORK/sols/level1/"
 "$STITCH" bench --suite kb1 --solutions "$WORK/sols" --task 'level1/[lw]i*' "${FAST[@]}" \
@@ -115,6 +119,31 @@ ok = sorted((r["task"], r["status"]) for r in rows) == \
 sys.exit(0 if ok else print(rows) or 1)
 EOF
 verdicts_keep "$WORK/bench.json" 'verdicts.*?'
+
+# eval over kb1 with a scripted model (tests/fake_llm) that answers linear_relu's C solution.
+python3 - "$KB/solutions/linear_relu.c" "$WORK/fake.json" <<'EOF'
+import json, sys
+code = open(sys.argv[1]).read()
+json.dump({"steps": [{"openai_text": "Here is the file.\n\n```c\n" + code + "```\n"}]},
+          open(sys.argv[2], "w"))
+EOF
+"$(dirname "$STITCH")/tests/fake-llm" "$WORK/fake.json" >"$WORK/fake.port" 2>"$WORK/fake.err" &
+FAKE_PID=$!
+fake_up() { [ -s "$WORK/fake.port" ]; }
+check "the fake LLM server starts" wait_for 5 fake_up
+OPENAI_API_KEY=test-key STITCH_EVAL_DB=$WORK/eval.db "$STITCH" eval \
+	--model "openai-compat:http://127.0.0.1:$(head -n 1 "$WORK/fake.port")/v1:scripted" \
+	--suite kb1 --task level1/linear_relu --out "$WORK/eval" --parallel 1 "${FAST[@]}" \
+	--no-timing >"$WORK/eval.out" 2>"$WORK/eval.err"
+rc=$?
+kill "$FAKE_PID" 2>/dev/null
+check "eval --suite kb1: exit 0 ($rc: $(tail -n 1 "$WORK/eval.err"))" [ "$rc" -eq 0 ]
+check "eval --suite kb1: the sample is correct, tier 1" python3 - "$WORK/eval/results.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ok = [(r["task"], r["tier"], r["correct"]) for r in rows] == [("level1/linear_relu", 1, True)]
+sys.exit(0 if ok else print(rows) or 1)
+EOF
 
 # Unknown and empty suites: exit 2, naming the valid ones or the empty folder.
 for cmd in "export --skill gen" "bench" "eval --model openai:none" "serve"; do
