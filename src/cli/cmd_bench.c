@@ -111,14 +111,15 @@ static void usage(FILE *f)
 	        "       stitch bench --vendor [--task GLOB | --tier N]\n\n"
 	        "Verify a solution for every task of the suite (%s; --suite chooses\n"
 	        "others, e.g. kb1,kb2,kb3) against the task's reference and expert (an imported\n"
-	        "KernelBench task: its stored outputs and baselines): one task at a time on the GPU (or with --backend host on the\n"
-	        "CPU) while the next ones compile. Prints per task: status, reference, expert and\n"
-	        "solution ms, speedups and SOL; then per tier and overall: compile and correctness\n"
-	        "rates, fast_p (correct and more than p times faster, p = 1, 1.5, 2, 5) against the\n"
-	        "reference, the expert and the best known (the faster of the expert and the vendor's\n"
-	        "PyTorch figure for this GPU, where --vendor has timed one; else the expert, and the\n"
-	        "report says so), geometric-mean speedups and mean SOL. Rows that look too good (over\n"
-	        "3x the expert, above the roofline) are flagged suspicious.\n\n"
+	        "KernelBench task: its stored outputs and baselines): one task at a time on the GPU\n"
+	        "(or with --backend host on the CPU) while the next ones compile. Prints per task:\n"
+	        "status, reference, expert and solution ms, speedups and SOL; then per tier and\n"
+	        "overall: compile and correctness rates, fast_p (correct and more than p times\n"
+	        "faster, p = 1, 1.5, 2, 5) against the reference, the expert and the best known (the\n"
+	        "faster of the expert and the vendor's PyTorch figure for this GPU, where --vendor\n"
+	        "has timed one; else the expert, and the report says so), geometric-mean speedups\n"
+	        "and mean SOL. Rows that look too good (over 3x the expert, above the roofline) are\n"
+	        "flagged suspicious.\n\n"
 	        "options:\n",
 	        st_cli_tasks_root());
 	st_opt_usage(f, own);
