@@ -207,8 +207,9 @@ static int export_gen(exporter *X)
 		t = X->tasks[i];
 		if (!task_matches(X, t->id))
 			continue;
-		if (host && !t->host_reference) {
-			/* Nothing to check a host answer against: a prompt no reward could score. */
+		if (host && !t->host_reference && !t->n_data_seeds) {
+			/* Nothing to check a host answer against: a prompt no reward could score (an
+			 * imported task's stored outputs check any backend's answer). */
 			fprintf(stderr, "stitch: export: %s has no host reference; left out\n", t->id);
 			continue;
 		}

@@ -21,10 +21,11 @@
 #include "task/task.h"
 #include "kb_helper.h"
 #include "task/vendor.h"
+#include "suite_opt.h"
 #include "verify_opts.h"
 
 typedef struct bench_args {
-	const char *solutions, *glob, *baseline, *report, *db, *cmp[2], *queue, *queue_arch;
+	const char *solutions, *glob, *baseline, *report, *db, *cmp[2], *queue, *queue_arch, *suite;
 	int tier, format, no_db, jobs, verbose, quiet, vendor;
 } bench_args;
 
@@ -36,10 +37,13 @@ static const char *const baselines[] = {"reference", "expert", "best", NULL};
 static void own_table(bench_args *a, st_opt *t)
 {
 	const st_opt table[] = {
+		st_cli_suite_opt(&a->suite),
 		{ST_OPT_STRING, .name = "solutions", 0, &a->solutions, "DIR",
 		 "solutions to run: DIR/<tier>/<task>.cu (.c for --backend host),\n"
-		 "e.g. DIR/t1/softmax.cu; a task without one counts as missing",
-		 .unset = "each task's bundled expert (trusted)"},
+		 "e.g. DIR/t1/softmax.cu, DIR/level1/19_ReLU.cu; a task without\n"
+		 "one counts as missing",
+		 .unset = "each task's bundled expert (trusted); an imported\n"
+		 "KernelBench task has none, so --solutions is needed for kb1..3"},
 		{ST_OPT_INT, .name = "tier", 0, &a->tier, "N",
 		 "only tasks of tier N (1 kernels, 2 modules, 3 applications,\n4 challenges)", 1, 4,
 		 .unset = "all"},
@@ -89,7 +93,8 @@ static void own_table(bench_args *a, st_opt *t)
 
 static const st_opt_conflict conflicts[] = {
 	{"json", "csv"}, {"json", "md"}, {"csv", "md"}, {"db", "no-db"},
-	{"no-timing", "time-set"}, {"vendor", "compare"}, {"vendor", "solutions"}, {NULL, NULL},
+	{"no-timing", "time-set"}, {"vendor", "compare"}, {"vendor", "solutions"},
+	{"vendor", "suite"}, {"compare", "suite"}, {NULL, NULL},
 };
 
 static void usage(FILE *f)
@@ -104,22 +109,25 @@ static void usage(FILE *f)
 	        "usage: stitch bench [options]\n"
 	        "       stitch bench --compare A B [--db FILE]\n"
 	        "       stitch bench --vendor [--task GLOB | --tier N]\n\n"
-	        "Verify a solution for every task of the suite (%s) against the task's\n"
-	        "reference and expert: one task at a time on the GPU (or with --backend host on the\n"
-	        "CPU) while the next ones compile. Prints per task: status, reference, expert and\n"
-	        "solution ms, speedups and SOL; then per tier and overall: compile and correctness\n"
-	        "rates, fast_p (correct and more than p times faster, p = 1, 1.5, 2, 5) against the\n"
-	        "reference, the expert and the best known (the faster of the expert and the vendor's\n"
-	        "PyTorch figure for this GPU, where --vendor has timed one; else the expert, and the\n"
-	        "report says so), geometric-mean speedups and mean SOL. Rows that look too good (over\n"
-	        "3x the expert, above the roofline) are flagged suspicious.\n\n"
+	        "Verify a solution for every task of the suite (%s; --suite chooses\n"
+	        "others, e.g. kb1,kb2,kb3) against the task's reference and expert (an imported\n"
+	        "KernelBench task: its stored outputs and baselines): one task at a time on the GPU\n"
+	        "(or with --backend host on the CPU) while the next ones compile. Prints per task:\n"
+	        "status, reference, expert and solution ms, speedups and SOL; then per tier and\n"
+	        "overall: compile and correctness rates, fast_p (correct and more than p times\n"
+	        "faster, p = 1, 1.5, 2, 5) against the reference, the expert and the best known (the\n"
+	        "faster of the expert and the vendor's PyTorch figure for this GPU, where --vendor\n"
+	        "has timed one; else the expert, and the report says so), geometric-mean speedups\n"
+	        "and mean SOL. Rows that look too good (over 3x the expert, above the roofline) are\n"
+	        "flagged suspicious.\n\n"
 	        "options:\n",
 	        st_cli_tasks_root());
 	st_opt_usage(f, own);
 	st_opt_usage(f, ver);
 	fprintf(f,
 	        "\nNot together: --json, --csv, --md; --db and --no-db; --no-timing and --time-set;\n"
-	        "--vendor and --compare or --solutions.\n"
+	        "--vendor and --compare, --solutions or --suite; --compare and --suite; --queue and\n"
+	        "a --suite other than suite.\n"
 	        "\nA task the verifier cannot run (a broken task file or baseline) gets status 'error'\n"
 	        "and the run goes on.\n"
 	        "\nexit: 0 every solution correct, 1 some solution missing or not correct, 2 bad\n"
@@ -228,13 +236,14 @@ static void jobs_free(job_list *L)
 }
 
 /* The solution for task t: DIR/<tier folder>/<name>.<ext>, or the bundled expert. NULL with
- * *skip = 1 when the task has nothing to run on this backend (no host versions). */
+ * *skip = 1 when the task has nothing to run on this backend (no host versions). An imported
+ * task's reference is its stored outputs, which serve every backend. */
 static const char *solution_for(const bench_args *a, const st_task *t, int host, job_list *L,
                                 int *skip)
 {
 	*skip = 0;
 	const char *ref = st_task_reference(t, host);
-	if (!ref) {
+	if (!ref && !t->n_data_seeds) {
 		*skip = 1;
 		return NULL;
 	}
@@ -250,18 +259,17 @@ static const char *solution_for(const bench_args *a, const st_task *t, int host,
 
 static int build_jobs(const bench_args *a, int host, job_list *L)
 {
-	char **dirs = NULL;
-	int n = 0;
+	st_suite su;
 	st_err err;
-	if (st_task_list(st_cli_tasks_root(), &dirs, &n, &err)) {
-		st_cli_error("%s", err.msg);
-		return ST_EXIT_USAGE;
-	}
+	int rc = st_cli_suite("bench", a->suite, a->queue, &su);
+	if (rc)
+		return rc;
+	int n = su.n;
 	L->jobs = calloc((size_t)(n ? n : 1), sizeof *L->jobs);
-	int rc = L->jobs ? 0 : ST_EXIT_ENV;
+	rc = L->jobs ? 0 : ST_EXIT_ENV;
 	for (int k = 0; k < n && !rc; k++) {
 		st_task t;
-		if (st_task_load(dirs[k], &t, &err)) {
+		if (st_task_load(su.v[k].dir, &t, &err)) {
 			st_cli_error("%s", err.msg);
 			rc = ST_EXIT_USAGE;
 			break;
@@ -278,7 +286,7 @@ static int build_jobs(const bench_args *a, int host, job_list *L)
 				        st_task_reference(&t, host) ? "expert" : "reference");
 		} else {
 			st_bench_job *j = &L->jobs[L->n++];
-			j->task_dir = own(L, dirs[k]);
+			j->task_dir = own(L, su.v[k].dir);
 			j->task_id = own(L, t.id);
 			j->tier = t.tier;
 			j->solution = sol;
@@ -287,7 +295,7 @@ static int build_jobs(const bench_args *a, int host, job_list *L)
 		}
 		st_task_free(&t);
 	}
-	st_task_list_free(dirs, n);
+	st_suite_free(&su);
 	if (!rc && L->n == 0) {
 		st_cli_error("bench: no task matched");
 		rc = ST_EXIT_USAGE;

@@ -26,10 +26,12 @@
 
 #include "eval_run.h"
 #include "store/eval.h"
+#include "suite_opt.h"
 #include "verify_opts.h"
 
 typedef struct eval_args {
-	const char *model, *mode, *glob, *out, *db, *queue, *queue_arch;
+	const char *model, *mode, *glob, *out, *db, *queue, *queue_arch, *suite;
+	st_suite tasks;          /* the chosen suites' tasks */
 	int samples, parallel, tier, rounds, quiet, replay, no_db;
 	double temperature;
 	char dbpath[PATH_MAX], cache[PATH_MAX + 32], spath[PATH_MAX + 32];
@@ -40,7 +42,7 @@ typedef struct eval_args {
 
 static const char *const modes[] = {"oneshot", "refine", "agent", NULL};
 
-#define EVAL_OPT_N 16
+#define EVAL_OPT_N 17
 #define EVAL_DEFAULTS                                                                           \
 	{.mode = "oneshot", .out = "eval-out", .samples = 1, .parallel = 4, .temperature = 0.8}
 
@@ -57,6 +59,7 @@ static void own_table(eval_args *a, st_opt *t)
 		{ST_OPT_INT, .name = "rounds", 0, &a->rounds, "R",
 		 "refine rounds or agent attempts, 1 to " ST_STR(ST_EVAL_MAX_ROUNDS)
 		 " (oneshot: 1 and no other)", 1, ST_EVAL_MAX_ROUNDS, .unset = "3 refine, 4 agent"},
+		st_cli_suite_opt(&a->suite),
 		{ST_OPT_INT, .name = "tier", 0, &a->tier, "N", "only tasks of tier N, 1 to 4", 1, 4,
 		 .unset = "all"},
 		{ST_OPT_STRING, .name = "task", 0, &a->glob, "GLOB",
@@ -103,12 +106,15 @@ static void usage(FILE *f)
 	st_verify_opt_table(&o, &a.quiet, 0, ver);
 	fprintf(f,
 	        "usage: stitch eval --model M [--mode oneshot|refine|agent] [--samples K] [--rounds R]\n"
-	        "                   [--tier N] [--task GLOB] [--out DIR] [--parallel P] [--db FILE]\n"
+	        "                   [--suite NAMES] [--tier N] [--task GLOB] [--out DIR]\n"
+	        "                   [--parallel P] [--db FILE]\n"
 	        "                   [--queue redis://HOST:PORT [--queue-arch A]] [verify options]\n"
 	        "       stitch eval --compare RUN... [--db FILE] [--html FILE] [--json]\n"
 	        "       stitch eval --list [--db FILE]\n\n"
-	        "Evaluate a model on the suite (%s). Every task gets K samples, each starting\n"
-	        "from the task's first-draft prompt (the prompt `stitch export --skill gen` writes):\n"
+	        "Evaluate a model on the suite (%s; --suite chooses others, e.g.\n"
+	        "kb1,kb2,kb3 for KernelBench's imported levels). Every task gets K samples, each\n"
+	        "starting from the task's first-draft prompt (the prompt `stitch export --skill gen`\n"
+	        "writes):\n"
 	        "  oneshot  that prompt alone, one answer;\n"
 	        "  refine   R rounds of one conversation: after each answer the model is told only\n"
 	        "           the compile errors (or policy hits), else whether the tests passed;\n"
@@ -156,7 +162,8 @@ static int parse_args(int argc, char **argv, eval_args *a, st_verify_opts *o)
 		st_cli_error("eval: --rounds goes with --mode refine or agent; oneshot has one");
 		return ST_EXIT_USAGE;
 	}
-	return 0;
+	/* before the model's endpoint is asked anything */
+	return st_cli_suite("eval", a->suite, a->queue, &a->tasks);
 }
 
 /* Mode, rounds, queue and model into c; the endpoint is checked here, before any work. */
@@ -196,8 +203,20 @@ static int has_arg(int argc, char **argv, const char *name)
 	return 0;
 }
 
+/* The task's tier, from its task.json (an imported task's id says "level<N>", not its tier). */
+static int tier_of(const char *task_dir, st_err *err)
+{
+	st_task t;
+	if (st_task_load(task_dir, &t, err))
+		return -1;
+	int tier = t.tier;
+	st_task_free(&t);
+	return tier;
+}
+
 /* The items: K per task of the chosen ones, in the suite's order. */
-static int make_items(eval_ctx *c, const json_t *records, int tier, int K, st_err *err)
+static int make_items(eval_ctx *c, const st_suite *su, const json_t *records, int tier, int K,
+                      st_err *err)
 {
 	c->items = calloc(json_array_size(records) * (size_t)K + 1, sizeof *c->items);
 	if (!c->items)
@@ -208,14 +227,17 @@ static int make_items(eval_ctx *c, const json_t *records, int tier, int K, st_er
 	json_array_foreach(records, i, rec) {
 		const json_t *x = json_object_get(rec, "extra_info");
 		const char *id = json_string_value(json_object_get(x, "task_id"));
-		int t = id && id[0] == 't' ? atoi(id + 1) : 0;
-		if (!id || (tier && t != tier))
+		const char *task_dir = id ? st_suite_find(su, id) : NULL;
+		if (!task_dir)
+			continue;
+		int t = tier_of(task_dir, err);
+		if (t < 0)
+			return -1;
+		if (tier && t != tier)
 			continue;
 		const char *prompt = json_string_value(
 			json_object_get(json_array_get(json_object_get(rec, "prompt"), 0), "content"));
-		char dir[PATH_MAX], task_dir[PATH_MAX];
-		if (st_task_resolve(id, st_cli_tasks_root(), task_dir, sizeof task_dir, err))
-			return -1;
+		char dir[PATH_MAX];
 		eval_task_folder(c->out, id, dir, sizeof dir);
 		if (st_mkdirs(dir, err))
 			return -1;
@@ -261,9 +283,19 @@ static int prepare(eval_args *a, const st_verify_opts *o, eval_ctx *c, json_t **
 	if (!a->no_db && !a->db)
 		a->db = st_eval_db_default_path(a->dbpath, sizeof a->dbpath);
 	snprintf(prompts, sizeof prompts, "%s/prompts", st_home());
+	const char **dirs = calloc((size_t)a->tasks.n, sizeof *dirs);
+	if (!dirs) {
+		st_cli_error("eval: out of memory");
+		return -ST_EXIT_ENV;
+	}
+	for (int i = 0; i < a->tasks.n; i++)
+		dirs[i] = a->tasks.v[i].dir;
 	st_export_opts eo = {.skill = "gen", .glob = a->glob, .backend = o->backend,
-	                     .prompts_dir = prompts, .tasks_root = st_cli_tasks_root()};
-	if (st_export_records(&eo, records, &err)) {
+	                     .prompts_dir = prompts, .tasks_root = st_cli_tasks_root(),
+	                     .task_dirs = dirs, .n_task_dirs = a->tasks.n};
+	st_status s = st_export_records(&eo, records, &err);
+	free(dirs);
+	if (s) {
 		st_cli_error("eval: %s", err.msg);
 		return -ST_EXIT_USAGE;
 	}
@@ -275,7 +307,7 @@ static int prepare(eval_args *a, const st_verify_opts *o, eval_ctx *c, json_t **
 	snprintf(a->cache, sizeof a->cache, "%s/llm-cache.sqlite", a->out);
 	c->llm.cache_path = a->cache;
 	c->llm.replay = a->replay;
-	int n_tasks = make_items(c, *records, a->tier, a->samples, &err);
+	int n_tasks = make_items(c, &a->tasks, *records, a->tier, a->samples, &err);
 	if (n_tasks < 0)
 		st_cli_error("eval: %s", err.msg);
 	else if (!n_tasks)
@@ -383,10 +415,13 @@ int cmd_eval(int argc, char **argv)
 		return rc;
 	eval_ctx c = {.temperature = a.temperature, .out = a.out, .model = a.model,
 	              .quiet = a.quiet, .verify = o};
-	if ((rc = setup(&a, &o, &c)))
+	if ((rc = setup(&a, &o, &c))) {
+		st_suite_free(&a.tasks);
 		return rc;
+	}
 	json_t *records = NULL;
 	int n_tasks = prepare(&a, &o, &c, &records);
+	st_suite_free(&a.tasks); /* the items hold copies of what they need */
 	if (n_tasks < 0) {
 		free(c.items);
 		json_decref(records);

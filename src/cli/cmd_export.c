@@ -10,6 +10,7 @@
 #include "agents/dataset.h"
 #include "cli.h"
 #include "common/buf.h"
+#include "suite_opt.h"
 #include "verify_opts.h"
 #include "common/fs.h"
 #include "common/opt.h"
@@ -19,7 +20,7 @@
 
 typedef struct export_args {
 	st_export_opts o;
-	const char *out, *format, *prompts;
+	const char *out, *format, *prompts, *suite;
 	const char *traj[MAX_DIRS], *tdirs[MAX_DIRS];
 	st_opt_strings traj_list, tdir_list;
 } export_args;
@@ -47,6 +48,7 @@ static void own_table(export_args *a, st_opt *t)
 		 "folder of such folders; repeatable; opt only"},
 		{ST_OPT_STRING, .name = "tasks", 0, &a->o.glob, "GLOB",
 		 "only tasks whose id matches (fnmatch), e.g. 't1/*'", .unset = "all"},
+		st_cli_suite_opt(&a->suite),
 		{ST_OPT_MULTI, .name = "task-dir", 0, &a->tdir_list, "DIR",
 		 "a task folder to use instead of the suite; repeatable",
 		 .unset = "the suite, $STITCH_TASKS or this stitch's tasks/"},
@@ -69,14 +71,14 @@ static void usage(FILE *f)
 {
 	export_args a;
 	export_defaults(&a);
-	st_opt own[10];
+	st_opt own[11];
 	own_table(&a, own);
 	fprintf(f,
 	        "usage: stitch export --skill gen|opt [options]\n\n"
 	        "Write a training dataset for RL trainers (verl, TRL): one JSON object per line, each\n"
 	        "a prompt as the Coder agent is sent it plus what a reward function needs.\n"
-	        "  gen  one record per task of the suite (%s): the first-draft prompt\n"
-	        "       (coder-draft)\n"
+	        "  gen  one record per task of the suite (%s; --suite chooses others,\n"
+	        "       e.g. kb1,kb2,kb3): the first-draft prompt (coder-draft)\n"
 	        "  opt  one record per verified version with feedback in the --trajectories runs:\n"
 	        "       coder-optimise for a correct version, coder-repair for any other, with that\n"
 	        "       version's code and the Verifier's recorded feedback\n\n"
@@ -92,7 +94,8 @@ static void usage(FILE *f)
 	        "                  \"backend\",\n"
 	        "                  \"baseline_ms\": {\"reference\", \"expert\"} or null,\n"
 	        "                  \"source\": \"suite\" or TRAJECTORY#VERSION, \"index\"}}\n"
-	        "Order: tasks by id; trajectories by path, then attempt.\n\n"
+	        "Order: tasks by id; trajectories by path, then attempt.\n"
+	        "Not together: --suite and --task-dir.\n\n"
 	        "exit: 0 written, 2 bad input (a line that is not JSON is named FILE:LINE),\n"
 	        "      3 environment (cannot write, out of memory)\n");
 }
@@ -139,12 +142,13 @@ int cmd_export(int argc, char **argv)
 	}
 	static export_args a; /* two arrays of MAX_DIRS: not on the stack */
 	export_defaults(&a);
-	st_opt own[10];
+	st_opt own[11];
 	own_table(&a, own);
 	const st_opt *const tables[] = {own, NULL};
+	static const st_opt_conflict conflicts[] = {{"suite", "task-dir"}, {NULL, NULL}};
 	int n_pos;
 	st_err err;
-	if (st_opt_parse(tables, NULL, argc, argv, NULL, 0, &n_pos, &err)) {
+	if (st_opt_parse(tables, conflicts, argc, argv, NULL, 0, &n_pos, &err)) {
 		st_cli_error("export: %s; see 'stitch export --help'", err.msg);
 		return ST_EXIT_USAGE;
 	}
@@ -185,8 +189,28 @@ int cmd_export(int argc, char **argv)
 	else
 		snprintf(prompts, sizeof prompts, "%s/prompts", st_home());
 	o.prompts_dir = prompts;
+	/* A named suite's folders are the tasks, as --task-dir's are; without one, the task root
+	 * as before (which also resolves opt's trajectories). */
+	st_suite su = {0};
+	const char **sdirs = NULL;
+	if (a.suite) {
+		int rc = st_cli_suite("export", a.suite, NULL, &su);
+		if (rc)
+			return rc;
+		if (!(sdirs = calloc((size_t)su.n, sizeof *sdirs))) {
+			st_suite_free(&su);
+			st_cli_error("export: out of memory");
+			return ST_EXIT_ENV;
+		}
+		for (int i = 0; i < su.n; i++)
+			sdirs[i] = su.v[i].dir;
+		o.task_dirs = sdirs;
+		o.n_task_dirs = su.n;
+	}
 	json_t *records = NULL;
 	st_status s = st_export_records(&o, &records, &err);
+	free(sdirs);
+	st_suite_free(&su);
 	if (!s)
 		s = write_output(records, out, &err);
 	json_decref(records);

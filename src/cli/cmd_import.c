@@ -15,13 +15,17 @@
 
 #include "common/fs.h"
 #include "common/opt.h"
+#include "kb_folder.h"
 #include "kb_helper.h"
 #include "task/task.h"
 
 typedef struct import_args {
 	const char *out, *name, *device, *compile_mode;
-	int level, seeds, no_baselines, force;
+	int level, seeds, no_baselines, force, jobs, json;
+	double timeout;
 } import_args;
+
+#define IMPORT_OPT_N 14
 
 #define IMPORT_DEFAULTS {.device = "auto", .compile_mode = "default", .seeds = 3}
 
@@ -30,10 +34,12 @@ static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
 static void own_table(import_args *a, st_opt *t)
 {
 	const st_opt table[] = {
-		{ST_OPT_STRING, .name = "out", 0, &a->out, "DIR", "the task folder",
+		{ST_OPT_STRING, .name = "out", 0, &a->out, "DIR",
+		 "FILE.py: the task folder; a folder: the root of the tasks\n"
+		 "(ROOT/level<N>/<name>)",
 		 .unset = "TASKS/kb/level<N>/<name>, TASKS being\n$STITCH_TASKS or the source tree's tasks/"},
-		{ST_OPT_STRING, .name = "name", 0, &a->name, "NAME", "task name, [A-Za-z0-9_] only",
-		 .unset = "the file's name"},
+		{ST_OPT_STRING, .name = "name", 0, &a->name, "NAME",
+		 "task name, [A-Za-z0-9_] only (FILE.py only)", .unset = "the file's name"},
 		{ST_OPT_INT, .name = "level", 0, &a->level, "N",
 		 "KernelBench level 1-4; the task's tier is min(N, 3)", 1, 4,
 		 .unset = "from a 'levelN' in the path, else 1"},
@@ -45,21 +51,32 @@ static void own_table(import_args *a, st_opt *t)
 		 "torch.compile mode of the baseline ('none' skips torch.compile)"},
 		{ST_OPT_FLAG, .name = "no-baselines", 0, &a->no_baselines, NULL, "do not time PyTorch"},
 		{ST_OPT_FLAG, .name = "force", 0, &a->force, NULL,
-		 "replace a task folder that already has a task.json"},
+		 "replace a task folder that already has a task.json (a folder:\n"
+		 "import again the programs it would skip)"},
+		{ST_OPT_INT, .name = "jobs", 'j', &a->jobs, "N",
+		 "a folder: programs imported at once, 1 to 256", 1, 256,
+		 .unset = "2 on a GPU machine (each helper uses the GPU),\nelse half the CPUs"},
+		{ST_OPT_DOUBLE, .name = "timeout", 0, &a->timeout, "S",
+		 "a folder: a program's import that takes longer fails", 0, 1e6, .unset = "none"},
+		{ST_OPT_FLAG, .name = "json", 0, &a->json, NULL,
+		 "a folder: the summary as JSON on stdout instead of the table"},
 		{ST_OPT_END},
 	};
+	_Static_assert(sizeof table / sizeof table[0] <= IMPORT_OPT_N, "IMPORT_OPT_N");
 	memcpy(t, table, sizeof table);
 }
 
 static void usage(FILE *f)
 {
 	import_args a = IMPORT_DEFAULTS;
-	st_opt own[10];
+	st_opt own[IMPORT_OPT_N];
 	own_table(&a, own);
 	fprintf(f,
 	        "usage: stitch import kernelbench FILE.py [--out DIR] [--name NAME] [--level N]\n"
 	        "                                 [--seeds N] [--device auto|cpu|cuda]\n"
-	        "                                 [--compile-mode MODE] [--no-baselines] [--force]\n\n"
+	        "                                 [--compile-mode MODE] [--no-baselines] [--force]\n"
+	        "       stitch import kernelbench DIR [--out ROOT] [--jobs N] [--timeout S] [--json]\n"
+	        "                                 [--level N] [--seeds N] [--device D] [--force] ...\n\n"
 	        "Turn a KernelBench program (class Model(nn.Module), get_inputs(), get_init_inputs())\n"
 	        "into a stitch task: Model(*get_init_inputs()) is built under a fixed seed and run as\n"
 	        "constructed (KernelBench does not call .eval()); its state_dict becomes the params\n"
@@ -67,46 +84,24 @@ static void usage(FILE *f)
 	        "a timed call are stored as safetensors. Tolerances follow KernelBench: 1e-4 for fp32,\n"
 	        "1e-2 for fp16/bf16. On a GPU, PyTorch eager and torch.compile are timed (cold L2,\n"
 	        "medians) and stored as the task's baselines; `stitch verify DIR SOLUTION.cu` then\n"
-	        "reports speedups against them.\n\n");
+	        "reports speedups against them.\n\n"
+	        "DIR is a KernelBench level folder (its *.py programs) or a folder holding level1..\n"
+	        "level4 folders (a KernelBench checkout's KernelBench/): every program is imported\n"
+	        "into ROOT/level<N>/<name> (ROOT: --out, else TASKS/kb), --jobs at once, a line per\n"
+	        "program as it ends, then a table: imported, refused (with the helper's reason),\n"
+	        "skipped, failed; seconds and bytes on disk. A program whose task.json records the\n"
+	        "same source (sha256) is skipped, so a stopped run resumes where it was; --force\n"
+	        "imports it again. `--suite kb1,kb2,kb3` of bench, eval, export and serve then\n"
+	        "name the imported levels.\n\n");
 	st_opt_usage(f, own);
 	fprintf(f, "  -h, --help       this text\n\n"
 	           "Needs python3 with torch ($STITCH_PYTHON names another python).\n"
 	           "Exit codes: 0 imported, 2 bad usage or a program that cannot be imported (the "
 	           "message\nsays why: no Model, a model that fails, unsupported dtypes, randomness in "
-	           "forward),\n3 no python or torch.\n");
-}
-
-/* The file's base name without .py, reduced to [A-Za-z0-9_], as the helper names it. */
-static void default_name(const char *file, char *out, size_t len)
-{
-	const char *base = strrchr(file, '/');
-	base = base ? base + 1 : file;
-	size_t n = strlen(base);
-	if (n > 3 && !strcmp(base + n - 3, ".py"))
-		n -= 3;
-	if (n >= len)
-		n = len - 1;
-	for (size_t i = 0; i < n; i++) {
-		char c = base[i];
-		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-		out[i] = ok ? c : '_';
-	}
-	out[n] = '\0';
-}
-
-/* KernelBench keeps its programs in level1/, level2/, ...: the digit after "level". */
-static int level_from_path(const char *file)
-{
-	char real[PATH_MAX];
-	const char *p = realpath(file, real) ? real : file;
-	for (const char *q = strstr(p, "level"); q; q = strstr(q + 1, "level")) {
-		const char *d = q + 5;
-		if (*d == '_' || *d == '-')
-			d++;
-		if (*d >= '1' && *d <= '4')
-			return *d - '0';
-	}
-	return 1;
+	           "forward),\n3 no python or torch.\n"
+	           "A folder: 0 every program imported or skipped, 1 some refused, 2 bad input (no\n"
+	           "programs, two programs with one task name), 3 no python or torch (the run stops),\n"
+	           "or a helper that crashed or timed out.\n");
 }
 
 static int valid_name(const char *s)
@@ -120,6 +115,26 @@ static int valid_name(const char *s)
 	return 1;
 }
 
+/* A folder of programs: its root of tasks (--out, else TASKS/kb) and the run (kb_folder.c). */
+static int import_folder(const import_args *ia, const char *dir, const char *seeds)
+{
+	if (ia->name) {
+		st_cli_error("import: --name names one program; a folder's tasks are named after "
+		             "their files");
+		return ST_EXIT_USAGE;
+	}
+	char root[PATH_MAX];
+	if (ia->out)
+		snprintf(root, sizeof root, "%s", ia->out);
+	else
+		snprintf(root, sizeof root, "%s/kb", st_cli_tasks_root());
+	st_kb_folder_opts o = {.dir = dir, .root = root, .level = ia->level, .seeds = seeds,
+	                       .device = ia->device, .compile_mode = ia->compile_mode,
+	                       .no_baselines = ia->no_baselines, .force = ia->force,
+	                       .jobs = ia->jobs, .timeout_s = ia->timeout, .json = ia->json};
+	return st_kb_import_folder(&o);
+}
+
 static int import_kernelbench(int argc, char **argv)
 {
 	/* argv[0] is "kernelbench", the parser's command name */
@@ -128,7 +143,7 @@ static int import_kernelbench(int argc, char **argv)
 		return ST_EXIT_OK;
 	}
 	import_args ia = IMPORT_DEFAULTS;
-	st_opt own[10];
+	st_opt own[IMPORT_OPT_N];
 	own_table(&ia, own);
 	const st_opt *const tables[] = {own, NULL};
 	const char *file = NULL;
@@ -147,8 +162,19 @@ static int import_kernelbench(int argc, char **argv)
 		usage(stderr);
 		return ST_EXIT_USAGE;
 	}
-	if (!st_file_exists(file)) {
-		st_cli_error("import: %s: no such file", file);
+	if (st_dir_exists(file))
+		return import_folder(&ia, file, seeds);
+	if (ia.jobs || ia.json || ia.timeout > 0) {
+		st_cli_error("import: --jobs, --timeout and --json go with a folder of programs");
+		return ST_EXIT_USAGE;
+	}
+	struct stat st;
+	if (stat(file, &st)) {
+		st_cli_error("import: %s: no such file or folder", file);
+		return ST_EXIT_USAGE;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		st_cli_error("import: %s: neither a program (FILE.py) nor a folder of programs", file);
 		return ST_EXIT_USAGE;
 	}
 	size_t flen = strlen(file);
@@ -159,7 +185,7 @@ static int import_kernelbench(int argc, char **argv)
 	}
 	char name_buf[128], out_buf[PATH_MAX], level_buf[8];
 	if (!name) {
-		default_name(file, name_buf, sizeof name_buf);
+		st_kb_default_name(file, name_buf, sizeof name_buf);
 		name = name_buf;
 	}
 	if (!valid_name(name)) {
@@ -167,7 +193,7 @@ static int import_kernelbench(int argc, char **argv)
 		return ST_EXIT_USAGE;
 	}
 	if (!level)
-		level = level_from_path(file);
+		level = st_kb_level_from_path(file);
 	snprintf(level_buf, sizeof level_buf, "%d", level);
 	if (!out) {
 		snprintf(out_buf, sizeof out_buf, "%s/kb/level%d/%s", st_cli_tasks_root(), level, name);

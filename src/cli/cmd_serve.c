@@ -9,6 +9,7 @@
 #include "common/fs.h"
 #include "common/paths.h"
 #include "serve/serve.h"
+#include "suite_opt.h"
 #include "verify_opts.h"
 
 static const char *const baselines[] = {"reference", "expert", "best", NULL};
@@ -16,9 +17,11 @@ static const char *const baselines[] = {"reference", "expert", "best", NULL};
 /* serve's own options over o (and *body_max, an int for the table; o->body_max is a size_t). */
 #define SERVE_OPT_N 28
 
-static void own_table(st_serve_opts *o, int *body_max, double *cap_gib, st_opt *t)
+static void own_table(st_serve_opts *o, const char **suite, int *body_max, double *cap_gib,
+                      st_opt *t)
 {
 	const st_opt table[] = {
+		st_cli_suite_opt(suite),
 		{ST_OPT_STRING, .name = "listen", 0, &o->listen, "HOST:PORT",
 		 "address (port 0: any free port)"},
 		{ST_OPT_LIST, .name = "gpus", 0, &o->gpus, "LIST",
@@ -104,6 +107,8 @@ static void usage(FILE *f)
 	        "  POST /v1/reward  {\"task\", \"code\", \"skill\"?: gen|opt, \"previous_code\"?,\n"
 	        "                    \"feedback\"?, \"id\"?, \"options\"?}  -> verdict + reward\n"
 	        "  GET  /v1/tasks   the suite;  GET /healthz;  GET /metrics (Prometheus text)\n"
+	        "A request's task is an id: without --suite any task under the task root (t1/softmax,\n"
+	        "kb/level1/19_ReLU); with --suite only the suites' tasks, by id (level1/19_ReLU).\n"
 	        "options (per request): sets (\"small,eval\"), seeds (1-10), timing, profile.\n"
 	        "A request id (A-Z a-z 0-9 . _ : -, at most 128) makes a request idempotent: the\n"
 	        "same id and content get the stored answer, never a second run; every request and\n"
@@ -114,7 +119,8 @@ static void usage(FILE *f)
 	int body_max = (int)o.body_max;
 	double cap_gib = st_cli_request_cap_default_gib();
 	st_opt own[SERVE_OPT_N];
-	own_table(&o, &body_max, &cap_gib, own);
+	const char *suite = NULL;
+	own_table(&o, &suite, &body_max, &cap_gib, own);
 	st_opt_usage(f, own);
 	fprintf(f,
 	        "$STITCH_SERVE_TOKEN, when set: every /v1 request needs Authorization: Bearer <it>.\n"
@@ -133,6 +139,8 @@ static void ready(int port, void *arg)
 	fflush(stdout);
 }
 
+static int serve(st_serve_opts *o, int body_max, double cap_gib);
+
 int cmd_serve(int argc, char **argv)
 {
 	if (st_cli_wants_help(argc, argv)) {
@@ -146,11 +154,27 @@ int cmd_serve(int argc, char **argv)
 	int quiet = 0, body_max = (int)o.body_max, n_pos;
 	st_opt own[SERVE_OPT_N], ver[ST_VERIFY_OPT_N];
 	double cap_gib = st_cli_request_cap_default_gib();
-	own_table(&o, &body_max, &cap_gib, own);
+	const char *suite = NULL;
+	own_table(&o, &suite, &body_max, &cap_gib, own);
 	st_verify_opt_table(&o.verify, &quiet, 0, ver);
 	const st_opt *const tables[] = {own, ver, NULL};
 	if (st_cli_parse("serve", tables, conflicts, argc, argv, NULL, 0, &n_pos))
 		return ST_EXIT_USAGE;
+	/* Without --suite every task under the root stays reachable, as it always was. */
+	st_suite su = {0};
+	int rc = suite ? st_cli_suite("serve", suite, o.queue_url, &su) : ST_EXIT_OK;
+	if (rc)
+		return rc;
+	o.suite = suite ? &su : NULL;
+	rc = serve(&o, body_max, cap_gib);
+	st_suite_free(&su);
+	return rc;
+}
+
+/* The rest of serve's setup (paths, token) and the service itself. */
+static int serve(st_serve_opts *o_, int body_max, double cap_gib)
+{
+	st_serve_opts o = *o_;
 	o.body_max = (size_t)body_max;
 	o.verify.max_request_bytes = st_cli_request_cap_bytes(cap_gib);
 	char db[PATH_MAX], spool[PATH_MAX], prompts[PATH_MAX], cache[PATH_MAX], judge_cache[PATH_MAX];

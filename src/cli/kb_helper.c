@@ -25,22 +25,31 @@ int st_kb_helper_run(const char *const *args, int quiet_stdout)
 	return st_py_helper_run("kb_import.py", "the KernelBench helper", args, quiet_stdout);
 }
 
-int st_py_helper_run(const char *script, const char *what, const char *const *args,
-                     int quiet_stdout)
+int st_py_helper_paths(const char *script, const char *what, char *py, size_t py_len,
+                       char *helper, size_t helper_len)
 {
 	const char *python = getenv("STITCH_PYTHON");
 	const char *want = python && *python ? python : "python3";
-	char py[PATH_MAX], helper[PATH_MAX];
-	if (!st_which(want, py, sizeof py)) {
+	if (!st_which(want, py, py_len)) {
 		st_cli_error("no %s here: %s needs python3 with torch (set STITCH_PYTHON to one)", want,
 		             what);
 		return ST_EXIT_ENV;
 	}
-	snprintf(helper, sizeof helper, "%s/scripts/%s", st_home(), script);
+	snprintf(helper, helper_len, "%s/scripts/%s", st_home(), script);
 	if (!st_file_exists(helper)) {
 		st_cli_error("%s %s is missing (STITCH_HOME?)", what, helper);
 		return ST_EXIT_ENV;
 	}
+	return ST_EXIT_OK;
+}
+
+int st_py_helper_run(const char *script, const char *what, const char *const *args,
+                     int quiet_stdout)
+{
+	char py[PATH_MAX], helper[PATH_MAX];
+	int prc = st_py_helper_paths(script, what, py, sizeof py, helper, sizeof helper);
+	if (prc)
+		return prc;
 	const char *argv[40];
 	int n = 0;
 	argv[n++] = py;

@@ -19,6 +19,12 @@ int st_kb_helper_run(const char *const *args, int quiet_stdout);
 int st_py_helper_run(const char *script, const char *what, const char *const *args,
                      int quiet_stdout);
 
+/* Where the helper's python (STITCH_PYTHON, else python3, found on PATH) and the helper itself
+ * (<STITCH_HOME>/scripts/<script>) are: ST_EXIT_OK, or ST_EXIT_ENV having said which is
+ * missing. For callers that start the helper themselves (the folder import runs several). */
+int st_py_helper_paths(const char *script, const char *what, char *py, size_t py_len,
+                       char *helper, size_t helper_len);
+
 /* A copy of the imported KernelBench task in task_dir whose correctness and check seeds are
  * drawn now, by the helper, under a secret seed: the program is rebuilt from the task's
  * model.py, its params must come out byte for byte as stored (else the program changed), and the

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "reward/reward.h"
+#include "task/suite.h"
 #include "stitch/stitch.h"
 
 typedef struct st_serve_opts {
@@ -42,6 +43,7 @@ typedef struct st_serve_opts {
 	const char *db_path;       /* SQLite file of requests and answers */
 	const char *spool_dir;     /* where submitted code is written for the compiler */
 	const char *tasks_root;    /* task ids resolve under here */
+	const st_suite *suite;     /* --suite: only these tasks, by id; NULL: any under the root */
 	const char *judge_model;   /* rubric judge for /v1/reward (st_llm_model_parse); NULL: the
 	                              rule reward alone */
 	const char *judge_cache;   /* the judge's answer cache (SQLite); NULL: none */

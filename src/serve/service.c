@@ -623,7 +623,7 @@ static int validate(st_service *s, const char *kind, json_t *req, char *task_dir
 	}
 	st_err e;
 	if (strchr(task, '/') == task || strstr(task, "..") ||
-	    st_task_resolve(task, s->o.tasks_root, task_dir, dlen, &e)) {
+	    st_suite_resolve(s->o.suite, task, s->o.tasks_root, task_dir, dlen, &e)) {
 		snprintf(msg, mlen, "unknown task '%s' (GET /v1/tasks lists them)", task);
 		return 404;
 	}
@@ -934,11 +934,11 @@ static void requeue(void *arg, const char *id, const char *kind, const char *has
 	json_decref(req);
 }
 
-static char *tasks_text(const char *root, st_err *err)
+static char *tasks_text(const st_serve_opts *o, st_err *err)
 {
 	char **dirs = NULL;
 	int n = 0;
-	if (st_task_list(root, &dirs, &n, err))
+	if (st_suite_dirs(o->suite, o->tasks_root, &dirs, &n, err))
 		return NULL;
 	json_t *arr = json_array();
 	for (int i = 0; i < n; i++) {
@@ -950,9 +950,9 @@ static char *tasks_text(const char *root, st_err *err)
 		st_task_free(&t);
 	}
 	st_task_list_free(dirs, n);
-	json_t *o = json_pack("{s:o}", "tasks", arr);
-	char *text = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
+	json_t *top = json_pack("{s:o}", "tasks", arr);
+	char *text = json_dumps(top, JSON_COMPACT);
+	json_decref(top);
 	return text;
 }
 
@@ -1075,7 +1075,7 @@ st_status st_service_start(const st_serve_opts *o, st_service **out, st_err *err
 		if (st)
 			st = st_err_wrap(err, ST_E_INVALID, "--judge-model");
 	}
-	if (!st && !(s->tasks_text = tasks_text(o->tasks_root, err)))
+	if (!st && !(s->tasks_text = tasks_text(o, err)))
 		st = st_err_wrap(err, ST_E_INVALID, "tasks");
 	if (!st && !(s->metrics = st_serve_metrics_new(s->env.n_slots)))
 		st = st_err_set(err, ST_E_NOMEM, "serve: out of memory");

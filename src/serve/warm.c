@@ -57,7 +57,7 @@ static st_status warm_dirs(const st_serve_opts *o, const char *list, char ***dir
 	*dirs = NULL;
 	*n = 0;
 	if (!strcmp(list, "all"))
-		return st_task_list(o->tasks_root, dirs, n, err);
+		return st_suite_dirs(o->suite, o->tasks_root, dirs, n, err);
 	char *copy = strdup(list), *save = NULL;
 	int cap = 1;
 	for (const char *p = list; *p; p++)
@@ -72,7 +72,7 @@ static st_status warm_dirs(const st_serve_opts *o, const char *list, char ***dir
 	int k = 0;
 	for (char *id = strtok_r(copy, ",", &save); id && !st; id = strtok_r(NULL, ",", &save)) {
 		char dir[4096];
-		if (st_task_resolve(id, o->tasks_root, dir, sizeof dir, err))
+		if (st_suite_resolve(o->suite, id, o->tasks_root, dir, sizeof dir, err))
 			st = st_err_wrap(err, ST_E_INVALID, "--warm: task '%s'", id);
 		else if (!(d[k++] = strdup(dir)))
 			st = st_err_set(err, ST_E_NOMEM, "--warm: out of memory");
