@@ -7,7 +7,7 @@
  *
  * This file holds st_compile, the compiler's run and the diagnostics of a result; what to run and
  * under which key is compile_job.c, the cache's entries and lock compile_cache.c (compile_int.h
- * says what they share), the parsing of diagnostics diag.c. */
+ * says what they share), the parsing of diagnostics compile_diag.c. */
 #include "verify/compile_int.h"
 
 #include "common/fs.h"
