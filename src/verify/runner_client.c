@@ -6,6 +6,7 @@
  * replies (each reply paired with its request's id, a frame nobody asked for a protocol fault),
  * the hello, copying files in, and stopping and reaping; starting one is runner_start.c. */
 #include "runner_client.h"
+#include "reply.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -141,9 +142,7 @@ st_status st_runner_recv(st_runner *r, json_t **reply, double timeout_s, st_err 
 	if (s == ST_OK) {
 		uint64_t want = r->want_id;
 		r->want_id = 0;
-		json_t *id = json_object_get(*reply, "id");
-		int id_ok = want ? json_is_integer(id) && (uint64_t)json_integer_value(id) == want
-		                 : id == NULL;
+		int id_ok = st_reply_id_matches(*reply, want);
 		if (id_ok && !pending(r->sock)) {
 			json_object_del(*reply, "id");
 			return ST_OK;
@@ -193,9 +192,9 @@ st_status st_runner_hello(st_runner *r, double timeout_s, st_err *err)
 		return s;
 	r->info = json_incref(json_object_get(hello, "info"));
 	r->start_ms = json_incref(json_object_get(hello, "start_ms"));
-	if (!json_is_true(json_object_get(hello, "ok"))) {
-		const char *why = json_string_value(json_object_get(hello, "reason"));
-		const char *status = json_string_value(json_object_get(hello, "status"));
+	if (!st_reply_ok(hello)) {
+		const char *why = st_reply_string(hello, "reason");
+		const char *status = st_reply_string(hello, "status");
 		if (status && !strcmp(status, "sandbox"))
 			s = st_err_set(err, ST_E_SYSTEM, "cannot install the runner sandbox (%s); "
 			               "--no-sandbox runs without it and marks every verdict unsandboxed",
