@@ -8,16 +8,6 @@
 #include "common/fs.h"
 #include "queue.h"
 
-static json_t *job_options(const st_verify_opts *o)
-{
-	json_t *opt = json_pack("{s:i,s:b,s:b,s:f,s:f,s:i}", "seeds", o->seeds, "timing", o->timing,
-	                        "profile", o->profile, "min_time_ms", o->stop.min_time_ms,
-	                        "max_rse", o->stop.max_rse, "max_samples", o->stop.max_samples);
-	if (o->sets)
-		json_object_set_new(opt, "sets", json_string(o->sets));
-	return opt;
-}
-
 /* A result as the verdict the local sweep would have made: the verdict itself, or an "error"
  * row with the worker's reason. */
 static json_t *as_verdict(json_t *result, const st_bench_job *j)
@@ -39,7 +29,9 @@ st_status st_queue_sweep(const char *url, const char *arch, const st_bench_job *
 	if (s)
 		return s;
 	char (*ids)[65] = calloc((size_t)(n ? n : 1), sizeof *ids);
-	json_t *opt = job_options(o);
+	/* The options as every queued job carries them (the worker applies them with
+	 * st_verify_opts_apply), so that a remote verify checks what a local one would. */
+	json_t *opt = st_verify_opts_json(o);
 	if (!ids || !opt) {
 		free(ids);
 		json_decref(opt);

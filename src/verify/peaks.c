@@ -1,6 +1,7 @@
 /* Peaks are a property of the device, not of a run: measuring them costs a couple of seconds,
  * so they are cached as <cache>/peaks/<uuid>.json and reused by every later verify. */
 #include "peaks.h"
+#include "reply.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,9 +52,9 @@ st_status st_peaks_get(st_runner *r, double timeout_s, json_t **peaks, st_err *e
 	json_decref(req);
 	if (s)
 		return st_err_wrap(err, s, "measuring device peaks");
-	if (!json_is_true(json_object_get(rep, "ok"))) {
+	if (!st_reply_ok(rep)) {
 		s = st_err_set(err, ST_E_SYSTEM, "measuring device peaks: %s",
-		               json_string_value(json_object_get(rep, "reason")));
+		               st_reply_string(rep, "reason"));
 		json_decref(rep);
 		return s;
 	}

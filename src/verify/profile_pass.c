@@ -49,7 +49,11 @@ st_status vx_profile_candidate(vctx *v, const st_size_set *set, const json_t *pe
 		in.time_ms = st.median;
 	}
 	json_t *prof = NULL;
-	s = st_profile_report(json_object_get(rep, "profile"), &in, &prof, err);
+	const json_t *timeline;
+	char why[128];
+	/* No timeline object: NULL, which st_profile_report refuses with its own message. */
+	st_reply_profile(rep, &timeline, why, sizeof why);
+	s = st_profile_report(timeline, &in, &prof, err);
 	json_decref(rep);
 	if (s == ST_E_IO)
 		return s; /* the trace file the user named cannot be written */

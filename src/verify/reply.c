@@ -20,8 +20,15 @@ const char *st_reply_string(const json_t *rep, const char *key)
 	return json_string_value(json_object_get(rep, key));
 }
 
-int st_reply_add_samples(const json_t *arr, st_sample **samples, int *n, int *cap)
+int st_reply_id_matches(const json_t *rep, uint64_t want)
 {
+	const json_t *id = json_object_get(rep, "id");
+	return want ? json_is_integer(id) && (uint64_t)json_integer_value(id) == want : id == NULL;
+}
+
+int st_reply_add_samples(const json_t *rep, st_sample **samples, int *n, int *cap)
+{
+	const json_t *arr = json_object_get(rep, "samples");
 	size_t rows = json_array_size(arr);
 	if (rows > (size_t)(INT_MAX - *n))
 		return -1;
@@ -42,6 +49,39 @@ static int bad(char *why, size_t len, const char *fmt, long long a, long long b)
 {
 	snprintf(why, len, fmt, a, b);
 	return -1;
+}
+
+/* What a member is when it is not what was asked for, for an error message. */
+static const char *kind_of(const json_t *x)
+{
+	return !x ? "missing" : json_is_array(x) ? "an array" : json_is_string(x) ? "a string"
+	       : json_is_number(x) ? "a number" : json_is_boolean(x) ? "a boolean" : "null";
+}
+
+int st_reply_ms(const json_t *rep, void (*add)(void *ctx, const char *phase, double ms),
+                void *ctx, char *why, size_t len)
+{
+	const json_t *ms = json_object_get(rep, "ms");
+	if (!ms)
+		return 0;
+	if (!json_is_object(ms)) {
+		snprintf(why, len, "the reply's \"ms\" is %s, not an object", kind_of(ms));
+		return -1;
+	}
+	const char *phase;
+	const json_t *x;
+	json_object_foreach((json_t *)ms, phase, x)
+		add(ctx, phase, json_number_value(x));
+	return 0;
+}
+
+int st_reply_profile(const json_t *rep, const json_t **out, char *why, size_t len)
+{
+	const json_t *p = json_object_get(rep, "profile");
+	*out = json_is_object(p) ? p : NULL;
+	if (!*out)
+		snprintf(why, len, "the reply's \"profile\" is %s, not an object", kind_of(p));
+	return *out ? 0 : -1;
 }
 
 int st_reply_check_time(const json_t *rep, int n, int digests, uint64_t *out, char *why,

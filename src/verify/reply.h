@@ -15,10 +15,27 @@ int st_reply_ok(const json_t *rep);
 /* The string member `key` ("status", "reason"), or NULL when absent or not a string. */
 const char *st_reply_string(const json_t *rep, const char *key);
 
-/* Append the rows of a "samples" array, each [ms, wall_ms, sm_mhz, throttled], to *samples (of
- * *n used and *cap allocated), growing it. A row or field of the wrong type reads as 0. Returns
+/* Does the reply answer the request of id `want`? 1 when its "id" is an integer equal to want,
+ * or, with want 0 (no request outstanding), when it has no "id" at all; 0 otherwise. */
+int st_reply_id_matches(const json_t *rep, uint64_t want);
+
+/* Append the rows of the reply's "samples" array, each [ms, wall_ms, sm_mhz, throttled], to
+ * *samples (of *n used and *cap allocated), growing it. No array reads as no rows; a row or
+ * field of the wrong type reads as 0 (st_reply_check_time is what refuses such a batch). Returns
  * 0, or -1 when memory ran out or the count would not fit an int (nothing appended then). */
-int st_reply_add_samples(const json_t *arr, st_sample **samples, int *n, int *cap);
+int st_reply_add_samples(const json_t *rep, st_sample **samples, int *n, int *cap);
+
+/* The runner's account of its request's phases, "ms": {phase: milliseconds, ...}: calls
+ * add(ctx, phase, ms) for each member in the object's order, a member that is not a number
+ * reading as 0. 0 when "ms" is an object or absent (nothing to add then); -1 when it is there but
+ * not an object (nothing added), and why[len] says so. */
+int st_reply_ms(const json_t *rep, void (*add)(void *ctx, const char *phase, double ms),
+                void *ctx, char *why, size_t len);
+
+/* The "profile" object of a profile reply (the CUPTI timeline, whose fields
+ * src/profile/timeline_json.c reads one by one, typed), borrowed from rep into *out. 0 when it is
+ * an object; otherwise -1, *out NULL and why[len] says what came instead. */
+int st_reply_profile(const json_t *rep, const json_t **out, char *why, size_t len);
 
 /* Does a timing batch's reply fit the request of n calls? Exactly n sample rows, each of four
  * numbers with ms and wall_ms finite, non-negative and at most a day; with `digests`, exactly n

@@ -5,6 +5,7 @@
  * median in a busy two-GPU service, 0.3-0.5 s alone) does not hold up the next one: a service
  * takes spares about as fast as one thread can start them. */
 #include "runner_pool.h"
+#include "reply.h"
 #include "common/clock.h"
 #include "common/grow.h"
 
@@ -108,7 +109,7 @@ static int healthy(st_runner *r)
 	json_t *req = json_pack("{s:s}", "op", "teardown"), *rep = NULL;
 	st_err e;
 	int ok = st_runner_call(r, req, -1, &rep, 5, &e) == ST_OK &&
-	         json_is_true(json_object_get(rep, "ok"));
+	         st_reply_ok(rep);
 	json_decref(req);
 	json_decref(rep);
 	return ok;

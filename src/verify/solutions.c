@@ -156,18 +156,27 @@ int vx_addressed(vctx *v, int i)
 	return vx_usable(v, i) || (i == v->calib && calib_ready(v));
 }
 
-/* Add a runner's account of its request (its reply's "ms") to v->runner_ms. */
+typedef struct ms_into {
+	vctx *v;
+	const char *op;
+} ms_into;
+
+static void ms_add(void *ctx, const char *phase, double ms)
+{
+	const ms_into *m = ctx;
+	char key[64];
+	snprintf(key, sizeof key, "%s.%s", m->op, phase);
+	vx_json_add(m->v->runner_ms, key, ms);
+}
+
+/* Add a runner's account of its request (its reply's "ms") to v->runner_ms. An account of
+ * another shape is left out, as one that is missing: it only informs. */
 static void runner_ms_add(vctx *v, const json_t *req, const json_t *rep)
 {
-	const char *op = json_string_value(json_object_get(req, "op")), *k;
-	json_t *ms = json_object_get(rep, "ms"), *x;
-	if (!op || !json_is_object(ms))
-		return;
-	json_object_foreach(ms, k, x) {
-		char key[64];
-		snprintf(key, sizeof key, "%s.%s", op, k);
-		vx_json_add(v->runner_ms, key, json_number_value(x));
-	}
+	ms_into m = {v, json_string_value(json_object_get(req, "op"))};
+	char why[128];
+	if (m.op)
+		st_reply_ms(rep, ms_add, &m, why, sizeof why);
 }
 
 /* A request for buffer set `set`'s outputs in the shared block's `slot`. */

@@ -47,7 +47,7 @@ static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t s
 {
 	sol *so = &v->sols[i];
 	int before = so->n_samples;
-	if (st_reply_add_samples(json_object_get(rep, "samples"), &so->samples, &so->n_samples,
+	if (st_reply_add_samples(rep, &so->samples, &so->n_samples,
 	                         &so->cap_samples) ||
 	    (digests && st_commits_add_batch(&so->commits, seed, n, digests)))
 		return st_err_set(err, ST_E_NOMEM, "out of memory for timing samples");

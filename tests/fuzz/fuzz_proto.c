@@ -2,8 +2,10 @@
  * (which hosts untrusted solution code) wrote on its socket. They go into one end of a Unix
  * socket pair, with a descriptor riding on the first byte as the protocol allows; st_proto_recv
  * decodes messages from the other end until it fails, and each message goes through what the
- * parent reads of a reply: ok, status, reason, a hello's info, and the timing samples, which are
- * accumulated and summarised by st_stats_compute as the timing loop does. */
+ * parent reads of a reply (src/verify/reply.c): ok, status, reason, the request id, a hello's
+ * info, a runner's "ms" account, a profile's timeline object, the check of a timing batch, and
+ * the timing samples, which are accumulated and summarised by st_stats_compute as the timing loop
+ * does. */
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
@@ -46,6 +48,13 @@ static void write_stream(int sock, const uint8_t *data, size_t size)
 	}
 }
 
+static void add_ms(void *ctx, const char *phase, double ms)
+{
+	char key[64];
+	snprintf(key, sizeof key, "fetch.%s", phase);
+	*(double *)ctx += ms + (double)strlen(key);
+}
+
 static void read_reply(const json_t *msg, st_sample **samples, int *n, int *cap)
 {
 	char reason[2048], device_line[512];
@@ -60,7 +69,17 @@ static void read_reply(const json_t *msg, st_sample **samples, int *n, int *cap)
 	snprintf(device_line, sizeof device_line, "device: %s (%s)", device ? device : "?",
 	         arch ? arch : "?");
 	json_decref(info);
-	st_reply_add_samples(json_object_get(msg, "samples"), samples, n, cap);
+	(void)st_reply_id_matches(msg, 77);
+	(void)st_reply_id_matches(msg, 0);
+	double total = 0;
+	char refused[256];
+	st_reply_ms(msg, add_ms, &total, refused, sizeof refused);
+	const json_t *timeline;
+	st_reply_profile(msg, &timeline, refused, sizeof refused);
+	uint64_t digests[4];
+	st_reply_check_time(msg, 4, 1, digests, refused, sizeof refused);
+	st_reply_check_time(msg, 1, 0, NULL, refused, sizeof refused);
+	st_reply_add_samples(msg, samples, n, cap);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -68,6 +70,126 @@ static void test_check_time(void **state)
 	assert_int_equal(st_reply_check_time(r, 1, 1, NULL, why, sizeof why), -1);
 	json_decref(r);
 	assert_int_equal(st_reply_check_time(NULL, 1, 0, NULL, why, sizeof why), -1);
+}
+
+static void test_id_matches(void **state)
+{
+	(void)state;
+	json_t *r = json_pack("{s:I}", "id", (json_int_t)78);
+	assert_true(st_reply_id_matches(r, 78));
+	assert_false(st_reply_id_matches(r, 77));
+	assert_false(st_reply_id_matches(r, 0)); /* an id where nothing was asked */
+	json_object_set_new(r, "id", json_string("78"));
+	assert_false(st_reply_id_matches(r, 78));
+	json_object_set_new(r, "id", json_real(78.0)); /* a number, not an integer */
+	assert_false(st_reply_id_matches(r, 78));
+	json_object_del(r, "id");
+	assert_true(st_reply_id_matches(r, 0));
+	assert_false(st_reply_id_matches(r, 78));
+	json_decref(r);
+	json_t *a = json_pack("[I]", (json_int_t)78);
+	assert_false(st_reply_id_matches(a, 78));
+	assert_true(st_reply_id_matches(a, 0));
+	json_decref(a);
+	assert_false(st_reply_id_matches(NULL, 78));
+}
+
+static void test_add_samples(void **state)
+{
+	(void)state;
+	st_sample *s = NULL;
+	int n = 0, cap = 0;
+	json_t *r = batch(3, 0);
+	assert_int_equal(st_reply_add_samples(r, &s, &n, &cap), 0);
+	assert_int_equal(n, 3);
+	assert_true(s[2].ms == 0.5 && s[2].wall_ms == 0.6 && s[2].sm_mhz == 1980);
+	/* Rows and fields of the wrong type read as 0; a short row's missing fields too. */
+	json_t *rows = json_object_get(r, "samples");
+	json_array_set_new(rows, 0, json_string("row"));
+	json_array_set_new(json_array_get(rows, 1), 1, json_string("0.6"));
+	json_array_clear(json_array_get(rows, 2));
+	assert_int_equal(st_reply_add_samples(r, &s, &n, &cap), 0);
+	assert_int_equal(n, 6);
+	assert_true(s[3].ms == 0 && s[3].wall_ms == 0 && s[4].ms == 0.5 && s[4].wall_ms == 0);
+	assert_true(s[5].ms == 0 && s[5].sm_mhz == 0);
+	/* No array, another type, or no object at all: no rows. */
+	json_object_set_new(r, "samples", json_string("many"));
+	assert_int_equal(st_reply_add_samples(r, &s, &n, &cap), 0);
+	json_object_del(r, "samples");
+	assert_int_equal(st_reply_add_samples(r, &s, &n, &cap), 0);
+	assert_int_equal(st_reply_add_samples(NULL, &s, &n, &cap), 0);
+	assert_int_equal(n, 6);
+	json_decref(r);
+	free(s);
+}
+
+typedef struct ms_seen {
+	int n;
+	double sum;
+	char last[32];
+} ms_seen;
+
+static void ms_add(void *ctx, const char *phase, double ms)
+{
+	ms_seen *m = ctx;
+	m->n++;
+	m->sum += ms;
+	snprintf(m->last, sizeof m->last, "%s", phase);
+}
+
+static void test_ms(void **state)
+{
+	(void)state;
+	char why[256];
+	ms_seen m = {0};
+	json_t *r = json_pack("{s:b,s:{s:f,s:i}}", "ok", 1, "ms", "load", 1.5, "init", 2);
+	assert_int_equal(st_reply_ms(r, ms_add, &m, why, sizeof why), 0);
+	assert_int_equal(m.n, 2);
+	assert_true(m.sum == 3.5);
+	/* A member that is not a number reads as 0, as it always did. */
+	json_object_set_new(json_object_get(r, "ms"), "fetch", json_string("lots"));
+	m = (ms_seen){0};
+	assert_int_equal(st_reply_ms(r, ms_add, &m, why, sizeof why), 0);
+	assert_int_equal(m.n, 3);
+	assert_true(m.sum == 3.5);
+	/* Not an object: refused, nothing added. */
+	json_object_set_new(r, "ms", json_pack("[f]", 1.0));
+	m = (ms_seen){0};
+	assert_int_equal(st_reply_ms(r, ms_add, &m, why, sizeof why), -1);
+	assert_non_null(strstr(why, "\"ms\" is an array"));
+	assert_int_equal(m.n, 0);
+	json_object_set_new(r, "ms", json_real(2.0));
+	assert_int_equal(st_reply_ms(r, ms_add, &m, why, sizeof why), -1);
+	assert_non_null(strstr(why, "a number"));
+	/* Absent: nothing to add, not an error. */
+	json_object_del(r, "ms");
+	assert_int_equal(st_reply_ms(r, ms_add, &m, why, sizeof why), 0);
+	assert_int_equal(st_reply_ms(NULL, ms_add, &m, why, sizeof why), 0);
+	assert_int_equal(m.n, 0);
+	json_decref(r);
+}
+
+static void test_profile(void **state)
+{
+	(void)state;
+	char why[256];
+	const json_t *p = NULL;
+	json_t *r = json_pack("{s:b,s:{s:[]}}", "ok", 1, "profile", "acts");
+	assert_int_equal(st_reply_profile(r, &p, why, sizeof why), 0);
+	assert_ptr_equal(p, json_object_get(r, "profile"));
+	json_object_set_new(r, "profile", json_string("{}"));
+	assert_int_equal(st_reply_profile(r, &p, why, sizeof why), -1);
+	assert_null(p);
+	assert_non_null(strstr(why, "\"profile\" is a string"));
+	json_object_set_new(r, "profile", json_null());
+	assert_int_equal(st_reply_profile(r, &p, why, sizeof why), -1);
+	assert_non_null(strstr(why, "is null"));
+	json_object_del(r, "profile");
+	assert_int_equal(st_reply_profile(r, &p, why, sizeof why), -1);
+	assert_non_null(strstr(why, "is missing"));
+	json_decref(r);
+	assert_int_equal(st_reply_profile(NULL, &p, why, sizeof why), -1);
+	assert_null(p);
 }
 
 /* A runner handle over one end of a socket pair; the test plays the runner on the other. No
@@ -180,6 +302,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_check_time),
+		cmocka_unit_test(test_id_matches),
+		cmocka_unit_test(test_add_samples),
+		cmocka_unit_test(test_ms),
+		cmocka_unit_test(test_profile),
 		cmocka_unit_test(test_ids_and_unsolicited),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
