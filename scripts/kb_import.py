@@ -22,6 +22,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -116,6 +117,29 @@ def as_outputs(torch, y):
     return [t.detach() for t in ys]
 
 
+def memory_note(torch, device):
+    if device == "cuda":
+        torch.cuda.empty_cache()
+        free, total = torch.cuda.mem_get_info()
+        return f"the GPU has {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB"
+    avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return f"the host has {avail / 2**30:.1f} GiB available"
+
+
+def out_of_memory(torch, e):
+    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    msg = str(e)
+    return (oom is not None and isinstance(e, oom)) or "out of memory" in msg or \
+        "can't allocate memory" in msg
+
+
+def too_big(torch, e, what, device):
+    """A program that cannot fit is refused (exit 2) with the numbers, not a traceback."""
+    m = re.search(r"[Tt]ried to allocate ([0-9.]+ ?[KMGT]i?B|\d+ bytes)", str(e))
+    need = f" ({m.group(1)} asked for at once)" if m else ""
+    return BadInput(f"{what} does not fit in memory{need}: {memory_note(torch, device)}")
+
+
 def seeded_inputs(torch, mod, seed, device):
     """get_inputs() under `seed`. On a GPU the tensors are drawn there (torch's default device):
     KernelBench's own sizes reach gigabytes, which the CPU's generator takes seconds to draw."""
@@ -125,10 +149,17 @@ def seeded_inputs(torch, mod, seed, device):
         try:
             with torch.device("cuda"):
                 xs = mod.get_inputs()
-        except Exception:  # a program that draws on the CPU on purpose: as written
+        except Exception as e:  # a program that draws on the CPU on purpose: as written
+            if out_of_memory(torch, e):
+                raise too_big(torch, e, "get_inputs()", device)
             torch.manual_seed(seed)
     if xs is None:
-        xs = mod.get_inputs()
+        try:
+            xs = mod.get_inputs()
+        except Exception as e:
+            if out_of_memory(torch, e):
+                raise too_big(torch, e, "get_inputs()", device)
+            raise BadInput(f"get_inputs() failed: {type(e).__name__}: {e}")
     if not isinstance(xs, (list, tuple)):
         raise BadInput(f"get_inputs() returned a {type(xs).__name__}, expected a list")
     out = []
@@ -137,7 +168,12 @@ def seeded_inputs(torch, mod, seed, device):
             raise BadInput(f"get_inputs()[{i}] is a {type(x).__name__} ({x!r}); stitch tasks take "
                            "tensors only (put constants into get_init_inputs())")
         stitch_dtype(torch, x, f"get_inputs()[{i}]")
-        out.append(x.to(device))
+        try:
+            out.append(x.to(device))
+        except Exception as e:
+            if out_of_memory(torch, e):
+                raise too_big(torch, e, f"get_inputs()[{i}] on the {device}", device)
+            raise
     return out
 
 
@@ -148,6 +184,9 @@ def run_model(torch, model, xs, what):
     except BadInput:
         raise
     except Exception as e:
+        if out_of_memory(torch, e):
+            raise too_big(torch, e, f"the model's run on {what}", "cuda" if any(
+                x.is_cuda for x in xs) else "cpu")
         raise BadInput(f"the model failed to run on {what}: {type(e).__name__}: {e}")
 
 
@@ -324,6 +363,8 @@ def main():
             init = mod.get_init_inputs()
             model = mod.Model(*init)
         except Exception as e:
+            if out_of_memory(torch, e):
+                raise too_big(torch, e, "Model(*get_init_inputs())", "cpu")
             raise BadInput(f"building Model(*get_init_inputs()) failed: {type(e).__name__}: {e}")
         if not isinstance(model, torch.nn.Module):
             raise BadInput("Model is not a torch.nn.Module")
@@ -331,7 +372,12 @@ def main():
         state = [(k, v.detach().clone()) for k, v in model.state_dict().items()]
         for k, v in state:
             stitch_dtype(torch, v, f"state_dict entry '{k}'")
-        model = model.to(device)
+        try:
+            model = model.to(device)
+        except Exception as e:
+            if out_of_memory(torch, e):
+                raise too_big(torch, e, f"the model's params on the {device}", device)
+            raise
         os.makedirs(os.path.join(a.out, "data"), exist_ok=True)
 
         seeds = []
