@@ -159,15 +159,18 @@ torch_python() {
 
 # A runner whose clock the candidate rewrote buys nothing: its verdict PATCHED is `hacking`, or
 # `ok` with the candidate's time taken from the parent's clock (flag time_from_parent_clock) at no
-# less than 0.7 of the same work's HONEST time. On a quiet host the former (the reports leave out
-# nine tenths, confirmed); on a busy one the waits the kernel counts can cloud the gap.
-paid_for() { # PATCHED.json HONEST.json
-	python3 - "$1" "$2" <<'PY'
+# less than 0.7 of the same work's HONEST time, the fastest of the honest verifies given (the same
+# work's time moves between verifies on a small VM, up to 2x between two in a row). On a quiet
+# host the former (the reports leave out nine tenths, confirmed); on a busy one the waits the
+# kernel counts can cloud the gap.
+paid_for() { # PATCHED.json HONEST.json...
+	python3 - "$@" <<'PY'
 import json, sys
-p, h = (json.load(open(f)) for f in sys.argv[1:3])
+p = json.load(open(sys.argv[1]))
+honest = min(json.load(open(f))["timing"]["candidate"]["median_ms"] for f in sys.argv[2:])
 if p["status"] == "hacking":
     sys.exit(0 if "parent's clock" in p["reason"] else 1)
 ok = p["status"] == "ok" and "time_from_parent_clock" in p["flags"]
-sys.exit(0 if ok and p["timing"]["candidate"]["median_ms"] >= 0.7 * h["timing"]["candidate"]["median_ms"] else 1)
+sys.exit(0 if ok and p["timing"]["candidate"]["median_ms"] >= 0.7 * honest else 1)
 PY
 }

@@ -58,10 +58,12 @@ void st_clock_bound_compute(const st_batch_rec *sol, int ns, const st_batch_rec 
 	out->batches = ns;
 }
 
-double st_clock_bound_charge(const st_clock_bound *b, double median_ms)
+double st_clock_bound_charge(const st_clock_bound *b, double median_ms, double harness_share)
 {
 	double noise = 0.002 + 0.02 * (median_ms > 0 ? median_ms : 0);
 	noise = noise > b->noise_ms ? noise : b->noise_ms;
+	if (harness_share > 0 && harness_share * b->harness_ms > noise)
+		noise = harness_share * b->harness_ms;
 	return b->batches && b->excess_ms > noise ? b->excess_ms : 0;
 }
 

@@ -33,8 +33,9 @@ void st_clock_bound_compute(const st_batch_rec *sol, int ns, const st_batch_rec 
                             double rtt_ms, st_clock_bound *out);
 
 /* What to add to a solution's median time of median_ms: the excess, where it is more than noise
- * (its standard errors, and at least 2 us and 2 % of the call), else 0. */
-double st_clock_bound_charge(const st_clock_bound *b, double median_ms);
+ * (its standard errors, at least 2 us and 2 % of the call, and harness_share of the harness's own
+ * work a call), else 0. */
+double st_clock_bound_charge(const st_clock_bound *b, double median_ms, double harness_share);
 
 /* Do the reports leave out so much (more than four times what they show, over 50 us a call and
  * twice the noise) that the runner's clock or timing was tampered with? Asked twice, the second

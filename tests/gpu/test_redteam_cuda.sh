@@ -35,6 +35,7 @@ verify "$WORK/sh.json" "$TASK" "$WORK/slow_honest.cu" --no-policy
 check "same work, timer untouched: ok (status $(field "$WORK/sh.json" status))" \
 	[ "$(field "$WORK/sh.json" status)" = ok ]
 verify "$WORK/pt.json" "$TASK" "$STITCH_SRC/tests/redteam/cuda/patch_timer.cu" --no-policy
+verify "$WORK/sh2.json" "$TASK" "$WORK/slow_honest.cu" --no-policy  # the same work again: the faster honest time is the bar
 check "source check off: patched runner timer is hacking or paid for (status $(field "$WORK/pt.json" status): $(field "$WORK/pt.json" reason))" \
-	paid_for "$WORK/pt.json" "$WORK/sh.json"
+	paid_for "$WORK/pt.json" "$WORK/sh.json" "$WORK/sh2.json"
 finish

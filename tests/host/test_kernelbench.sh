@@ -79,8 +79,9 @@ verify "$WORK/slow.json" "$T" "$WORK/slow_honest.c" --no-policy
 check "imported task, same work, clock untouched: ok (status $(field "$WORK/slow.json" status): $(field "$WORK/slow.json" reason))" \
 	[ "$(field "$WORK/slow.json" status)" = ok ]
 verify "$WORK/pclock.json" "$T" "$KB/exploits/patch_clock.c" --no-policy
+verify "$WORK/slow2.json" "$T" "$WORK/slow_honest.c" --no-policy  # the same work again: the faster honest time is the bar
 check "imported task, runner clock rewritten: hacking or paid for, against the harness (status $(field "$WORK/pclock.json" status): $(field "$WORK/pclock.json" reason))" \
-	paid_for "$WORK/pclock.json" "$WORK/slow.json"
+	paid_for "$WORK/pclock.json" "$WORK/slow.json" "$WORK/slow2.json"
 check "the harness's overhead is in the verdict" \
 	python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["timing"]; sys.exit(0 if t["parent_clock"]["harness_ms"] > 0 and "harness" not in t else 1)' "$WORK/slow.json"
 check "the harness's runner is listed" \

@@ -65,8 +65,9 @@ verify "$WORK/sh.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$WORK/slow_hones
 check "same work, clock untouched: ok (status $(field "$WORK/sh.json" status))" \
 	[ "$(field "$WORK/sh.json" status)" = ok ]
 verify "$WORK/pc.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/patch_clock.c" --no-policy
+verify "$WORK/sh2.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$WORK/slow_honest.c" --no-policy  # the same work again: the faster honest time is the bar
 check "source check off: patched runner clock is hacking or paid for (status $(field "$WORK/pc.json" status): $(field "$WORK/pc.json" reason))" \
-	paid_for "$WORK/pc.json" "$WORK/sh.json"
+	paid_for "$WORK/pc.json" "$WORK/sh.json" "$WORK/sh2.json"
 verify "$WORK/nosb.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/socket_inet.c" --no-sandbox --no-policy
 check "no sandbox: the socket exploit is not caught (status $(field "$WORK/nosb.json" status))" \
 	[ "$(field "$WORK/nosb.json" status)" = ok ]
