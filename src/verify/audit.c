@@ -154,7 +154,8 @@ st_status vx_audit(vctx *v, const layout *L, const st_size_set *set, st_err *err
 		return ST_OK;
 	}
 	vx_progress(v, "audit of the candidate's timed calls: %d committed, the last held and %d "
-	            "re-run from their seeds", c->commits.n, AUDIT_CALLS);
+	            "re-run from their seeds", c->commits.n,
+	            c->commits.n < AUDIT_CALLS ? c->commits.n : AUDIT_CALLS);
 	st_status s = audit_held(v, L, set, err);
 	if (!s && !v->verdict_final)
 		s = audit_reruns(v, L, set, err);
