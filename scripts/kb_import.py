@@ -126,18 +126,17 @@ def memory_note(torch, device):
     return f"the host has {avail / 2**30:.1f} GiB available"
 
 
-def out_of_memory(torch, e):
+def refuse_if_oom(torch, e, what, device):
+    """A program that cannot fit is refused (exit 2) with the numbers, not a traceback: raises
+    BadInput when `e` is an allocation failure, else returns."""
     oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
     msg = str(e)
-    return (oom is not None and isinstance(e, oom)) or "out of memory" in msg or \
-        "can't allocate memory" in msg
-
-
-def too_big(torch, e, what, device):
-    """A program that cannot fit is refused (exit 2) with the numbers, not a traceback."""
-    m = re.search(r"[Tt]ried to allocate ([0-9.]+ ?[KMGT]i?B|\d+ bytes)", str(e))
+    if not ((oom is not None and isinstance(e, oom)) or "out of memory" in msg or
+            "can't allocate memory" in msg):
+        return
+    m = re.search(r"[Tt]ried to allocate ([0-9.]+ ?[KMGT]i?B|\d+ bytes)", msg)
     need = f" ({m.group(1)} asked for at once)" if m else ""
-    return BadInput(f"{what} does not fit in memory{need}: {memory_note(torch, device)}")
+    raise BadInput(f"{what} does not fit in memory{need}: {memory_note(torch, device)}") from None
 
 
 def seeded_inputs(torch, mod, seed, device):
@@ -150,15 +149,13 @@ def seeded_inputs(torch, mod, seed, device):
             with torch.device("cuda"):
                 xs = mod.get_inputs()
         except Exception as e:  # a program that draws on the CPU on purpose: as written
-            if out_of_memory(torch, e):
-                raise too_big(torch, e, "get_inputs()", device)
+            refuse_if_oom(torch, e, "get_inputs()", device)
             torch.manual_seed(seed)
     if xs is None:
         try:
             xs = mod.get_inputs()
         except Exception as e:
-            if out_of_memory(torch, e):
-                raise too_big(torch, e, "get_inputs()", device)
+            refuse_if_oom(torch, e, "get_inputs()", device)
             raise BadInput(f"get_inputs() failed: {type(e).__name__}: {e}")
     if not isinstance(xs, (list, tuple)):
         raise BadInput(f"get_inputs() returned a {type(xs).__name__}, expected a list")
@@ -171,8 +168,7 @@ def seeded_inputs(torch, mod, seed, device):
         try:
             out.append(x.to(device))
         except Exception as e:
-            if out_of_memory(torch, e):
-                raise too_big(torch, e, f"get_inputs()[{i}] on the {device}", device)
+            refuse_if_oom(torch, e, f"get_inputs()[{i}] on the {device}", device)
             raise
     return out
 
@@ -184,9 +180,8 @@ def run_model(torch, model, xs, what):
     except BadInput:
         raise
     except Exception as e:
-        if out_of_memory(torch, e):
-            raise too_big(torch, e, f"the model's run on {what}", "cuda" if any(
-                x.is_cuda for x in xs) else "cpu")
+        refuse_if_oom(torch, e, f"the model's run on {what}",
+                      "cuda" if any(x.is_cuda for x in xs) else "cpu")
         raise BadInput(f"the model failed to run on {what}: {type(e).__name__}: {e}")
 
 
@@ -363,8 +358,7 @@ def main():
             init = mod.get_init_inputs()
             model = mod.Model(*init)
         except Exception as e:
-            if out_of_memory(torch, e):
-                raise too_big(torch, e, "Model(*get_init_inputs())", "cpu")
+            refuse_if_oom(torch, e, "Model(*get_init_inputs())", "cpu")
             raise BadInput(f"building Model(*get_init_inputs()) failed: {type(e).__name__}: {e}")
         if not isinstance(model, torch.nn.Module):
             raise BadInput("Model is not a torch.nn.Module")
@@ -375,8 +369,7 @@ def main():
         try:
             model = model.to(device)
         except Exception as e:
-            if out_of_memory(torch, e):
-                raise too_big(torch, e, f"the model's params on the {device}", device)
+            refuse_if_oom(torch, e, f"the model's params on the {device}", device)
             raise
         os.makedirs(os.path.join(a.out, "data"), exist_ok=True)
 

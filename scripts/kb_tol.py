@@ -88,7 +88,7 @@ def audit(torch, xs, ys, others, tols):
     """Audit every output: ys the expected outputs of one seed, others those of a second seed
     (or None), tols their tolerances. Returns (tolerances to use, record for task.json)."""
     record = {"answers": ["zeros", "nan", "mean", "passthrough", "other_seed"],
-              "admitted": {}, "changed": {}, "degenerate": {}}
+              "admitted": {}, "changed": {}, "degenerate": {}, "still_admitted": {}}
     final = []
     for i, (y, tol) in enumerate(zip(ys, tols)):
         other = others[i] if others else None
@@ -99,6 +99,7 @@ def audit(torch, xs, ys, others, tols):
         why = degenerate(torch, y, other) if got else None
         if why:
             record["degenerate"][name] = why
+            record["still_admitted"][name] = got
             final.append(tol)
             continue
         new = tol
@@ -111,6 +112,7 @@ def audit(torch, xs, ys, others, tols):
                     if got == ["passthrough"] else
                     "no tolerance step rejects " + ", ".join(got) +
                     " (the output barely depends on the input)")
+                record["still_admitted"][name] = got
                 break
             new = step
             got = admitted(torch, y, xs, other, new)
