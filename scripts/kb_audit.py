@@ -8,7 +8,8 @@ first input passed through, the other seed's output; NaN never passes) under Ker
 tolerance (atol = rtol = 1e-2), under the tolerance an import copies (kb_import.py's), and under
 what the import keeps after its audit (which must admit none, unless the output is degenerate and
 the task is flagged). Prints one row per program and the totals; --json writes them.
-Usage: scripts/kb_audit.py KB_DIR [--levels 1,2,3] [--only SUBSTRING] [--json FILE]
+Usage: scripts/kb_audit.py KB_DIR [--levels 1,2,3] [--only SUBSTRING] [--shard I/N] [--json FILE]
+       scripts/kb_audit.py --merge A.json B.json ... [--json FILE]   (counts over shards)
 Exit: 0 when no import admits a trivial answer unflagged, 1 otherwise, 3 without torch.
 """
 import argparse
@@ -48,13 +49,72 @@ def audit_program(torch, path, device):
     return row
 
 
+def counts(rows, seconds):
+    ok = [r for r in rows.values() if "error" not in r]
+    return {
+        "programs": len(rows),
+        "ran": len(ok),
+        "errors": len(rows) - len(ok),
+        "kb_tolerance_admits_trivial": sum(1 for r in ok if r["kb"]),
+        "kb_tolerance_admits_zeros": sum(1 for r in ok if any("zeros" in v for v in r["kb"].values())),
+        "copied_tolerance_admits_trivial": sum(1 for r in ok if r["copied"]),
+        "tightened_at_import": sum(1 for r in ok if r["changed"]),
+        "degenerate": sum(1 for r in ok if r["degenerate"]),
+        "import_admits_trivial_unflagged": sum(1 for r in ok if r["after"] and not r["degenerate"]),
+        "seconds": seconds,
+    }
+
+
+def write_json(path, rows, seconds):
+    # rewritten after every program, so a run cut short still leaves what it measured
+    with open(path + ".tmp", "w") as fh:
+        json.dump({"counts": counts(rows, seconds), "programs": rows}, fh, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def report(rows, seconds, path):
+    count = counts(rows, seconds)
+    print("kb_audit: " + ", ".join(f"{k} {v}" for k, v in count.items()), flush=True)
+    if path:
+        write_json(path, rows, seconds)
+    return 1 if count["import_admits_trivial_unflagged"] else 0
+
+
+def merge(paths, out):
+    """Counts over the rows of several runs' --json files (shards of one audit)."""
+    rows, seconds = {}, 0.0
+    for p in paths:
+        with open(p) as fh:
+            d = json.load(fh)
+        rows.update(d["programs"])
+        seconds = max(seconds, d["counts"]["seconds"])  # shards run side by side
+    return report(rows, seconds, out)
+
+
+def shard_of(spec):
+    try:
+        i, n = (int(v) for v in spec.split("/"))
+    except ValueError:
+        i = n = 0
+    if n < 1 or not 0 <= i < n:
+        raise SystemExit(f"kb_audit: --shard wants I/N with 0 <= I < N, not '{spec}'")
+    return i, n
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("kb_dir")
+    ap.add_argument("kb_dir", nargs="?")
     ap.add_argument("--levels", default="1,2,3")
     ap.add_argument("--only", default="")
-    ap.add_argument("--json")
+    ap.add_argument("--shard", default="0/1", help="I/N: every N-th program from the I-th (runs side by side)")
+    ap.add_argument("--json", help="write rows and counts here (rewritten after every program)")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="count the rows of these --json files instead")
     a = ap.parse_args()
+    if a.merge:
+        return merge(a.merge, a.json)
+    if not a.kb_dir:
+        ap.error("KB_DIR is required (or --merge)")
+    shard, shards = shard_of(a.shard)
     try:
         import torch
     except ImportError:
@@ -67,7 +127,7 @@ def main():
     files = []
     for lv in a.levels.split(","):
         files += sorted(glob.glob(os.path.join(a.kb_dir, f"level{lv.strip()}", "*.py")))
-    files = [f for f in files if a.only in f]
+    files = [f for f in files if a.only in f][shard::shards]
     if not files:
         print(f"kb_audit: no programs under {a.kb_dir}/level{{{a.levels}}}", file=sys.stderr)
         return 2
@@ -90,24 +150,9 @@ def main():
                                       ("after audit admits", row["after"]),
                                       ("degenerate", row["degenerate"])) if v) or "no trivial answer passes"
         print(f"{key:60s} {row['s']:6.2f} s  {show}", flush=True)
-    ok = [r for r in rows.values() if "error" not in r]
-    count = {
-        "programs": len(rows),
-        "ran": len(ok),
-        "errors": len(rows) - len(ok),
-        "kb_tolerance_admits_trivial": sum(1 for r in ok if r["kb"]),
-        "kb_tolerance_admits_zeros": sum(1 for r in ok if any("zeros" in v for v in r["kb"].values())),
-        "copied_tolerance_admits_trivial": sum(1 for r in ok if r["copied"]),
-        "tightened_at_import": sum(1 for r in ok if r["changed"]),
-        "degenerate": sum(1 for r in ok if r["degenerate"]),
-        "import_admits_trivial_unflagged": sum(1 for r in ok if r["after"] and not r["degenerate"]),
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
-    print("kb_audit: " + ", ".join(f"{k} {v}" for k, v in count.items()))
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump({"counts": count, "programs": rows}, fh, indent=1)
-    return 1 if count["import_admits_trivial_unflagged"] else 0
+        if a.json:
+            write_json(a.json, rows, round(time.perf_counter() - t0, 1))
+    return report(rows, round(time.perf_counter() - t0, 1), a.json)
 
 
 if __name__ == "__main__":
