@@ -1,71 +1,131 @@
-/* Expert for t1/conv2d: 3x3 convolution, stride 1, zero padding 1, NCHW bf16 in and out, fp32
- * accumulation, as an implicit GEMM on the bf16 tensor cores (mma.sync m16n8k16). Per image the
- * convolution is Y[k, p] = sum over (c, tap) of Wt[k, c, tap] * X[c, p shifted by tap]: out
- * channels are the GEMM's M, output pixels its N, input channels times the 9 taps its K.
- * A block computes 64 output channels for an 8 x 32 tile of output pixels. Instead of expanding
- * im2col, it stages the input once per 16 input channels as a halo patch (10 x 34 pixels x 16
- * channels) in shared memory; the 9 taps are 9 shifted windows of that patch, read with
- * ldmatrix from per-lane pixel addresses, so each input element is fetched from global memory
- * about once per block instead of 9 times. Weights are reordered once in st_init into the exact
- * [tap][out channel][16 channels] tiles the kernel copies with cp.async. Patch and weights are
- * double-buffered across channel chunks; smem rows are XOR-swizzled so ldmatrix is conflict-free. */
+/* Expert for t1/conv2d: 3x3 convolution, stride 1, zero padding 1, NCHW bf16, fp32
+ * accumulation, in two kernels per call. A memory-bound pre-pass rewrites x into a zero-bordered,
+ * channels-last scratch copy xp[chunk][n][H+2][W+2][16 channels]; the main kernel is then an
+ * implicit GEMM on mma.sync m16n8k16 (sm_80+) with no bounds checks in its loop. In the padded
+ * layout an output pixel is a linear position g = (n, h, w) of the padded image grid and tap (r, s)
+ * reads position g + r*(W+2) + s, so a block's 256 consecutive positions read three runs of 258
+ * consecutive padded pixels (one contiguous window when rows are short): every operand row is a
+ * 32-byte cp.async pair, every ldmatrix row one shifted smem row. Positions on the two pad columns
+ * and pad rows are computed and discarded (7% at the eval size). Block: 64 out channels x 256
+ * positions, 4 warps of 64 x 64 (one ldmatrix wavefront per MMA), 3-stage cp.async pipeline over
+ * 16-channel chunks, XOR-swizzled smem rows; weights repacked once in st_init. */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "stitch/solution.h"
 
 #define BM 64                       /* output channels per block */
-#define TH 8                        /* output rows per block: one per warp */
-#define TW 32                       /* output columns per block: one warp's 4 n8 tiles */
-#define CK 16                       /* input channels per chunk: one k16 step per tap */
-#define PH (TH + 2)                 /* halo patch rows */
-#define PW (TW + 2)                 /* halo patch columns */
-#define PATCH_PIX (PH * PW)         /* 340 */
-#define THREADS 256
+#define BN 256                      /* padded positions per block */
+#define WN 64                       /* positions per warp */
+#define THREADS 128
+#define CK 16                       /* channels per chunk: one k16 step per tap */
 #define TAPS 9
+#define STAGES 3
+#define SEG (BN + 2)                /* padded pixels one kernel row r reads for a block */
 #define W_ROWS (TAPS * BM)          /* weight rows per chunk: (tap, out channel) */
-#define PATCH_ELEMS (PATCH_PIX * CK)
 #define W_ELEMS (W_ROWS * CK)
-#define STAGE_ELEMS (PATCH_ELEMS + W_ELEMS)
-#define SMEM_BYTES (2 * STAGE_ELEMS * 2) /* two stages of bf16: 58,624 bytes */
-#define W_PIECES (W_ROWS * 2)       /* 16-byte pieces of one chunk's weights */
+#define B_PG_STRIDE (16 * CK)       /* smem elements between n8-tile pairs of a warp */
+#define PRE_THREADS 256
+#define PRE_COLS 64                 /* padded columns per pre-pass block */
+#define PRE_HW 17                   /* 32-bit words per pre-pass smem pixel (16 + 1 pad) */
+#define EP_STRIDE 72                /* bf16 elements per staged output row (64 + 8 pad) */
+
+/* Sizes and the derived scratch geometry; passed by value to both kernels. */
+typedef struct geom {
+    int N, C, H, W, K;
+    int Hp, Wp, chunks, kblocks, tiles;
+    int RS;                         /* smem rows between the runs of kernel rows r and r+1 */
+    int xrows;                      /* smem rows of one stage's input window: 2*RS + SEG */
+    long long HpWp, G;              /* padded pixels per image; per chunk in xp (with slack) */
+} geom;
 
 typedef struct conv_ctx {
-    int N, C, H, W, K;
-    int tiles_h, tiles_w, kblocks, chunks;
-    __nv_bfloat16 *wp;              /* weights reordered for the kernel, see prep_weights_kernel */
+    geom g;
+    int smem_bytes;
+    __nv_bfloat16 *wp;              /* [kblock][chunk][tap][64 out][16 in] */
+    uint16_t *xp;                   /* [chunk][G][16]: the pre-pass output */
 } conv_ctx;
 
 /* ------------------------------------------------------------------------------------------ */
-/* shared-memory layout. Both the patch and the weights are rows of 16 channels (32 bytes, two
- * 16-byte halves); ldmatrix reads one half of 8 consecutive rows at once. Plain, rows i and i+4
- * would share banks; swapping the halves of rows whose bit 2 is set makes any 8 consecutive rows
- * land in 8 distinct groups of 4 banks. */
+/* index helpers, shared with the host emulation. Smem rows are 16 channels (32 bytes); ldmatrix
+ * reads one 16-byte half of 8 consecutive rows; swapping the halves of rows with bit 2 set puts
+ * any 8 consecutive rows (any start) in 8 distinct 16-byte bank groups. */
 
 __host__ __device__ __forceinline__ int swz(int row, int c) {
     return row * CK + ((((c >> 3) ^ (row >> 2)) & 1) << 3) + (c & 7);
 }
 
-/* Lane's row address for the x4 ldmatrix that fetches A (weights) for tap t, m16 tile i: the four
- * 8x8 matrices are rows 0-7 / 8-15 by channels 0-7 / 8-15, in the a0..a3 order of mma's A. */
+/* Stage fill, input window: piece q (16 bytes) of the run of kernel row r. Returns the smem
+ * element offset; *src gets the element offset in xp relative to (chunk, block start g0). */
+__host__ __device__ __forceinline__ int x_piece(const geom &g, int r, int q, long long *src) {
+    const int j = q >> 1, half = q & 1;
+    *src = (long long)(r * g.Wp + j) * CK + 8 * half;
+    return swz(r * g.RS + j, 8 * half);
+}
+
+__host__ __device__ __forceinline__ int x_run_rows(const geom &g, int r) {
+    return r < 2 ? g.RS : SEG;
+}
+
+/* Lane's ldmatrix.x4 row for A (weights) of tap t, m16 tile i: matrices (rows 0-7, ch 0-7),
+ * (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) = a0..a3 of mma's A fragment. */
 __host__ __device__ __forceinline__ int a_ldm_off(int t, int i, int lane) {
     const int row = t * BM + 16 * i + (lane & 7) + 8 * ((lane >> 3) & 1);
     return swz(row, 8 * (lane >> 4));
 }
 
-/* Lane's row address for the x4 ldmatrix that fetches B (the patch window of tap t) for the n8
- * tiles 2p and 2p+1 of warp `warp`: matrices (tile 2p, ch 0-7), (2p, 8-15), (2p+1, 0-7),
- * (2p+1, 8-15), i.e. b0, b1 of tile 2p then b0, b1 of tile 2p+1. Row n of B is output pixel
- * (warp, 8*tile + n), which reads patch pixel (warp + t/3, 8*tile + n + t%3). */
-__host__ __device__ __forceinline__ int b_ldm_off(int warp, int t, int p, int lane) {
+/* Lane's ldmatrix.x4 row for B of tap t and the warp's n8 tiles 0 and 1: matrices (tile 0,
+ * ch 0-7), (0, 8-15), (1, 0-7), (1, 8-15) = b0, b1 of tile 0, then of tile 1. Row n of tile j
+ * is position p = WN*warp + 8j + n, which reads window row (t/3)*RS + p + t%3. Tiles 2pg and
+ * 2pg+1 are B_PG_STRIDE further: 16 rows, a multiple of 4, so the swizzle phase is unchanged. */
+__host__ __device__ __forceinline__ int b_tap_off(int RS, int warp, int t, int lane) {
     const int q = lane >> 3;
-    const int col = 16 * p + (lane & 7) + 8 * (q >> 1);
-    const int pix = (warp + t / 3) * PW + col + t % 3;
-    return swz(pix, 8 * (q & 1));
+    const int p = WN * warp + (lane & 7) + 8 * (q >> 1);
+    return swz((t / 3) * RS + p + t % 3, 8 * (q & 1));
 }
 
+/* Output offset of padded position gpos without the channel term (add k*H*W), -1 when gpos is
+ * a pad row or column or past the batch. gpos < G < 2^30, so the divisions are 32-bit. */
+__host__ __device__ __forceinline__ long long out_base(const geom &g, long long gpos) {
+    const int gi = (int)gpos, hpwp = (int)g.HpWp;
+    const int n = gi / hpwp, rem = gi - n * hpwp;
+    const int h = rem / g.Wp, w = rem - h * g.Wp;
+    if (n >= g.N || h >= g.H || w >= g.W) return -1;
+    return (long long)n * g.K * ((long long)g.H * g.W) + (long long)h * g.W + w;
+}
+
+/* Epilogue staging: a warp's 64 x 64 bf16 tile as [out channel][position] rows of EP_STRIDE
+ * elements; 72 (36 words) puts the 8 channels of one fragment store in 8 distinct bank groups. */
+__host__ __device__ __forceinline__ int ep_slot(int warp, int m, int px) {
+    return (warp * BM + m) * EP_STRIDE + px;
+}
+
+/* Pre-pass load: element i of thread t for the chunk pair starting at chunk0, block (nh, wp0).
+ * Returns x's element offset or -1 for a zero (border, missing channel); *s_half gets the
+ * 16-bit smem slot ([pixel][32 channels], PRE_HW words per pixel). */
+__host__ __device__ __forceinline__ long long pre_load(const geom &g, int nh, int wp0, int chunk0,
+                                                       int t, int i, int *s_half) {
+    const int px = t & (PRE_COLS - 1), ch = t / PRE_COLS + 4 * i;
+    const int n = nh / g.Hp, h = nh - n * g.Hp - 1, w = wp0 + px - 1, c = chunk0 * CK + ch;
+    *s_half = px * 2 * PRE_HW + ch;
+    if (h < 0 || h >= g.H || w < 0 || w >= g.W || c >= g.C) return -1;
+    return (((long long)n * g.C + c) * g.H + h) * g.W + w;
+}
+
+/* Pre-pass store: thread t writes 8 channels (16 bytes) of one pixel. Returns xp's element
+ * offset or -1 (column past the padded row, chunk past the last); *s_word gets its first word. */
+__host__ __device__ __forceinline__ long long pre_store(const geom &g, int nh, int wp0,
+                                                        int chunk0, int t, int *s_word) {
+    const int cc = t >> 7, px = (t >> 1) & (PRE_COLS - 1), half = t & 1;
+    *s_word = px * PRE_HW + cc * 8 + half * 4;
+    if (wp0 + px >= g.Wp || chunk0 + cc >= g.chunks) return -1;
+    return ((long long)(chunk0 + cc) * g.G + (long long)nh * g.Wp + wp0 + px) * CK + 8 * half;
+}
+
+#ifdef __CUDACC__
 /* ------------------------------------------------------------------------------------------ */
 /* PTX wrappers (sm_80 and later) */
 
@@ -96,6 +156,10 @@ __device__ __forceinline__ void cp_async_wait_all() {
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
+__device__ __forceinline__ void cp_async_wait_pending() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* kernels */
 
@@ -116,153 +180,186 @@ __global__ void prep_weights_kernel(const __nv_bfloat16 *__restrict__ w,
     }
 }
 
-/* One block: image n, output rows h0 .. h0+7, columns w0 .. w0+31, out channels kb*64 .. +63.
- * Warp `warp` owns output row h0 + warp: 64 channels x 32 pixels = 4 m16 x 4 n8 accumulators. */
-__global__ void __launch_bounds__(THREADS, 2)
-conv3x3_kernel(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ wp,
-               __nv_bfloat16 *__restrict__ y, int C, int H, int W, int K, int tiles_h,
-               int tiles_w, int chunks, int pair_store) {
-    extern __shared__ __align__(16) uint16_t smem[];
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int tw = blockIdx.x % tiles_w;
-    const int th = blockIdx.x / tiles_w % tiles_h;
-    const int n = blockIdx.x / tiles_w / tiles_h;
-    const int kb = blockIdx.y;
-    const int h0 = th * TH, w0 = tw * TW;
-    const size_t HW = (size_t)H * W;
-    const __nv_bfloat16 *xn = x + (size_t)n * C * HW;
-    const __nv_bfloat16 *wpk = wp + (size_t)kb * chunks * W_ELEMS;
-    const uint32_t smem_base = (uint32_t)__cvta_generic_to_shared(smem);
-
-    /* The patch has 340 pixels: thread tid loads pixel tid, threads below 84 also pixel
-     * tid + 256, each for all 16 channels of a chunk. Where a pixel lies (and whether it lies in
-     * the image at all) is fixed for the block, so it is worked out once. */
-    const int pix_a = tid, pix_b = tid + THREADS;
-    const bool has_b = pix_b < PATCH_PIX;
-    int off_a = -1, off_b = -1;  /* offset within a channel plane; -1: padding */
-    {
-        const int gh = h0 - 1 + pix_a / PW, gw = w0 - 1 + pix_a % PW;
-        if (gh >= 0 && gh < H && gw >= 0 && gw < W) off_a = gh * W + gw;
-    }
-    if (has_b) {
-        const int gh = h0 - 1 + pix_b / PW, gw = w0 - 1 + pix_b % PW;
-        if (gh >= 0 && gh < H && gw >= 0 && gw < W) off_b = gh * W + gw;
-    }
-
-    /* channel pairs packed in one word, the layout the patch rows have in shared memory */
-    uint32_t reg_a[CK / 2], reg_b[CK / 2];
-    auto load_patch = [&](int chunk) {
-        const int c0 = chunk * CK;
+/* Pre-pass: block (n*Hp + hp, column group) writes padded row hp, columns wp0 .. wp0+63 of xp
+ * for every chunk, borders and missing channels as zeros, so xp is fully rewritten each call.
+ * Two chunks (32 channels) per round: reads are 64-byte runs of an x row, writes 2 KiB runs.
+ * Rows go last to first so that the rows the main kernel's first wave reads were written last
+ * and are the likeliest to still be in L2. */
+__global__ void __launch_bounds__(PRE_THREADS)
+to_padded_nhwc_kernel(const uint16_t *__restrict__ x, uint16_t *__restrict__ xp, geom g) {
+    __shared__ uint32_t s[PRE_COLS * PRE_HW];
+    uint16_t *sh = (uint16_t *)s;
+    const int t = threadIdx.x, nh = g.N * g.Hp - 1 - blockIdx.x, wp0 = blockIdx.y * PRE_COLS;
+    for (int chunk0 = 0; chunk0 < g.chunks; chunk0 += 2) {
 #pragma unroll
-        for (int cp = 0; cp < CK / 2; cp++) {
-            const int c = c0 + 2 * cp;
-            uint32_t lo = 0, hi = 0;
-            if (off_a >= 0) {
-                if (c < C) lo = __ldg((const unsigned short *)xn + (size_t)c * HW + off_a);
-                if (c + 1 < C)
-                    hi = __ldg((const unsigned short *)xn + (size_t)(c + 1) * HW + off_a);
-            }
-            reg_a[cp] = lo | hi << 16;
-            lo = hi = 0;
-            if (off_b >= 0) {
-                if (c < C) lo = __ldg((const unsigned short *)xn + (size_t)c * HW + off_b);
-                if (c + 1 < C)
-                    hi = __ldg((const unsigned short *)xn + (size_t)(c + 1) * HW + off_b);
-            }
-            reg_b[cp] = lo | hi << 16;
-        }
-    };
-    auto store_patch = [&](int stage) {
-        uint16_t *patch = smem + stage * STAGE_ELEMS;
-#pragma unroll
-        for (int cp = 0; cp < CK / 2; cp++) {
-            *(uint32_t *)(patch + swz(pix_a, 2 * cp)) = reg_a[cp];
-            if (has_b) *(uint32_t *)(patch + swz(pix_b, 2 * cp)) = reg_b[cp];
-        }
-    };
-    auto load_weights = [&](int chunk, int stage) {
-        const __nv_bfloat16 *src = wpk + (size_t)chunk * W_ELEMS;
-        const uint32_t dst = smem_base + (uint32_t)(stage * STAGE_ELEMS + PATCH_ELEMS) * 2;
-        for (int q = tid; q < W_PIECES; q += THREADS)
-            cp_async16(dst + (uint32_t)swz(q >> 1, 8 * (q & 1)) * 2, src + 8 * q);
-        cp_async_commit();
-    };
-
-    float acc[4][4][4];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
-
-    load_weights(0, 0);
-    load_patch(0);
-    store_patch(0);
-    cp_async_wait_all();
-    __syncthreads();
-
-    for (int chunk = 0; chunk < chunks; chunk++) {
-        const int stage = chunk & 1;
-        const bool more = chunk + 1 < chunks;
-        /* the next chunk's loads are in flight while this one is multiplied; its stage was
-         * last read before the barrier that ended the previous iteration */
-        if (more) {
-            load_weights(chunk + 1, stage ^ 1);
-            load_patch(chunk + 1);
-        }
-
-        const uint32_t patch_s = smem_base + (uint32_t)(stage * STAGE_ELEMS) * 2;
-        const uint32_t w_s = patch_s + PATCH_ELEMS * 2;
-#pragma unroll
-        for (int t = 0; t < TAPS; t++) {
-            uint32_t b[4][2];
-            ldmatrix_x4(patch_s + b_ldm_off(warp, t, 0, lane) * 2, b[0][0], b[0][1], b[1][0],
-                        b[1][1]);
-            ldmatrix_x4(patch_s + b_ldm_off(warp, t, 1, lane) * 2, b[2][0], b[2][1], b[3][0],
-                        b[3][1]);
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                uint32_t a[4];
-                ldmatrix_x4(w_s + a_ldm_off(t, i, lane) * 2, a[0], a[1], a[2], a[3]);
-#pragma unroll
-                for (int j = 0; j < 4; j++) mma_bf16(acc[i][j], a, b[j][0], b[j][1]);
-            }
-        }
-
-        if (more) {
-            store_patch(stage ^ 1);
-            cp_async_wait_all();
+        for (int i = 0; i < 8; i++) {
+            int s_half;
+            const long long src = pre_load(g, nh, wp0, chunk0, t, i, &s_half);
+            sh[s_half] = src >= 0 ? __ldg(x + src) : (uint16_t)0;
         }
         __syncthreads();
+        int s_word;
+        const long long dst = pre_store(g, nh, wp0, chunk0, t, &s_word);
+        if (dst >= 0)
+            *(uint4 *)(xp + dst) = make_uint4(s[s_word], s[s_word + 1], s[s_word + 2],
+                                              s[s_word + 3]);
+        __syncthreads();
     }
+}
 
-    /* accumulator (i, j, e) is out channel 16i + lane/4 (+8 for e >= 2), pixel 8j + 2(lane%4)
-     * (+1 for odd e) of the warp's row */
-    const int h = h0 + warp;
-    if (h >= H) return;
+/* Issue one chunk's cp.async copies (input window and weights) into stage `stage`. */
+__device__ __forceinline__ void load_stage(const geom &g, const uint16_t *__restrict__ xp,
+                                           const uint16_t *__restrict__ wpk, long long g0,
+                                           int chunk, uint32_t stage_s, int tid) {
+    const uint16_t *xsrc = xp + ((long long)chunk * g.G + g0) * CK;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int r = 0; r < 3; r++) {
+        const int pieces = 2 * x_run_rows(g, r);
+        for (int q = tid; q < pieces; q += THREADS) {
+            long long src;
+            const int dst = x_piece(g, r, q, &src);
+            cp_async16(stage_s + (uint32_t)dst * 2, xsrc + src);
+        }
+    }
+    const uint16_t *wsrc = wpk + (size_t)chunk * W_ELEMS;
+    const uint32_t wdst = stage_s + (uint32_t)g.xrows * CK * 2;
+    for (int q = tid; q < 2 * W_ROWS; q += THREADS)
+        cp_async16(wdst + (uint32_t)swz(q >> 1, 8 * (q & 1)) * 2, wsrc + 8 * q);
+}
+
+/* One chunk: 9 taps x (4 + 4 ldmatrix.x4, 32 MMAs) per warp. */
+__device__ __forceinline__ void compute_stage(float (&acc)[4][8][4], uint32_t xs, uint32_t ws,
+                                              const int (&boff)[TAPS], int aoff) {
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int k = kb * BM + 16 * i + lane / 4 + 8 * half;
-            if (k >= K) continue;
-            __nv_bfloat16 *yrow = y + (((size_t)n * K + k) * H + h) * W;
+    for (int t = 0; t < TAPS; t++) {
+        uint32_t b[8][2];
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int wc = w0 + 8 * j + 2 * (lane % 4);
-                const float v0 = acc[i][j][2 * half], v1 = acc[i][j][2 * half + 1];
-                if (pair_store && wc + 1 < W) {
-                    *(__nv_bfloat162 *)(yrow + wc) = __floats2bfloat162_rn(v0, v1);
-                } else {
-                    if (wc < W) yrow[wc] = __float2bfloat16(v0);
-                    if (wc + 1 < W) yrow[wc + 1] = __float2bfloat16(v1);
-                }
-            }
+        for (int pg = 0; pg < 4; pg++)
+            ldmatrix_x4(xs + (uint32_t)(boff[t] + pg * B_PG_STRIDE) * 2, b[2 * pg][0],
+                        b[2 * pg][1], b[2 * pg + 1][0], b[2 * pg + 1][1]);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t a[4];
+            ldmatrix_x4(ws + (uint32_t)(aoff + (t * BM + 16 * i) * CK) * 2, a[0], a[1], a[2],
+                        a[3]);
+#pragma unroll
+            for (int j = 0; j < 8; j++) mma_bf16(acc[i][j], a, b[j][0], b[j][1]);
         }
     }
 }
 
+/* Accumulator (i, j, e) is out channel 16i + lane/4 (+8 for e >= 2), position
+ * WN*warp + 8j + 2*(lane%4) (+1 for odd e). Written to smem first so that each warp store covers
+ * 64 consecutive positions of one channel (128 contiguous bytes but for row breaks) instead of
+ * 16-byte pieces of 8 channels. Lane l stores positions 2l and 2l+1 of its warp's 64. With
+ * pair_store (W even, y 4-byte aligned) both are in one image row or both discarded: g0 and 2l
+ * are even and so are W+2 and (H+2)(W+2), so the pair starts on an even column and W-1 is odd. */
+__device__ __forceinline__ void store_tile(const geom &g, const float (&acc)[4][8][4],
+                                           uint16_t *stage, __nv_bfloat16 *__restrict__ y,
+                                           long long g0, int kb, int warp, int lane,
+                                           int pair_store) {
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int m = 16 * i + (lane >> 2) + 8 * half, px = 8 * j + 2 * (lane & 3);
+                *(__nv_bfloat162 *)(stage + ep_slot(warp, m, px)) =
+                    __floats2bfloat162_rn(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
+            }
+    __syncwarp();
+    const long long p = g0 + WN * warp + 2 * lane;
+    const long long o0 = out_base(g, p), o1 = out_base(g, p + 1);
+    if (o0 < 0 && o1 < 0) return;
+    const long long HW = (long long)g.H * g.W;
+    const int mmax = g.K - kb * BM < BM ? g.K - kb * BM : BM;
+    for (int m = 0; m < mmax; m++) {
+        const uint32_t v = *(const uint32_t *)(stage + ep_slot(warp, m, 2 * lane));
+        const long long koff = (long long)(kb * BM + m) * HW;
+        if (pair_store) {
+            *(uint32_t *)(y + o0 + koff) = v;
+        } else {
+            if (o0 >= 0) *(uint16_t *)(y + o0 + koff) = (uint16_t)v;
+            if (o1 >= 0) *(uint16_t *)(y + o1 + koff) = (uint16_t)(v >> 16);
+        }
+    }
+}
+
+/* One block: positions g0 = tile*256 .. +255 of the padded batch, out channels kb*64 .. +63.
+ * Warp w owns positions 64w .. 64w+63 for all 64 channels: 4 m16 x 8 n8 accumulators. */
+__global__ void __launch_bounds__(THREADS, 2)
+conv3x3_nhwc_kernel(const uint16_t *__restrict__ xp, const uint16_t *__restrict__ wp,
+                    __nv_bfloat16 *__restrict__ y, geom g, int pair_store) {
+    extern __shared__ __align__(128) uint16_t smem[];
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const long long g0 = (long long)blockIdx.x * BN;
+    const int kb = blockIdx.y;
+    const uint16_t *wpk = wp + (size_t)kb * g.chunks * W_ELEMS;
+    const uint32_t smem_base = (uint32_t)__cvta_generic_to_shared(smem);
+    const uint32_t stage_bytes = (uint32_t)(g.xrows * CK + W_ELEMS) * 2;
+
+    int boff[TAPS];
+#pragma unroll
+    for (int t = 0; t < TAPS; t++) boff[t] = b_tap_off(g.RS, warp, t, lane);
+    const int aoff = a_ldm_off(0, 0, lane);
+
+    float acc[4][8][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < g.chunks) load_stage(g, xp, wpk, g0, s, smem_base + s * stage_bytes, tid);
+        cp_async_commit();
+    }
+    for (int chunk = 0; chunk < g.chunks; chunk++) {
+        /* chunk's copies are done (this thread's) and visible (everyone's); the stage refilled
+         * below was last read in the previous iteration, which every warp has left */
+        cp_async_wait_pending();
+        __syncthreads();
+        const int next = chunk + STAGES - 1;
+        if (next < g.chunks)
+            load_stage(g, xp, wpk, g0, next, smem_base + (next % STAGES) * stage_bytes, tid);
+        cp_async_commit();
+        const uint32_t xs = smem_base + (chunk % STAGES) * stage_bytes;
+        compute_stage(acc, xs, xs + (uint32_t)g.xrows * CK * 2, boff, aoff);
+    }
+    /* every warp is done reading the stages before they hold the output tile (the remaining
+     * cp.async groups are empty) */
+    cp_async_wait_all();
+    __syncthreads();
+    store_tile(g, acc, smem, y, g0, kb, warp, lane, pair_store);
+}
+#endif /* __CUDACC__ */
+
+/* ------------------------------------------------------------------------------------------ */
+/* geometry (host) */
+
+/* Fills g from the sizes; returns 0, or -1 when a size overflows the int arithmetic used. */
+static int make_geom(geom *g, long long N, long long C, long long H, long long W, long long K) {
+    memset(g, 0, sizeof(*g));
+    const long long Hp = H + 2, Wp = W + 2, chunks = (C + CK - 1) / CK;
+    const long long HpWp = Hp * Wp, tiles = (N * HpWp + BN - 1) / BN;
+    const long long G = tiles * BN + 2 * Wp + 2; /* the last block's window ends here */
+    if (N * Hp > INT32_MAX || (Wp + PRE_COLS - 1) / PRE_COLS > 65535 || tiles > INT32_MAX ||
+        G > INT32_MAX / 2 || (K + BM - 1) / BM > 65535 || C > INT32_MAX - CK ||
+        K > INT32_MAX - BM || H * W > INT32_MAX)
+        return -1;
+    g->N = (int)N, g->C = (int)C, g->H = (int)H, g->W = (int)W, g->K = (int)K;
+    g->Hp = (int)Hp, g->Wp = (int)Wp, g->chunks = (int)chunks;
+    g->kblocks = (int)((K + BM - 1) / BM), g->tiles = (int)tiles;
+    /* short rows: one contiguous window of 2*Wp + 258 pixels; long rows: three runs of 258 */
+    g->RS = Wp < SEG ? (int)Wp : SEG;
+    g->xrows = 2 * g->RS + SEG;
+    g->HpWp = HpWp, g->G = G;
+    return 0;
+}
+
+#ifdef __CUDACC__
 /* ------------------------------------------------------------------------------------------ */
 /* ABI */
 
@@ -282,11 +379,49 @@ static bool tensor_ok(const st_tensor *t, int64_t d0, int64_t d1, int64_t d2, in
            ((uintptr_t)t->data & 1) == 0;
 }
 
+static bool cuda_ok(cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return true;
+    fprintf(stderr, "conv2d expert: %s: %s\n", what, cudaGetErrorString(e));
+    return false;
+}
+
 extern "C" void st_free(void *ctx) {
     conv_ctx *c = (conv_ctx *)ctx;
     if (c == NULL) return;
     cudaFree(c->wp);
+    cudaFree(c->xp);
     free(c);
+}
+
+/* Allocations, the weight repack and the one-time attributes. The scratch is zeroed once only
+ * for its slack rows past the batch, which feed discarded positions; the pre-pass rewrites
+ * everything else on every call. */
+static bool init_device(conv_ctx *c, const __nv_bfloat16 *w, cudaStream_t stream) {
+    const geom *g = &c->g;
+    const size_t wtotal = (size_t)g->kblocks * g->chunks * W_ELEMS;
+    const size_t xtotal = (size_t)g->chunks * g->G * CK;
+    int dev = 0, max_smem = 0;
+    if (!cuda_ok(cudaGetDevice(&dev), "cudaGetDevice") ||
+        !cuda_ok(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+                 "cudaDeviceGetAttribute"))
+        return false;
+    if (c->smem_bytes > max_smem) {
+        fprintf(stderr, "conv2d expert: %d bytes of shared memory needed, %d available\n",
+                c->smem_bytes, max_smem);
+        return false;
+    }
+    if (!cuda_ok(cudaMalloc(&c->wp, wtotal * 2), "cudaMalloc(wp)") ||
+        !cuda_ok(cudaMalloc(&c->xp, xtotal * 2), "cudaMalloc(xp)") ||
+        !cuda_ok(cudaMemsetAsync(c->xp, 0, xtotal * 2, stream), "cudaMemsetAsync") ||
+        !cuda_ok(cudaFuncSetAttribute(conv3x3_nhwc_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, c->smem_bytes),
+                 "cudaFuncSetAttribute"))
+        return false;
+    const size_t blocks = (wtotal + 255) / 256;
+    prep_weights_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
+        w, c->wp, g->C, g->K, g->chunks, wtotal);
+    return cuda_ok(cudaGetLastError(), "prep_weights_kernel launch") &&
+           cuda_ok(cudaStreamSynchronize(stream), "st_init sync");
 }
 
 extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
@@ -294,41 +429,25 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
     int64_t N, C, H, W, K;
     if (cfg == NULL || ctx == NULL || n_params != 1) return 1;
     if (cfg_get(cfg, "N", &N) || cfg_get(cfg, "C", &C) || cfg_get(cfg, "H", &H) ||
-        cfg_get(cfg, "W", &W) || cfg_get(cfg, "K", &K))
+        cfg_get(cfg, "W", &W) || cfg_get(cfg, "K", &K)) {
+        fprintf(stderr, "conv2d expert: config lacks one of N, C, H, W, K\n");
         return 1;
-    if (N < 1 || C < 1 || H < 1 || W < 1 || K < 1) return 1;
-    if (!tensor_ok(&params[0], K, C, 3, 3)) return 1;
-    /* int arithmetic inside the kernel: a channel plane, the grid, the weight tiles */
-    const int64_t tiles_h = (H + TH - 1) / TH, tiles_w = (W + TW - 1) / TW;
-    const int64_t kblocks = (K + BM - 1) / BM, chunks = (C + CK - 1) / CK;
-    if (H * W > INT32_MAX || N * tiles_h * tiles_w > INT32_MAX || kblocks > 65535 ||
-        C > INT32_MAX - CK || K > INT32_MAX - BM)
+    }
+    if (N < 1 || C < 1 || H < 1 || W < 1 || K < 1 || !tensor_ok(&params[0], K, C, 3, 3)) {
+        fprintf(stderr, "conv2d expert: bad sizes or weight tensor\n");
         return 1;
-
+    }
     conv_ctx *c = (conv_ctx *)calloc(1, sizeof(*c));
     if (c == NULL) return 1;
-    c->N = (int)N;
-    c->C = (int)C;
-    c->H = (int)H;
-    c->W = (int)W;
-    c->K = (int)K;
-    c->tiles_h = (int)tiles_h;
-    c->tiles_w = (int)tiles_w;
-    c->kblocks = (int)kblocks;
-    c->chunks = (int)chunks;
-
-    const size_t total = (size_t)kblocks * chunks * W_ELEMS;
-    const size_t prep_blocks = (total + THREADS - 1) / THREADS;
-    const int grid = (int)(prep_blocks < 4096 ? prep_blocks : 4096);
-    bool ok = cudaMalloc(&c->wp, total * sizeof(__nv_bfloat16)) == cudaSuccess &&
-        cudaFuncSetAttribute(conv3x3_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             SMEM_BYTES) == cudaSuccess;
-    if (ok) {
-        prep_weights_kernel<<<grid, THREADS, 0, stream>>>(
-            (const __nv_bfloat16 *)params[0].data, c->wp, c->C, c->K, c->chunks, total);
-        ok = cudaGetLastError() == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess;
+    if (make_geom(&c->g, N, C, H, W, K) != 0) {
+        fprintf(stderr, "conv2d expert: sizes too large\n");
+        free(c);
+        return 1;
     }
-    if (!ok) {
+    c->smem_bytes = STAGES * (c->g.xrows * CK + W_ELEMS) * 2;
+    if (c->smem_bytes < ep_slot(THREADS / 32, 0, 0) * 2) /* the staged epilogue; never at CK 16 */
+        c->smem_bytes = ep_slot(THREADS / 32, 0, 0) * 2;
+    if (!init_device(c, (const __nv_bfloat16 *)params[0].data, stream)) {
         st_free(c);
         return 1;
     }
@@ -340,15 +459,20 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
                       int32_t n_out, cudaStream_t stream) {
     const conv_ctx *c = (const conv_ctx *)ctx;
     if (c == NULL || n_in != 1 || n_out != 1) return 1;
-    if (!tensor_ok(&in[0], c->N, c->C, c->H, c->W) ||
-        !tensor_ok(&out[0], c->N, c->K, c->H, c->W))
+    const geom g = c->g;
+    if (!tensor_ok(&in[0], g.N, g.C, g.H, g.W) || !tensor_ok(&out[0], g.N, g.K, g.H, g.W)) {
+        fprintf(stderr, "conv2d expert: tensor shapes differ from the config\n");
         return 1;
+    }
     __nv_bfloat16 *y = (__nv_bfloat16 *)out[0].data;
-    /* two outputs per store when every row starts on a 4-byte boundary (pointers may move) */
-    const int pair_store = c->W % 2 == 0 && ((uintptr_t)y & 3) == 0;
-    dim3 grid((unsigned)(c->N * c->tiles_h * c->tiles_w), (unsigned)c->kblocks);
-    conv3x3_kernel<<<grid, THREADS, SMEM_BYTES, stream>>>(
-        (const __nv_bfloat16 *)in[0].data, c->wp, y, c->C, c->H, c->W, c->K, c->tiles_h,
-        c->tiles_w, c->chunks, pair_store);
-    return cudaGetLastError() == cudaSuccess ? 0 : 1;
+    const int pair_store = g.W % 2 == 0 && ((uintptr_t)y & 3) == 0;
+    const dim3 pre_grid((unsigned)(g.N * g.Hp), (unsigned)((g.Wp + PRE_COLS - 1) / PRE_COLS));
+    to_padded_nhwc_kernel<<<pre_grid, PRE_THREADS, 0, stream>>>((const uint16_t *)in[0].data,
+                                                                c->xp, g);
+    if (!cuda_ok(cudaGetLastError(), "to_padded_nhwc_kernel launch")) return 1;
+    const dim3 grid((unsigned)g.tiles, (unsigned)g.kblocks);
+    conv3x3_nhwc_kernel<<<grid, THREADS, c->smem_bytes, stream>>>(
+        c->xp, (const uint16_t *)c->wp, y, g, pair_store);
+    return cuda_ok(cudaGetLastError(), "conv3x3_nhwc_kernel launch") ? 0 : 1;
 }
+#endif /* __CUDACC__ */
