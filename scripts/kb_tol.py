@@ -76,9 +76,10 @@ def tighten(torch, y, tol):
     flat = y.reshape(-1)
     sq = sum(float((flat[at:at + CHUNK].double() ** 2).sum()) for at in range(0, flat.numel(), CHUNK))
     rms = math.sqrt(sq / flat.numel()) if flat.numel() else 0.0
-    scaled = tol["rtol"] * rms
+    # rounded before the comparison: a step that rounds up would come back as itself forever
+    scaled = float("%.3g" % (tol["rtol"] * rms))
     if tol["atol"] > scaled and y.is_floating_point():
-        return {"atol": float("%.3g" % scaled), "rtol": tol["rtol"]}
+        return {"atol": scaled, "rtol": tol["rtol"]}
     if y.is_floating_point() and tol["rtol"] > 0:
         return {"nmse": float("%.3g" % (tol["rtol"] ** 2))}
     return None
