@@ -320,6 +320,19 @@ static const char *hint(const char *status)
 	return NULL;
 }
 
+/* Which roof set the floor (docs/bench.md, "Roofs"), in words an agent can act on. */
+static void roof_text(st_buf *out, const char *roof)
+{
+	if (!*roof)
+		return;
+	if (!strcmp(roof, "dram"))
+		st_buf_puts(out, " (the roof: DRAM bandwidth)");
+	else if (!strcmp(roof, "l2"))
+		st_buf_puts(out, " (the roof: L2 bandwidth, for the bytes its gathers pull through the L2)");
+	else
+		st_buf_printf(out, " (the roof: the %s FLOP rate)", roof);
+}
+
 static void speed_text(st_buf *out, const json_t *v, double target)
 {
 	const json_t *sp = json_object_get(v, "speedup");
@@ -349,9 +362,12 @@ static void speed_text(st_buf *out, const json_t *v, double target)
 		st_buf_printf(out, " on set %s\n", str(t, "set"));
 	}
 	const json_t *sol = json_object_get(v, "sol");
-	if (json_object_get(sol, "fraction"))
-		st_buf_printf(out, "speed of light: %.0f%% of the floor the task's flops and bytes allow\n",
+	if (json_object_get(sol, "fraction")) {
+		st_buf_printf(out, "speed of light: %.0f%% of the floor the task's flops and bytes allow",
 		              100 * json_number_value(json_object_get(sol, "fraction")));
+		roof_text(out, str(sol, "roof"));
+		st_buf_putc(out, '\n');
+	}
 	const json_t *p = json_object_get(v, "profile");
 	if (!p)
 		return;

@@ -1,7 +1,7 @@
 /* The runner's own device kernels: elementwise input generation, the recipe of rng.h that
  * runner_gen.c follows on the host (element i is a function of (seed, i) only, so a grid-stride
- * loop fills any size), and the fill that poisons outputs and flushes the L2 before every timed
- * call. */
+ * loop fills any size), the fill that poisons outputs and flushes the L2 before every timed
+ * call, the digest of a timed call's outputs, and the L2 read probe of the device peaks. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -303,5 +303,55 @@ extern "C" int st_cuda_digest(const st_prep_span *spans, int n, unsigned long lo
 		a.bytes[k] = spans[k].bytes;
 	}
 	digest_kernel<<<dim3((unsigned)blocks, (unsigned)n), 1024, 0, stream>>>(a);
+	return (int)cudaGetLastError();
+}
+
+/* A 16-byte load cached in the L2 only (L1 bypassed). Volatile, so that the compiler can neither
+ * hoist it out of the probe's loop over passes (the buffer never changes) nor drop it. */
+__device__ __forceinline__ float4 ld_l2(const float4 *p)
+{
+	float4 v;
+	asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+	             : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+	             : "l"(p));
+	return v;
+}
+
+/* The L2 read probe: every thread walks the buffer grid-stride, reps times over, four independent
+ * loads at a time (so that each thread keeps four in flight however few strides the buffer
+ * holds); after the first pass every load is an L2 hit that no L1 can serve. The store that never
+ * happens in practice (a sum of exactly -1e30) keeps the sums, and so the loads, alive. */
+__global__ static void __launch_bounds__(1024) l2_read_kernel(const float4 *buf, size_t n4,
+                                                               int reps, float *sink)
+{
+	size_t stride = (size_t)gridDim.x * blockDim.x;
+	size_t start = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+	for (int r = 0; r < reps; r++)
+		for (size_t i = start; i < n4; i += 4 * stride) {
+			float4 v[4];
+#pragma unroll
+			for (int k = 0; k < 4; k++)
+				v[k] = i + k * stride < n4 ? ld_l2(buf + i + k * stride)
+				                           : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				acc.x += v[k].x;
+				acc.y += v[k].y;
+				acc.z += v[k].z;
+				acc.w += v[k].w;
+			}
+		}
+	float s = acc.x + acc.y + acc.z + acc.w;
+	if (s == -1e30f)
+		*sink = s;
+}
+
+extern "C" int st_cuda_l2_read(const void *buf, size_t bytes, int reps, int blocks, float *sink,
+                               cudaStream_t stream)
+{
+	if (bytes < 16 || reps < 1 || blocks < 1)
+		return (int)cudaErrorInvalidValue;
+	l2_read_kernel<<<blocks, 1024, 0, stream>>>((const float4 *)buf, bytes / 16, reps, sink);
 	return (int)cudaGetLastError();
 }

@@ -1,5 +1,6 @@
 /* Device kernels the CUDA runner needs of its own: elementwise input generation, the fill
- * (poison and L2 flush) before each timed call, and the digest of a timed call's outputs. */
+ * (poison and L2 flush) before each timed call, the digest of a timed call's outputs, and the
+ * L2 read probe of the device peaks. */
 #ifndef ST_CUDA_KERNELS_H
 #define ST_CUDA_KERNELS_H
 
@@ -37,6 +38,13 @@ int st_cuda_prep_blocks(int sms, int max_threads_per_sm);
  * device (zeroed by the caller): one launch. Returns a cudaError_t as int. */
 int st_cuda_digest(const st_prep_span *spans, int n, unsigned long long *sums, int blocks,
                    cudaStream_t stream);
+
+/* Read bytes (16-byte aligned, a multiple of 16 read) at buf reps times over with `blocks` blocks
+ * of 1024 threads through the L2 only (L1 bypassed): with bytes well inside the L2, every pass
+ * after the first is L2 traffic. sink: one float of device memory the kernel may write. Returns
+ * a cudaError_t as int. */
+int st_cuda_l2_read(const void *buf, size_t bytes, int reps, int blocks, float *sink,
+                    cudaStream_t stream);
 
 #ifdef __cplusplus
 }

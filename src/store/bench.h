@@ -29,10 +29,15 @@ extern const char *const st_bench_bases[ST_BENCH_NB];
 
 /* One row from a verdict (NULL verdict: the solution was missing from DIR). Keys: task, tier,
  * status, reason, compiled, correct, reference_ms, expert_ms, solution_ms, vs_reference,
- * vs_expert, sol_fraction, suspicious (array of strings), flags (the verdict's), and the "best"
- * bar's: vendor_ms, best_ms, best ("expert" or "vendor": which set the bar), vs_vendor,
- * vs_best. Times and speedups are null when unknown. */
+ * vs_expert, sol_fraction, sol_roof (the roof that set the SOL floor: "dram", "l2" or a FLOP
+ * unit), suspicious (array of strings), flags (the verdict's), and the "best" bar's: vendor_ms,
+ * best_ms, best ("expert" or "vendor": which set the bar), vs_vendor, vs_best. Times, speedups
+ * and the roof are null when unknown. */
 json_t *st_bench_row(const char *task_id, int tier, const json_t *verdict);
+
+/* Sets row r's sol_roof from the verdict (NULL: none), where r is correct and has a SOL; the
+ * store rebuilds it with this, as the roof has no column of its own. */
+void st_bench_row_roof(json_t *r, const json_t *verdict);
 
 /* Sets row r's "best" keys from the verdict (NULL: none); a verdict without a bar (from before
  * it, or an imported task) makes the expert the bar. The store rebuilds them with it. */

@@ -242,9 +242,10 @@ st_status st_bench_db_load(st_bench_db *d, const char *ref, json_t **run, json_t
 			json_t *x = text ? json_loads(text, 0, NULL) : NULL;
 			json_object_set_new(row, i == 12 ? "suspicious" : "flags", x ? x : json_array());
 		}
-		/* the "best" bar's figures live in the stored verdict: no columns of their own */
+		/* the "best" bar's figures and the SOL's roof live in the stored verdict: no columns */
 		const char *vt = (const char *)sqlite3_column_text(st, 14);
 		json_t *v = vt ? json_loads(vt, 0, NULL) : NULL;
+		st_bench_row_roof(row, v);
 		st_bench_row_best(row, v);
 		json_decref(v);
 		json_array_append_new(a, row);

@@ -38,6 +38,21 @@ static void pct(st_buf *out, const json_t *x, int width)
 		st_buf_printf(out, " %*s", width, "-");
 }
 
+/* A row's SOL with the roof that set its floor, "87% (l2)", right-aligned in `width`. */
+static void sol_cell(st_buf *out, const json_t *r, int width)
+{
+	const json_t *f = r ? json_object_get(r, "sol_fraction") : NULL;
+	const char *roof = r ? json_string_value(json_object_get(r, "sol_roof")) : NULL;
+	char cell[48];
+	if (!json_is_number(f))
+		snprintf(cell, sizeof cell, "-");
+	else if (roof)
+		snprintf(cell, sizeof cell, "%.0f%% (%s)", 100 * json_number_value(f), roof);
+	else
+		snprintf(cell, sizeof cell, "%.0f%%", 100 * json_number_value(f));
+	st_buf_printf(out, " %*s", width, cell);
+}
+
 static const json_t *fastp(const json_t *s, const char *base, double p)
 {
 	char key[16];
@@ -108,7 +123,7 @@ static void score_line(const char *label, const json_t *s, const char *base, st_
 void st_bench_print_table(const json_t *rows, const json_t *score, const char *baseline,
                           st_buf *out)
 {
-	st_buf_printf(out, "%-24s %-14s %12s %12s %12s %8s %9s %6s %12s %-6s %8s\n", "task", "status",
+	st_buf_printf(out, "%-24s %-14s %12s %12s %12s %8s %9s %11s %12s %-6s %8s\n", "task", "status",
 	        "reference ms", "expert ms", "solution ms", "vs ref", "vs expert", "SOL", "best ms",
 	        "bar", "vs best");
 	size_t i;
@@ -120,7 +135,7 @@ void st_bench_print_table(const json_t *rows, const json_t *score, const char *b
 		ms(out, st_json_num(r, "solution_ms"), 12);
 		times(out, st_json_num(r, "vs_reference"), 8);
 		times(out, st_json_num(r, "vs_expert"), 9);
-		pct(out, json_object_get(r, "sol_fraction"), 6);
+		sol_cell(out, r, 11);
 		ms(out, st_json_num(r, "best_ms"), 12);
 		st_buf_printf(out, " %-6s", bar_of(r));
 		times(out, st_json_num(r, "vs_best"), 8);
@@ -169,7 +184,7 @@ void st_bench_print_csv(const json_t *rows, st_buf *out)
 {
 	st_buf_printf(out, "task,tier,status,compiled,correct,reference_ms,expert_ms,solution_ms,"
 	           "vs_reference,vs_expert,sol_fraction,suspicious,reason,vendor_ms,best_ms,best,"
-	           "vs_best\n");
+	           "vs_best,sol_roof\n");
 	size_t i;
 	const json_t *r;
 	json_array_foreach(rows, i, r) {
@@ -192,11 +207,13 @@ void st_bench_print_csv(const json_t *rows, st_buf *out)
 		st_buf_putc(out, ',');
 		csv_field(out, str(r, "best"));
 		csv_num(out, r, "vs_best");
+		st_buf_putc(out, ',');
+		csv_field(out, str(r, "sol_roof"));
 		st_buf_putc(out, '\n');
 	}
 }
 
-/* A row's six figures (three medians, two speedups, SOL) as table cells: each written between
+/* A row's six figures (three medians, two speedups, SOL with its roof) as table cells: each written between
  * `before` and `after`, the one place the Markdown and HTML tables agree on their order. */
 static void number_cells(st_buf *out, const json_t *r, const char *before, const char *after)
 {
@@ -213,7 +230,7 @@ static void number_cells(st_buf *out, const json_t *r, const char *before, const
 		st_buf_puts(out, after);
 	}
 	st_buf_puts(out, before);
-	pct(out, json_object_get(r, "sol_fraction"), 1);
+	sol_cell(out, r, 1);
 	st_buf_puts(out, after);
 	st_buf_puts(out, before);
 	ms(out, st_json_num(r, "best_ms"), 1);
@@ -499,7 +516,7 @@ void st_bench_print_compare(const json_t *run_a, const json_t *rows_a, const jso
 	              ), str(run_a, "solutions" ), str(run_a, "commit" ),
 	              (long long)json_integer_value(json_object_get(run_b, "id" )), str(run_b, "started"
 	              ), str(run_b, "solutions" ), str(run_b, "commit" ));
-	st_buf_printf(out, "%-24s %-14s %-14s %12s %12s %9s %9s %9s\n", "task", "status A", "status B",
+	st_buf_printf(out, "%-24s %-14s %-14s %12s %12s %9s %9s %11s\n", "task", "status A", "status B",
 	              "solution A", "solution B", "B vs A", "ref A/B", "SOL B");
 	json_t *tasks = json_array();
 	size_t i;
@@ -525,7 +542,7 @@ void st_bench_print_compare(const json_t *run_a, const json_t *rows_a, const jso
 		double ra = a ? st_json_num(a, "reference_ms") : 0;
 		double rb = b ? st_json_num(b, "reference_ms") : 0;
 		times(out, ra > 0 && rb > 0 ? ra / rb : 0, 9);
-		pct(out, b ? json_object_get(b, "sol_fraction") : NULL, 9);
+		sol_cell(out, b, 11);
 		st_buf_putc(out, '\n');
 	}
 	json_decref(tasks);

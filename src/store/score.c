@@ -35,6 +35,14 @@ void st_bench_row_best(json_t *r, const json_t *verdict)
 	json_object_set_new(r, "vs_best", num_or_null(correct ? vs_best : 0));
 }
 
+void st_bench_row_roof(json_t *r, const json_t *verdict)
+{
+	const json_t *sol = json_object_get(verdict, "sol");
+	const char *roof = json_string_value(json_object_get(sol, "roof"));
+	int shown = json_is_true(json_object_get(r, "correct")) && st_json_num(r, "sol_fraction") > 0;
+	json_object_set_new(r, "sol_roof", shown && roof ? json_string(roof) : json_null());
+}
+
 json_t *st_bench_row(const char *task_id, int tier, const json_t *verdict)
 {
 	json_t *r = json_pack("{s:s,s:i}", "task", task_id, "tier", tier);
@@ -49,6 +57,7 @@ json_t *st_bench_row(const char *task_id, int tier, const json_t *verdict)
 			json_object_set_new(r, keys[i], json_null());
 		json_object_set_new(r, "suspicious", json_array());
 		json_object_set_new(r, "flags", json_array());
+		st_bench_row_roof(r, NULL);
 		st_bench_row_best(r, NULL);
 		return r;
 	}
@@ -75,6 +84,7 @@ json_t *st_bench_row(const char *task_id, int tier, const json_t *verdict)
 	json_object_set_new(r, "vs_expert", num_or_null(correct ? st_json_num(sp, "vs_expert") : 0));
 	json_object_set_new(r, "sol_fraction",
 	                    num_or_null(correct ? st_json_num(sol, "fraction") : 0));
+	st_bench_row_roof(r, verdict);
 	json_t *sus = json_array();
 	if (correct && st_json_num(sp, "vs_expert") > ST_BENCH_SUSPICIOUS_VS_EXPERT)
 		json_array_append_new(sus, json_string("faster than the expert by more than 3x"));

@@ -50,6 +50,11 @@ typedef struct st_tensor_spec {
 
 typedef enum st_policy_mode { ST_POLICY_ENGINEERING, ST_POLICY_EXPERT } st_policy_mode;
 
+/* The roof a task's speed of light is taken against (cost.roof, docs/task-format.md): DRAM (the
+ * default: flops at the unit's peak, bytes at the DRAM bandwidth) or the L2 (the same, plus
+ * cost.l2_bytes at the L2's bandwidth, for work whose gathers bind on the L2 first). */
+typedef enum st_roof { ST_ROOF_DRAM, ST_ROOF_L2 } st_roof;
+
 typedef struct st_task {
 	char *dir;            /* folder that holds task.json (absolute) */
 	char *id;             /* "t1/softmax": tier folder + name */
@@ -67,6 +72,8 @@ typedef struct st_task {
 	char *cost_flops;     /* expression; NULL when the task has none */
 	char *cost_bytes;     /* expression; NULL when the task has none */
 	char *cost_unit;      /* which peak bounds the flops: "fp32", "tf32", "fp16", "bf16", "fp64", "int" */
+	st_roof cost_roof;    /* ST_ROOF_DRAM unless cost.roof says "l2" */
+	char *cost_l2_bytes;  /* expression: the bytes through the L2; only (and always) with ST_ROOF_L2 */
 
 	char *validator;      /* NULL: elementwise tolerances; "task": task.c st_task_validate */
 	char *hooks;          /* task.c path (absolute) or NULL */
@@ -123,6 +130,8 @@ st_status st_task_list(const char *root, char ***dirs, int *n, st_err *err);
 
 /* "expert" or "engineering". */
 const char *st_task_policy_name(st_policy_mode m);
+/* "dram" or "l2", as cost.roof spells it. */
+const char *st_roof_name(st_roof r);
 /* {id, name, tier, eval, small, n_hidden, policy, libraries, archs, cost}; NULL when out of
  * memory. Hidden sizes are never in it. */
 json_t *st_task_json(const st_task *t);

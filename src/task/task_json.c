@@ -1,10 +1,15 @@
 /* A task's summary as JSON, the one `stitch tasks --json` prints and `stitch serve` answers on
- * GET /v1/tasks: id, tier, sizes, policy, libraries, archs and cost model. */
+ * GET /v1/tasks: id, tier, sizes, policy, libraries, archs and cost model (with its roof). */
 #include "task.h"
 
 const char *st_task_policy_name(st_policy_mode m)
 {
 	return m == ST_POLICY_EXPERT ? "expert" : "engineering";
+}
+
+const char *st_roof_name(st_roof r)
+{
+	return r == ST_ROOF_L2 ? "l2" : "dram";
 }
 
 static json_t *sizes_json(const st_size_set *s)
@@ -30,7 +35,7 @@ static json_t *nullable_string(const char *s)
 
 json_t *st_task_json(const st_task *t)
 {
-	return json_pack("{s:s, s:s, s:i, s:o, s:o, s:i, s:s, s:o, s:o, s:{s:o, s:o, s:o}}",
+	return json_pack("{s:s, s:s, s:i, s:o, s:o, s:i, s:s, s:o, s:o, s:{s:o, s:o, s:o, s:s, s:o}}",
 	                 "id", t->id, "name", t->name, "tier", t->tier,
 	                 "eval", sizes_json(&t->eval), "small", sizes_json(&t->small),
 	                 "n_hidden", t->n_hidden, "policy", st_task_policy_name(t->policy),
@@ -38,6 +43,7 @@ json_t *st_task_json(const st_task *t)
 	                 "archs", strings_json(t->archs, t->n_archs),
 	                 "cost", "flops", nullable_string(t->cost_flops),
 	                 "bytes", nullable_string(t->cost_bytes),
-	                 "unit", nullable_string(t->cost_unit));
+	                 "unit", nullable_string(t->cost_unit), "roof", st_roof_name(t->cost_roof),
+	                 "l2_bytes", nullable_string(t->cost_l2_bytes));
 }
 

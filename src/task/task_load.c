@@ -610,9 +610,40 @@ static st_status check_tensor_names(loader *L)
 
 /* ---- the rest ------------------------------------------------------------------------- */
 
+/* cost.roof, optional ("dram" when absent), and cost.l2_bytes, which the L2 roof needs and no
+ * other roof reads: an expression nothing uses would only mislead whoever reads task.json. */
+static st_status load_roof(loader *L, json_t *cost)
+{
+	static const char *const roofs[] = {"dram", "l2", NULL};
+	json_t *v, *l2;
+	char known[64];
+	st_status s = member(L, cost, "cost", "roof", 0, &v);
+	if (!s && v) {
+		s = want_type(L, v, "cost.roof", JSON_STRING);
+		if (!s && !in_list(json_string_value(v), roofs)) {
+			join_list(known, sizeof known, roofs);
+			return bad(L, "cost.roof", "unknown roof '%s' (known: %s)", json_string_value(v),
+			           known);
+		}
+		if (!s)
+			L->t->cost_roof = strcmp(json_string_value(v), "l2") ? ST_ROOF_DRAM : ST_ROOF_L2;
+	}
+	if (!s)
+		s = member(L, cost, "cost", "l2_bytes", 0, &l2);
+	if (!s && L->t->cost_roof == ST_ROOF_L2 && !l2)
+		return bad(L, "cost.l2_bytes", "missing (roof \"l2\" needs the bytes through the L2)");
+	if (!s && l2 && L->t->cost_roof != ST_ROOF_L2)
+		return bad(L, "cost.l2_bytes", "only roof \"l2\" reads it (add \"roof\": \"l2\")");
+	if (!s && l2)
+		s = load_expr(L, l2, "cost.l2_bytes", 0, &L->t->cost_l2_bytes);
+	if (!s && l2)
+		s = eval_everywhere(L, L->t->cost_l2_bytes, "cost.l2_bytes", 0, NULL);
+	return s;
+}
+
 static st_status load_cost(loader *L, json_t *root)
 {
-	static const char *const keys[] = {"flops", "bytes", "unit", NULL};
+	static const char *const keys[] = {"flops", "bytes", "unit", "roof", "l2_bytes", NULL};
 	json_t *cost, *v;
 	char known[128];
 	st_status s = member(L, root, "", "cost", 1, &cost);
@@ -638,7 +669,7 @@ static st_status load_cost(loader *L, json_t *root)
 		join_list(known, sizeof known, known_units);
 		s = bad(L, "cost.unit", "unknown unit '%s' (known: %s)", L->t->cost_unit, known);
 	}
-	return s;
+	return s ? s : load_roof(L, cost);
 }
 
 /* An array of distinct library names from the known list. */
@@ -1146,6 +1177,7 @@ void st_task_free(st_task *t)
 	free(t->cost_flops);
 	free(t->cost_bytes);
 	free(t->cost_unit);
+	free(t->cost_l2_bytes);
 	free(t->validator);
 	free(t->hooks);
 	free_strings(t->libraries, t->n_libraries);

@@ -72,17 +72,6 @@ st_status st_peaks_get(st_runner *r, double timeout_s, json_t **peaks, st_err *e
 	return ST_OK;
 }
 
-double st_peaks_floor_ms(const json_t *peaks, double flops, double bytes, const char *unit)
-{
-	double bw = json_number_value(json_object_get(peaks, "bw_gbs"));
-	double rate = unit ? json_number_value(json_object_get(peaks, unit)) : 0;
-	if (bw <= 0)
-		return -1;
-	double t_mem = bytes / (bw * 1e9);
-	double t_math = flops > 0 && rate > 0 ? flops / (rate * 1e12) : 0;
-	return 1e3 * (t_mem > t_math ? t_mem : t_math);
-}
-
 st_status st_device_probe(const char *backend, int flags, const char *devices, int want_peaks,
                           char *arch, size_t len, char *pci_bus, size_t bus_len,
                           st_err *peaks_err, st_err *err)

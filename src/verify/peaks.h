@@ -1,5 +1,5 @@
-/* Device peaks (copy bandwidth, matrix rates per precision), measured once per device by a
- * runner and cached in the cache folder under the device's UUID. */
+/* Device peaks (DRAM copy bandwidth, L2 read bandwidth, matrix rates per precision), measured
+ * once per device by a runner and cached in the cache folder under the device's UUID. */
 #ifndef ST_PEAKS_H
 #define ST_PEAKS_H
 
@@ -19,8 +19,5 @@ st_status st_peaks_get(st_runner *r, double timeout_s, json_t **peaks, st_err *e
 st_status st_device_probe(const char *backend, int flags, const char *devices, int want_peaks,
                           char *arch, size_t len, char *pci_bus, size_t bus_len,
                           st_err *peaks_err, st_err *err);
-
-/* Floor time in ms of a job of `flops` in `unit` and `bytes`, against the peaks; -1 if unknown. */
-double st_peaks_floor_ms(const json_t *peaks, double flops, double bytes, const char *unit);
 
 #endif

@@ -6,8 +6,8 @@
 #include "profile/ncu.h"
 #include "profile/profile_report.h"
 #include "profile/timeline.h"
-#include "task/expr.h"
 #include "verify/reply.h"
+#include "verify/sol_floor.h"
 #include "verify/verify_int.h"
 
 /* One st_run of the candidate under CUPTI, on the timed set, turned into the verdict's "profile".
@@ -36,12 +36,11 @@ st_status vx_profile_candidate(vctx *v, const st_size_set *set, const json_t *pe
 	}
 	st_profile_inputs in = {.peaks = peaks, .unit = v->task->cost_unit,
 	                        .trace_path = v->o->trace_path, .title = c->path};
-	int64_t flops = 0, bytes = 0;
+	st_cost_at cost;
 	st_err e;
-	if (v->task->cost_bytes && !st_expr_eval(v->task->cost_bytes, set, &bytes, &e) &&
-	    (!v->task->cost_flops || !st_expr_eval(v->task->cost_flops, set, &flops, &e))) {
-		in.flops = (double)flops;
-		in.bytes = (double)bytes;
+	if (!st_cost_eval(v->task, set, &cost, &e)) {
+		in.flops = cost.flops;
+		in.bytes = cost.bytes;
 	}
 	if (c->n_samples) {
 		st_stats st;

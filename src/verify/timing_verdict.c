@@ -2,9 +2,9 @@
  * timer saw all its work (host wall time, the parent's own clock), speedups and the roofline. */
 #include <string.h>
 
-#include "task/expr.h"
 #include "task/vendor.h"
 #include "verify/peaks.h"
+#include "verify/sol_floor.h"
 #include "verify/verify_int.h"
 
 /* The PyTorch times an import measured (eager, torch.compile): speedups against them. They were
@@ -114,32 +114,35 @@ static double parent_clock(vctx *v, json_t *timing, double median)
 	return charge;
 }
 
-/* The roofline: the task's cost at this set's sizes against the device's peaks, where both are
- * known; `c` is the candidate's median and med[] every solution's. */
+/* The speed of light: the task's cost at this set's sizes against the device's peaks, where both
+ * are known, judged by the roof that binds (sol_floor.c); `c` is the candidate's median and med[]
+ * every solution's. */
 static void sol_json(vctx *v, const st_size_set *set, json_t *peaks, double c, const double *med)
 {
-	const st_task *t = v->task;
-	int64_t flops = 0, bytes = 0;
+	st_cost_at cost;
+	st_sol_floor f;
 	st_err e;
-	if (peaks && c > 0 && t->cost_bytes && !st_expr_eval(t->cost_bytes, set, &bytes, &e) &&
-	    (!t->cost_flops || !st_expr_eval(t->cost_flops, set, &flops, &e))) {
-		double floor_ms = st_peaks_floor_ms(peaks, (double)flops, (double)bytes, t->cost_unit);
-		json_t *sol_j = json_pack("{s:f,s:f,s:s,s:f}", "flops", (double)flops, "bytes",
-		                          (double)bytes, "unit", t->cost_unit ? t->cost_unit : "",
-		                          "floor_ms", floor_ms);
-		if (floor_ms > 0) {
-			json_object_set_new(sol_j, "fraction", json_real(floor_ms / c));
-			if (med[v->ref] > 0)
-				json_object_set_new(sol_j, "reference_fraction", json_real(floor_ms / med[v->ref]));
-			if (v->expert >= 0 && med[v->expert] > 0)
-				json_object_set_new(sol_j, "expert_fraction",
-				                    json_real(floor_ms / med[v->expert]));
-		}
-		json_object_set_new(sol_j, "attained_tflops", json_real(flops / (c * 1e-3) / 1e12));
-		json_object_set_new(sol_j, "attained_gbs", json_real(bytes / (c * 1e-3) / 1e9));
-		json_object_set_new(sol_j, "peaks", json_incref(peaks));
-		json_object_set_new(v->verdict, "sol", sol_j);
+	if (!peaks || !(c > 0) || st_cost_eval(v->task, set, &cost, &e))
+		return;
+	st_sol_floor_compute(peaks, &cost, &f);
+	json_t *sol_j = json_pack("{s:f,s:f,s:s,s:f}", "flops", cost.flops, "bytes", cost.bytes,
+	                          "unit", cost.unit ? cost.unit : "", "floor_ms", f.floor_ms);
+	if (cost.l2_bytes >= 0)
+		json_object_set_new(sol_j, "l2_bytes", json_real(cost.l2_bytes));
+	if (f.roof)
+		json_object_set_new(sol_j, "roof", json_string(f.roof));
+	json_object_set_new(sol_j, "floors_ms", st_sol_floors_json(&f));
+	if (f.floor_ms > 0) {
+		json_object_set_new(sol_j, "fraction", json_real(f.floor_ms / c));
+		if (med[v->ref] > 0)
+			json_object_set_new(sol_j, "reference_fraction", json_real(f.floor_ms / med[v->ref]));
+		if (v->expert >= 0 && med[v->expert] > 0)
+			json_object_set_new(sol_j, "expert_fraction", json_real(f.floor_ms / med[v->expert]));
 	}
+	json_object_set_new(sol_j, "attained_tflops", json_real(cost.flops / (c * 1e-3) / 1e12));
+	json_object_set_new(sol_j, "attained_gbs", json_real(cost.bytes / (c * 1e-3) / 1e9));
+	json_object_set_new(sol_j, "peaks", json_incref(peaks));
+	json_object_set_new(v->verdict, "sol", sol_j);
 }
 
 void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)

@@ -263,11 +263,16 @@ void st_verdict_print(const json_t *v, FILE *f)
 			        json_string_value(json_object_get(b, "best_note")));
 	}
 	const json_t *sol = json_object_get(v, "sol");
-	if (sol && json_object_get(sol, "fraction"))
-		fprintf(f, "%-10s %.1f%% of the %.4f ms floor (%.3g FLOP %s, %.3g bytes)\n", "SOL",
-		        100 * st_json_num(sol, "fraction"), st_json_num(sol, "floor_ms"),
+	if (sol && json_object_get(sol, "fraction")) {
+		const char *roof = json_string_value(json_object_get(sol, "roof"));
+		fprintf(f, "%-10s %.1f%% (%s) of the %.4f ms floor (%.3g FLOP %s, %.3g bytes", "SOL",
+		        100 * st_json_num(sol, "fraction"), roof ? roof : "?", st_json_num(sol, "floor_ms"),
 		        st_json_num(sol, "flops"),
 		        json_string_value(json_object_get(sol, "unit")), st_json_num(sol, "bytes"));
+		if (json_object_get(sol, "l2_bytes"))
+			fprintf(f, ", %.3g through the L2", st_json_num(sol, "l2_bytes"));
+		fprintf(f, ")\n");
+	}
 	print_profile(f, json_object_get(v, "profile"));
 	const char *ef = json_string_value(json_object_get(v, "expert_failure"));
 	if (ef)

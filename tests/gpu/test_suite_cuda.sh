@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every shipped expert is correct on every seed and size set (hidden ones included) and faster
-# than its reference (`stitch bench` on the GPU), and no expert is flagged suspicious.
+# than its reference (`stitch bench` on the GPU), and no expert is flagged suspicious; the peak
+# probe measured the L2, and t1/spmv_csr's SOL counts its L2 bound.
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
@@ -35,4 +36,24 @@ check "bench: one row per task" grep -q "^rows $n_tasks of $n_tasks tasks" "$WOR
 while read -r line; do
 	check "bench: $line" [ "${line%% *}" = ok ]
 done < <(grep -E '^(ok|BAD) ' "$WORK/check.txt")
+
+# SOL by the binding roof: the probe measured the L2 (faster than DRAM, or it is no L2 figure),
+# and t1/spmv_csr, on the L2 roof, has its L2 bound in the verdict (its row names the roof that
+# set the floor; "l2" is what its NOTES.md expects on an H200)
+python3 - "$WORK/bench.json" <<'EOF' >"$WORK/roof.txt" 2>&1
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r, v in zip(d["rows"], d["verdicts"]):
+    if r["task"] in ("t1/spmv_csr", "t1/radix_sort"):
+        s = (v or {}).get("sol", {})
+        print(f'{r["task"]}: SOL {r["sol_fraction"]} ({r["sol_roof"]}) floors_ms {s.get("floors_ms")}')
+        p = s.get("peaks", {})
+        if r["task"] == "t1/spmv_csr":
+            print("peaks: l2_gbs %s bw_gbs %s" % (p.get("l2_gbs"), p.get("bw_gbs")))
+            assert (p.get("l2_gbs") or 0) > p["bw_gbs"] > 0, p
+            assert "l2" in s["floors_ms"] and r["sol_roof"] in ("l2", "dram"), s
+EOF
+cat "$WORK/roof.txt"
+check "roofs: the L2 measured, spmv_csr's L2 bound in its verdict ($(tail -n 1 "$WORK/roof.txt"))" \
+	python3 -c 'import sys; sys.exit("Error" in open(sys.argv[1]).read())' "$WORK/roof.txt"
 finish

@@ -74,7 +74,7 @@ check "md: the bar sentence and the best columns" bash -c "
 	grep -q 'Headline baseline: best' '$WORK/best.md'"
 "$STITCH" bench "${FAST[@]}" --no-db --csv >"$WORK/best.csv" 2>/dev/null
 check "csv: the old columns first, the bar's after them" bash -c "
-	grep -q '^task,tier,status,compiled,correct,reference_ms,expert_ms,solution_ms,vs_reference,vs_expert,sol_fraction,suspicious,reason,vendor_ms,best_ms,best,vs_best$' '$WORK/best.csv' &&
+	grep -q '^task,tier,status,compiled,correct,reference_ms,expert_ms,solution_ms,vs_reference,vs_expert,sol_fraction,suspicious,reason,vendor_ms,best_ms,best,vs_best,sol_roof$' '$WORK/best.csv' &&
 	grep -q '^\"t1/scale\".*,\"vendor\",' '$WORK/best.csv'"
 
 # the stored run reads back with its bar (from the stored verdicts)

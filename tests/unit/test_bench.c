@@ -59,6 +59,9 @@ static json_t *sample_rows(json_t **verdicts_out)
 		{"t2/d", 2, verdict("ok", 1, 2.0, 1.0, 1.0, 0.5)},
 		{"t2/e", 2, verdict("ok", 1, 8.0, 4.0, 1.0, 0.9)},
 	};
+	/* t2/e's floor is the L2 roof's (a task with cost.roof "l2"); t2/d's says no roof (a verdict
+	 * from before roofs were named) */
+	json_object_set_new(json_object_get(t[4].v, "sol"), "roof", json_string("l2"));
 	for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
 		json_array_append_new(rows, st_bench_row(t[i].id, t[i].tier, t[i].v));
 		json_array_append_new(vs, t[i].v ? t[i].v : json_null());
@@ -104,6 +107,10 @@ static void test_rows(void **state)
 	assert_int_equal(json_array_size(json_object_get(d, "suspicious")), 0);
 	/* 4x the expert: suspicious */
 	assert_int_equal(json_array_size(json_object_get(e, "suspicious")), 1);
+	/* the roof that set the SOL floor: only where the verdict names one, for a correct row */
+	assert_string_equal(json_string_value(json_object_get(e, "sol_roof")), "l2");
+	assert_true(json_is_null(json_object_get(d, "sol_roof")));
+	assert_true(json_is_null(json_object_get(miss, "sol_roof")));
 	/* faster than the roof */
 	json_t *v = verdict("ok", 1, 2, 1, 1, 1.3);
 	json_t *r = st_bench_row("t1/x", 1, v);
@@ -181,6 +188,7 @@ static void test_render(void **state)
 	assert_non_null(strstr(csv, "task,tier,status,"));
 	assert_non_null(strstr(csv, "\"got \"\"<nan>\"\", a|b\""));
 	assert_non_null(strstr(csv, "\"t2/e\",2,\"ok\",1,1,8,4,1,8,4,0.9,"));
+	assert_non_null(strstr(csv, ",\"l2\"\n"));
 	char *html = render(html_fn, rows);
 	assert_non_null(strstr(html, "<svg class=\"chart\" id=\"speedups\""));
 	assert_non_null(strstr(html, "<svg class=\"chart\" id=\"sol\""));
@@ -188,6 +196,14 @@ static void test_render(void **state)
 	assert_non_null(strstr(html, "got &quot;&lt;nan&gt;&quot;"));
 	assert_null(strstr(html, "<nan>"));
 	assert_null(strstr(html, "<script"));
+	assert_non_null(strstr(html, "90% (l2)"));
+	assert_non_null(strstr(html, "50%<")); /* no roof named: the figure alone */
+	st_buf table = {0};
+	json_t *score = st_bench_score(rows);
+	st_bench_print_table(rows, score, "reference", &table);
+	assert_non_null(strstr(st_buf_str(&table), " 90% (l2) "));
+	st_buf_free(&table);
+	json_decref(score);
 	free(csv);
 	free(html);
 	json_decref(rows);
@@ -228,6 +244,8 @@ static void test_db(void **state)
 	assert_float_equal(get(d, "solution_ms"), 1.0, EPS);
 	assert_true(json_is_null(json_object_get(json_array_get(rr, 0), "solution_ms")));
 	assert_int_equal(json_array_size(json_object_get(json_array_get(rr, 4), "suspicious")), 1);
+	/* the roof comes back from the stored verdict */
+	assert_string_equal(json_string_value(json_object_get(json_array_get(rr, 4), "sol_roof")), "l2");
 	json_t *s1 = st_bench_score(rows), *s2 = st_bench_score(rr);
 	assert_float_equal(get(json_object_get(s1, "all"), "geomean.reference.correct"),
 	                   get(json_object_get(s2, "all"), "geomean.reference.correct"), 1e-12);
@@ -348,8 +366,8 @@ static void test_best_bar(void **state)
 	assert_non_null(strstr(buf, "| fast_p vs best | geomean vs best |"));
 	assert_non_null(strstr(buf, "| best ms | bar | vs best |"));
 	assert_non_null(strstr(buf, "vs best: fast_1"));
-	assert_non_null(strstr(buf, ",suspicious,reason,vendor_ms,best_ms,best,vs_best\n"));
-	assert_non_null(strstr(buf, ",0.5,\"vendor\",0.5\n"));
+	assert_non_null(strstr(buf, ",suspicious,reason,vendor_ms,best_ms,best,vs_best,sol_roof\n"));
+	assert_non_null(strstr(buf, ",0.5,\"vendor\",0.5,\"\"\n"));
 	st_buf_free(&text);
 	json_decref(run);
 	json_decref(score);

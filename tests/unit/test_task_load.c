@@ -184,6 +184,8 @@ static void test_valid_task(void **state)
 	assert_string_equal(t.cost_flops, "5*rows*cols");
 	assert_string_equal(t.cost_bytes, "8*rows*cols");
 	assert_string_equal(t.cost_unit, "fp32");
+	assert_int_equal(t.cost_roof, ST_ROOF_DRAM); /* no cost.roof: today's rule */
+	assert_null(t.cost_l2_bytes);
 	assert_int_equal(t.policy, ST_POLICY_ENGINEERING);
 	assert_int_equal(t.n_libraries, 1);
 	assert_string_equal(t.libraries[0], "cublas");
@@ -270,6 +272,20 @@ static const struct bad_case bad_cases[] = {
 	{"\"tier\": 1", "\"tier\": 7", "tier", "expected an integer from 1 to 4"},
 	{"5*rows*cols", "5*rows*colz", "cost.flops", "unknown name 'colz'"},
 	{"\"unit\": \"fp32\"", "\"unit\": \"fp33\"", "cost.unit", "unknown unit 'fp33'"},
+	{"\"unit\": \"fp32\"", "\"unit\": \"fp32\", \"roof\": \"hbm\"", "cost.roof",
+	 "unknown roof 'hbm' (known: dram l2)"},
+	{"\"unit\": \"fp32\"", "\"unit\": \"fp32\", \"roof\": 2", "cost.roof", "expected a string"},
+	{"\"unit\": \"fp32\"", "\"unit\": \"fp32\", \"roof\": \"l2\"", "cost.l2_bytes",
+	 "missing (roof \"l2\" needs the bytes through the L2)"},
+	{"\"unit\": \"fp32\"", "\"unit\": \"fp32\", \"l2_bytes\": \"rows\"", "cost.l2_bytes",
+	 "only roof \"l2\" reads it"},
+	{"\"unit\": \"fp32\"", "\"unit\": \"fp32\", \"roof\": \"dram\", \"l2_bytes\": 4",
+	 "cost.l2_bytes", "only roof \"l2\" reads it"},
+	{"\"unit\": \"fp32\"", "\"unit\": \"fp32\", \"roof\": \"l2\", \"l2_bytes\": \"32*rowz\"",
+	 "cost.l2_bytes", "unknown name 'rowz'"},
+	{"\"unit\": \"fp32\"", "\"unit\": \"fp32\", \"roof\": \"l2\", \"l2_bytes\": \"rows - 40\"",
+	 "cost.l2_bytes", "is -3 under size set 'small' (must be >= 0)"},
+	{"\"unit\": \"fp32\"", "\"unit\": \"fp32\", \"passes\": 2", "cost.passes", "unknown field"},
 	{"\"mode\": \"engineering\"", "\"mode\": \"expert\"", "policy.libraries",
 	 "must be empty in expert mode"},
 	{"\"libraries\": [\"cublas\"]}", "\"libraries\": [\"cudnn\"]}", "policy.libraries[0]",

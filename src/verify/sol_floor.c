@@ -1,0 +1,69 @@
+/* Speed of light by the roof that binds: a task's floor is the largest of the lower bounds its
+ * cost model gives (docs/bench.md, "Roofs"). The FLOP and DRAM bounds are every task's; the L2
+ * bound only a task with cost.roof "l2" has, since only its author knows how many bytes its
+ * gathers must pull through the L2 (a sector per random access, say). */
+#include "sol_floor.h"
+
+#include "task/expr.h"
+
+st_status st_cost_eval(const st_task *t, const st_size_set *set, st_cost_at *c, st_err *err)
+{
+	int64_t flops = 0, bytes = 0, l2 = -1;
+	if (!t->cost_bytes)
+		return st_err_set(err, ST_E_INVALID, "%s: no cost model", t->id);
+	st_status s = st_expr_eval(t->cost_bytes, set, &bytes, err);
+	if (!s && t->cost_flops)
+		s = st_expr_eval(t->cost_flops, set, &flops, err);
+	if (!s && t->cost_roof == ST_ROOF_L2 && t->cost_l2_bytes)
+		s = st_expr_eval(t->cost_l2_bytes, set, &l2, err);
+	if (s)
+		return s;
+	c->flops = (double)flops;
+	c->bytes = (double)bytes;
+	c->l2_bytes = (double)l2;
+	c->unit = t->cost_unit;
+	return ST_OK;
+}
+
+/* ms to move `amount` at `rate` (units per second, scaled by `scale`), -1 when either is not a
+ * positive figure. */
+static double bound_ms(double amount, double rate, double scale)
+{
+	return amount > 0 && rate > 0 ? 1e3 * amount / (rate * scale) : -1;
+}
+
+void st_sol_floor_compute(const json_t *peaks, const st_cost_at *c, st_sol_floor *f)
+{
+	double bw = json_number_value(json_object_get(peaks, "bw_gbs"));
+	double l2 = json_number_value(json_object_get(peaks, "l2_gbs"));
+	double rate = c->unit ? json_number_value(json_object_get(peaks, c->unit)) : 0;
+	f->dram_ms = bw > 0 ? (c->bytes > 0 ? 1e3 * c->bytes / (bw * 1e9) : 0) : -1;
+	f->l2_ms = c->l2_bytes >= 0 ? bound_ms(c->l2_bytes, l2, 1e9) : -1;
+	f->flops_ms = bound_ms(c->flops, rate, 1e12);
+	f->floor_ms = -1;
+	f->roof = NULL;
+	if (!(bw > 0))
+		return;
+	f->floor_ms = f->dram_ms;
+	f->roof = "dram";
+	if (f->l2_ms > f->floor_ms) {
+		f->floor_ms = f->l2_ms;
+		f->roof = "l2";
+	}
+	if (f->flops_ms > f->floor_ms) {
+		f->floor_ms = f->flops_ms;
+		f->roof = c->unit;
+	}
+}
+
+json_t *st_sol_floors_json(const st_sol_floor *f)
+{
+	json_t *o = json_object();
+	if (f->dram_ms >= 0)
+		json_object_set_new(o, "dram", json_real(f->dram_ms));
+	if (f->l2_ms >= 0)
+		json_object_set_new(o, "l2", json_real(f->l2_ms));
+	if (f->flops_ms >= 0)
+		json_object_set_new(o, "flops", json_real(f->flops_ms));
+	return o;
+}
