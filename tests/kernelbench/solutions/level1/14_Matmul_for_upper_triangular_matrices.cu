@@ -1,0 +1,98 @@
+/* KernelBench level1/14_Matmul_for_upper_triangular_matrices: y = triu(A·B) for upper triangular
+ * A, B [4096, 4096] fp32. Eager PyTorch runs the full 2N³-flop SGEMM and then triu. A product of
+ * upper triangular matrices is upper triangular, and row block I (rows r0..r0+255) of it only
+ * needs A[I, r0:N]·B[r0:N, r0:N]: columns and inner indices left of r0 meet A's zeros. So the
+ * solution is 16 cuBLAS SGEMMs, one per 256-row block, whose sizes shrink with r0: about 2N³/3
+ * flops, 2.7x less than the full product. Every entry such a GEMM writes below the diagonal is a
+ * sum of exact zeros (each term has A[i][k] = 0 or B[k][j] = 0), i.e. the 0 triu would put there;
+ * a small kernel zeroes the block-lower part the GEMMs do not touch. cuBLAS keeps its default
+ * math mode, true fp32 with no TF32, like the reference. Row-major X with leading dimension N is
+ * the column-major Xᵀ, so each block is posed as C_Iᵀ = B_subᵀ·A_Iᵀ without any transposes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include "stitch/solution.h"
+
+#define TAG "kernelbench level1/14"
+#define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    fprintf(stderr, TAG ": %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+            cudaGetErrorString(e_)); return 1; } } while (0)
+
+/* An f32 tensor of exactly these dims (unused trailing dims are left at 0), with data. */
+static int check_f32(const st_tensor *t, const char *what, int ndim, int64_t d0, int64_t d1 = 0,
+                     int64_t d2 = 0, int64_t d3 = 0) {
+    const int64_t want[4] = {d0, d1, d2, d3};
+    int ok = t != NULL && t->dtype == ST_F32 && t->ndim == ndim && t->data != NULL;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == want[i];
+    if (!ok) fprintf(stderr, TAG ": %s: not an f32 tensor of the shape this program fixes\n", what);
+    return !ok;
+}
+#define CUBLAS_CHECK(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) { \
+    fprintf(stderr, TAG ": %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)s_); \
+    return 1; } } while (0)
+
+enum { N = 4096, BS = 256, NB = N / BS };
+
+typedef struct { cublasHandle_t h; } tri_ctx;
+
+extern "C" void st_free(void *p) {
+    tri_ctx *c = (tri_ctx *)p;
+    if (!c) return;
+    if (c->h) cublasDestroy(c->h); /* st_free cannot report a failure */
+    free(c);
+}
+
+extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
+                       cudaStream_t stream, void **out_ctx) {
+    (void)cfg; (void)params; (void)n_params; (void)stream;
+    *out_ctx = NULL;
+    tri_ctx *c = (tri_ctx *)calloc(1, sizeof(tri_ctx));
+    if (!c) return 1;
+    /* default math mode: true fp32 FMAs, never TF32, as the reference (TF32 off) computed */
+    if (cublasCreate(&c->h) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, TAG ": cublasCreate failed\n");
+        free(c);
+        return 1;
+    }
+    *out_ctx = c;
+    return 0;
+}
+
+static int check_io(const st_tensor *in, int32_t n_in, const st_tensor *out, int32_t n_out) {
+    if (n_in != 2 || n_out != 1) {
+        fprintf(stderr, TAG ": expected 2 inputs and 1 output, got %d and %d\n", n_in, n_out);
+        return 1;
+    }
+    return check_f32(&in[0], "x0", 2, N, N) || check_f32(&in[1], "x1", 2, N, N) ||
+           check_f32(&out[0], "y0", 2, N, N);
+}
+
+/* y[i][j] = 0 for j < the first column of i's row block: the part no GEMM writes. */
+__global__ void zero_block_lower(float4 *__restrict__ y) {
+    const int i = blockIdx.x;
+    const int limit = (i / BS) * BS / 4;
+    for (int v = threadIdx.x; v < limit; v += blockDim.x)
+        y[(long)i * (N / 4) + v] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
+                      cudaStream_t stream) {
+    tri_ctx *c = (tri_ctx *)p;
+    if (check_io(in, n_in, out, n_out)) return 1;
+    const float *A = (const float *)in[0].data, *B = (const float *)in[1].data;
+    float *Y = (float *)out[0].data;
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasSetStream(c->h, stream));
+    zero_block_lower<<<N, 256, 0, stream>>>((float4 *)Y);
+    CUDA_CHECK(cudaGetLastError());
+    for (int blk = 0; blk < NB; blk++) {
+        const int r0 = blk * BS, L = N - r0;
+        const long off = (long)r0 * N + r0;
+        /* column-major: (L x BS) = (L x L)·(L x BS), i.e. Y[I, r0:]ᵀ = B[r0:, r0:]ᵀ·A[I, r0:]ᵀ */
+        CUBLAS_CHECK(cublasSgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_N, L, BS, L, &one, B + off, N,
+                                 A + off, N, &zero, Y + off, N));
+    }
+    return 0;
+}
