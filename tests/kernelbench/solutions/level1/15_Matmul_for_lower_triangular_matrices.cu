@@ -3,7 +3,8 @@
  * lower triangular matrices is lower triangular, and row block I (rows r0..r1-1, r1 = r0+256) of
  * it only needs A[I, 0:r1]·B[0:r1, 0:r1]: inner indices and columns from r1 on meet zeros of A or
  * B. So the solution is 16 cuBLAS SGEMMs, one per 256-row block, growing with r1: about 2N³/3
- * flops, 2.7x less than the full product. Every entry such a GEMM writes above the diagonal is a
+ * flops, 2.7x less than the full product, spread over four streams so that the
+ * small ones fill the GPU together. Every entry such a GEMM writes above the diagonal is a
  * sum of exact zeros (each term has A[i][k] = 0 or B[k][j] = 0), the 0 tril would put there; a
  * small kernel zeroes the block-upper part the GEMMs do not touch. cuBLAS keeps its default math
  * mode, true fp32 with no TF32, like the reference. Row-major X with leading dimension N is the
@@ -33,15 +34,40 @@ static int check_f32(const st_tensor *t, const char *what, int ndim, int64_t d0,
     fprintf(stderr, TAG ": %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)s_); \
     return 1; } } while (0)
 
-enum { N = 4096, BS = 256, NB = N / BS };
+/* A 4096 x 256 block GEMM has only 64 of cuBLAS's 128 x 128 tiles, half a 132-SM GPU, so the 16
+ * block GEMMs run on LANES streams at once (each with its own handle: a handle's workspace must
+ * not be shared by concurrent streams), forked from and joined back to the harness's stream. */
+enum { N = 4096, BS = 256, NB = N / BS, LANES = 4 };
 
-typedef struct { cublasHandle_t h; } tri_ctx;
+typedef struct {
+    cublasHandle_t h[LANES];
+    cudaStream_t lane[LANES];
+    cudaEvent_t fork, join[LANES];
+} tri_ctx;
 
 extern "C" void st_free(void *p) {
     tri_ctx *c = (tri_ctx *)p;
     if (!c) return;
-    if (c->h) cublasDestroy(c->h); /* st_free cannot report a failure */
+    /* st_free cannot report; each resource is released if it was made */
+    for (int i = 0; i < LANES; i++) {
+        if (c->h[i]) cublasDestroy(c->h[i]);
+        if (c->lane[i]) cudaStreamDestroy(c->lane[i]);
+        if (c->join[i]) cudaEventDestroy(c->join[i]);
+    }
+    if (c->fork) cudaEventDestroy(c->fork);
     free(c);
+}
+
+static int init_ctx(tri_ctx *c) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming));
+    for (int i = 0; i < LANES; i++) {
+        CUDA_CHECK(cudaStreamCreateWithFlags(&c->lane[i], cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&c->join[i], cudaEventDisableTiming));
+        /* default math mode: true fp32 FMAs, never TF32, as the reference (TF32 off) computed */
+        CUBLAS_CHECK(cublasCreate(&c->h[i]));
+        CUBLAS_CHECK(cublasSetStream(c->h[i], c->lane[i]));
+    }
+    return 0;
 }
 
 extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
@@ -50,12 +76,7 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
     *out_ctx = NULL;
     tri_ctx *c = (tri_ctx *)calloc(1, sizeof(tri_ctx));
     if (!c) return 1;
-    /* default math mode: true fp32 FMAs, never TF32, as the reference (TF32 off) computed */
-    if (cublasCreate(&c->h) != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, TAG ": cublasCreate failed\n");
-        free(c);
-        return 1;
-    }
+    if (init_ctx(c)) { st_free(c); return 1; }
     *out_ctx = c;
     return 0;
 }
@@ -67,6 +88,22 @@ static int check_io(const st_tensor *in, int32_t n_in, const st_tensor *out, int
     }
     return check_f32(&in[0], "x0", 2, N, N) || check_f32(&in[1], "x1", 2, N, N) ||
            check_f32(&out[0], "y0", 2, N, N);
+}
+
+/* The lanes start after everything already on the harness's stream (the inputs are ready). */
+static int fork_lanes(tri_ctx *c, cudaStream_t stream) {
+    CUDA_CHECK(cudaEventRecord(c->fork, stream));
+    for (int i = 0; i < LANES; i++) CUDA_CHECK(cudaStreamWaitEvent(c->lane[i], c->fork, 0));
+    return 0;
+}
+
+/* The harness's stream waits for every lane, so all work is ordered on it when st_run returns. */
+static int join_lanes(tri_ctx *c, cudaStream_t stream) {
+    for (int i = 0; i < LANES; i++) {
+        CUDA_CHECK(cudaEventRecord(c->join[i], c->lane[i]));
+        CUDA_CHECK(cudaStreamWaitEvent(stream, c->join[i], 0));
+    }
+    return join_lanes(c, stream);
 }
 
 /* y[i][j] = 0 for j at or past the end of i's row block: the part no GEMM writes. */
@@ -84,14 +121,14 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     const float *A = (const float *)in[0].data, *B = (const float *)in[1].data;
     float *Y = (float *)out[0].data;
     const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK(cublasSetStream(c->h, stream));
+    if (fork_lanes(c, stream)) return 1;
     zero_block_upper<<<N, 256, 0, stream>>>((float4 *)Y);
     CUDA_CHECK(cudaGetLastError());
     for (int blk = 0; blk < NB; blk++) {
         const int r0 = blk * BS, r1 = r0 + BS;
         /* column-major: (r1 x BS) = (r1 x r1)·(r1 x BS), i.e. Y[I, :r1]ᵀ = B[:r1, :r1]ᵀ·A[I, :r1]ᵀ */
-        CUBLAS_CHECK(cublasSgemm(c->h, CUBLAS_OP_N, CUBLAS_OP_N, r1, BS, r1, &one, B, N,
-                                 A + (long)r0 * N, N, &zero, Y + (long)r0 * N, N));
+        CUBLAS_CHECK(cublasSgemm(c->h[blk % LANES], CUBLAS_OP_N, CUBLAS_OP_N, r1, BS, r1, &one,
+                                 B, N, A + (long)r0 * N, N, &zero, Y + (long)r0 * N, N));
     }
-    return 0;
+    return join_lanes(c, stream);
 }
