@@ -1,14 +1,14 @@
-/* KernelBench level1/14_Matmul_for_upper_triangular_matrices: y = triu(A·B) for upper triangular
- * A, B [4096, 4096] fp32. Eager PyTorch runs the full 2N³-flop SGEMM and then triu. A product of
- * upper triangular matrices is upper triangular, and row block I (rows r0..r0+255) of it only
- * needs A[I, r0:N]·B[r0:N, r0:N]: columns and inner indices left of r0 meet A's zeros. So the
- * solution is 16 cuBLAS SGEMMs, one per 256-row block, whose sizes shrink with r0: about 2N³/3
- * flops, 2.7x less than the full product, spread over four streams so that the
- * small ones fill the GPU together. Every entry such a GEMM writes below the diagonal is a
- * sum of exact zeros (each term has A[i][k] = 0 or B[k][j] = 0), i.e. the 0 triu would put there;
- * a small kernel zeroes the block-lower part the GEMMs do not touch. cuBLAS keeps its default
- * math mode, true fp32 with no TF32, like the reference. Row-major X with leading dimension N is
- * the column-major Xᵀ, so each block is posed as C_Iᵀ = B_subᵀ·A_Iᵀ without any transposes. */
+/* KernelBench level1/14_Matmul_for_upper_triangular_matrices: y = triu(A·B), A, B [4096, 4096]
+ * fp32 (the program draws them upper triangular, but nothing here relies on that: the answer is
+ * triu(A·B) for any A and B). Eager PyTorch runs the full 2N³-flop SGEMM and then triu, so half of
+ * its product is thrown away. Here only what triu keeps is computed: row block I (rows
+ * r0..r0+255) needs columns r0..N-1 only, Y[I, r0:] = A[I, :]·B[:, r0:], one cuBLAS SGEMM per
+ * block whose width shrinks with r0, about N³ flops in all instead of 2N³. The 16 block GEMMs run
+ * on four forked streams, since the narrow ones alone would leave most of the GPU idle. Two small
+ * kernels write triu's zeros: left of each row block before the GEMMs, and below the diagonal
+ * inside the 256 x 256 diagonal blocks after them. cuBLAS keeps its default math mode, true fp32
+ * with no TF32, like the reference. Row-major X with leading dimension N is the column-major Xᵀ,
+ * so each block is posed as Y_Iᵀ = B[:, r0:]ᵀ·A[I, :]ᵀ without any transposes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,11 +107,17 @@ static int join_lanes(tri_ctx *c, cudaStream_t stream) {
 }
 
 /* y[i][j] = 0 for j < the first column of i's row block: the part no GEMM writes. */
-__global__ void zero_block_lower(float4 *__restrict__ y) {
+__global__ void zero_left_of_blocks(float4 *__restrict__ y) {
     const int i = blockIdx.x;
     const int limit = (i / BS) * BS / 4;
     for (int v = threadIdx.x; v < limit; v += blockDim.x)
         y[(long)i * (N / 4) + v] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+/* y[i][j] = 0 for j < i inside i's diagonal block, which its GEMM wrote in full. */
+__global__ void zero_below_diagonal(float *__restrict__ y) {
+    const int i = blockIdx.x, r0 = (i / BS) * BS;
+    for (int j = r0 + threadIdx.x; j < i; j += blockDim.x) y[(long)i * N + j] = 0.0f;
 }
 
 extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
@@ -122,14 +128,16 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     float *Y = (float *)out[0].data;
     const float one = 1.0f, zero = 0.0f;
     if (fork_lanes(c, stream)) return 1;
-    zero_block_lower<<<N, 256, 0, stream>>>((float4 *)Y);
+    zero_left_of_blocks<<<N, 256, 0, stream>>>((float4 *)Y);
     CUDA_CHECK(cudaGetLastError());
     for (int blk = 0; blk < NB; blk++) {
         const int r0 = blk * BS, L = N - r0;
-        const long off = (long)r0 * N + r0;
-        /* column-major: (L x BS) = (L x L)·(L x BS), i.e. Y[I, r0:]ᵀ = B[r0:, r0:]ᵀ·A[I, r0:]ᵀ */
-        CUBLAS_CHECK(cublasSgemm(c->h[blk % LANES], CUBLAS_OP_N, CUBLAS_OP_N, L, BS, L, &one,
-                                 B + off, N, A + off, N, &zero, Y + off, N));
+        /* column-major: (L x BS) = (L x N)·(N x BS), i.e. Y[I, r0:]ᵀ = B[:, r0:]ᵀ·A[I, :]ᵀ */
+        CUBLAS_CHECK(cublasSgemm(c->h[blk % LANES], CUBLAS_OP_N, CUBLAS_OP_N, L, BS, N, &one,
+                                 B + r0, N, A + (long)r0 * N, N, &zero, Y + (long)r0 * N + r0, N));
     }
-    return join_lanes(c, stream);
+    if (join_lanes(c, stream)) return 1;
+    zero_below_diagonal<<<N, 128, 0, stream>>>(Y);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
 }

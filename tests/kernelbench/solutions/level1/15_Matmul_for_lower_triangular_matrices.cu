@@ -1,14 +1,14 @@
-/* KernelBench level1/15_Matmul_for_lower_triangular_matrices: y = tril(A·B) for lower triangular
- * A, B [4096, 4096] fp32. Eager PyTorch runs the full 2N³-flop SGEMM and then tril. A product of
- * lower triangular matrices is lower triangular, and row block I (rows r0..r1-1, r1 = r0+256) of
- * it only needs A[I, 0:r1]·B[0:r1, 0:r1]: inner indices and columns from r1 on meet zeros of A or
- * B. So the solution is 16 cuBLAS SGEMMs, one per 256-row block, growing with r1: about 2N³/3
- * flops, 2.7x less than the full product, spread over four streams so that the
- * small ones fill the GPU together. Every entry such a GEMM writes above the diagonal is a
- * sum of exact zeros (each term has A[i][k] = 0 or B[k][j] = 0), the 0 tril would put there; a
- * small kernel zeroes the block-upper part the GEMMs do not touch. cuBLAS keeps its default math
- * mode, true fp32 with no TF32, like the reference. Row-major X with leading dimension N is the
- * column-major Xᵀ, so each block is posed as C_Iᵀ = B_subᵀ·A_Iᵀ without any transposes. */
+/* KernelBench level1/15_Matmul_for_lower_triangular_matrices: y = tril(A·B), A, B [4096, 4096]
+ * fp32 (the program draws them lower triangular, but nothing here relies on that: the answer is
+ * tril(A·B) for any A and B). Eager PyTorch runs the full 2N³-flop SGEMM and then tril, so half of
+ * its product is thrown away. Here only what tril keeps is computed: row block I (rows r0..r1-1,
+ * r1 = r0+256) needs columns 0..r1-1 only, Y[I, :r1] = A[I, :]·B[:, :r1], one cuBLAS SGEMM per
+ * block whose width grows with r1, about N³ flops in all instead of 2N³. The 16 block GEMMs run
+ * on four forked streams, since the narrow ones alone would leave most of the GPU idle. Two small
+ * kernels write tril's zeros: right of each row block before the GEMMs, and above the diagonal
+ * inside the 256 x 256 diagonal blocks after them. cuBLAS keeps its default math mode, true fp32
+ * with no TF32, like the reference. Row-major X with leading dimension N is the column-major Xᵀ,
+ * so each block is posed as Y_Iᵀ = B[:, :r1]ᵀ·A[I, :]ᵀ without any transposes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,11 +107,17 @@ static int join_lanes(tri_ctx *c, cudaStream_t stream) {
 }
 
 /* y[i][j] = 0 for j at or past the end of i's row block: the part no GEMM writes. */
-__global__ void zero_block_upper(float4 *__restrict__ y) {
+__global__ void zero_right_of_blocks(float4 *__restrict__ y) {
     const int i = blockIdx.x;
     const int from = (i / BS + 1) * BS / 4;
     for (int v = from + threadIdx.x; v < N / 4; v += blockDim.x)
         y[(long)i * (N / 4) + v] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+/* y[i][j] = 0 for j > i inside i's diagonal block, which its GEMM wrote in full. */
+__global__ void zero_above_diagonal(float *__restrict__ y) {
+    const int i = blockIdx.x, r1 = (i / BS + 1) * BS;
+    for (int j = i + 1 + threadIdx.x; j < r1; j += blockDim.x) y[(long)i * N + j] = 0.0f;
 }
 
 extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
@@ -122,13 +128,16 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     float *Y = (float *)out[0].data;
     const float one = 1.0f, zero = 0.0f;
     if (fork_lanes(c, stream)) return 1;
-    zero_block_upper<<<N, 256, 0, stream>>>((float4 *)Y);
+    zero_right_of_blocks<<<N, 256, 0, stream>>>((float4 *)Y);
     CUDA_CHECK(cudaGetLastError());
     for (int blk = 0; blk < NB; blk++) {
         const int r0 = blk * BS, r1 = r0 + BS;
-        /* column-major: (r1 x BS) = (r1 x r1)·(r1 x BS), i.e. Y[I, :r1]ᵀ = B[:r1, :r1]ᵀ·A[I, :r1]ᵀ */
-        CUBLAS_CHECK(cublasSgemm(c->h[blk % LANES], CUBLAS_OP_N, CUBLAS_OP_N, r1, BS, r1, &one,
+        /* column-major: (r1 x BS) = (r1 x N)·(N x BS), i.e. Y[I, :r1]ᵀ = B[:, :r1]ᵀ·A[I, :]ᵀ */
+        CUBLAS_CHECK(cublasSgemm(c->h[blk % LANES], CUBLAS_OP_N, CUBLAS_OP_N, r1, BS, N, &one,
                                  B, N, A + (long)r0 * N, N, &zero, Y + (long)r0 * N, N));
     }
-    return join_lanes(c, stream);
+    if (join_lanes(c, stream)) return 1;
+    zero_above_diagonal<<<N, 128, 0, stream>>>(Y);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
 }
