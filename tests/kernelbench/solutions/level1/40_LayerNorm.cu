@@ -57,7 +57,8 @@ __device__ double2 block_merge(double2 v, double n) {
     __syncthreads();
     if (threadIdx.x == 0) {
         v = warp_part[0];
-        for (int w = 1; w < THREADS / 32; w++) { /* running merge: counts grow, use the general form */
+        /* a running merge: the counts differ now, so the general form of Chan's formula */
+        for (int w = 1; w < THREADS / 32; w++) {
             const double na = n * w, nb = n, d = warp_part[w].x - v.x;
             v.x += d * nb / (na + nb);
             v.y += warp_part[w].y + d * d * na * nb / (na + nb);

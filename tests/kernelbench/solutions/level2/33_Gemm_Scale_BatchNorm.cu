@@ -7,7 +7,8 @@
  * kernel does the rest: a block of 32 x 32 threads owns 32 features, each thread holds 32 rows
  * of them in registers, adds the bias and scales, and the block reduces the column mean, then the
  * centred sum of squares (two passes over registers, no cancellation), then writes
- * (v − mean)·rstd·weight + bias in PyTorch's order. The GEMM result is read once, y written once. */
+ * (v − mean)·rstd·weight + bias in PyTorch's order. The GEMM result is read once, y written
+ * once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -69,7 +69,8 @@ static int layer_setup(cublasLtHandle_t lt, lt_layer *L, int M, int N, int K, co
     BLAS_CHECK(cublasLtMatmulDescCreate(&L->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n));
-    BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                              sizeof epi));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                               sizeof bias));
     BLAS_CHECK(cublasLtMatrixLayoutCreate(&L->w, CUDA_R_32F, K, N, K));
@@ -242,7 +243,8 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     CUDA_CHECK(cudaMemcpyAsync(c->Hs, in[1].data, sizeof(float) * B * H, cudaMemcpyDeviceToDevice,
                                stream));
     BLAS_CHECK(cublasSetStream(c->blas, stream));
-    /* row-major P [T·B, H] = x·W_xᵀ is column-major Pᵀ = op_T(W_x as col-major [IN, H], ld KCAT)·xᵀ */
+    /* row-major P [T·B, H] = x·W_xᵀ is column-major Pᵀ = op_T(W_x)·xᵀ, W_x being column-major
+     * [IN, H] with leading dimension KCAT */
     BLAS_CHECK(cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, H, T * B, IN, &one, c->w_i2h, KCAT,
                            (const float *)in[0].data, IN, &zero, c->P, H));
     CUDA_CHECK(cudaGraphLaunch(c->steps, stream));

@@ -8,7 +8,8 @@
  *   2. one batched SGEMM over all 1024 (batch, head) pairs reads q and k in place from qkv
  *      (leading dimension 2304; the pointer arrays are fixed in st_init, every buffer is ours);
  *   3. one kernel per row of scores (a warp per row of 512) scales, masks (keys after the query
- *      are dropped: the program's mask buffer is tril(ones) by construction), takes the softmax
+ *      are dropped: st_init checks that the mask buffer `bias` is the causal tril(ones) the
+ *      program builds, and refuses to run otherwise), takes the softmax
  *      in PyTorch's way (max, exp(s − max), sum, divide) and writes zeros above the diagonal;
  *   4. a second batched SGEMM multiplies by v in place and writes each head's output straight
  *      into its 96 columns of a [B, T, 768] buffer (leading dimension 768), no transpose pass;
@@ -72,7 +73,8 @@ static int layer_setup(cublasLtHandle_t lt, lt_layer *L, int M, int N, int K, co
     BLAS_CHECK(cublasLtMatmulDescCreate(&L->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n));
-    BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                              sizeof epi));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                               sizeof bias));
     BLAS_CHECK(cublasLtMatrixLayoutCreate(&L->w, CUDA_R_32F, K, N, K));
@@ -165,6 +167,39 @@ __global__ void __launch_bounds__(ROWS_PER_BLOCK * 32) causal_softmax(float *__r
         p[lane + 32 * i] = make_float4(v[i].x / s, v[i].y / s, v[i].z / s, v[i].w / s);
 }
 
+/* Counts the entries of the mask's [T, T] corner whose zero-ness differs from causal (j <= t). */
+__global__ void check_causal_mask(const float *__restrict__ mask, int ld, int *__restrict__ bad) {
+    const int t = blockIdx.x;
+    int n = 0;
+    for (int j = threadIdx.x; j < T; j += blockDim.x)
+        n += (mask[(long)t * ld + j] != 0.0f) != (j <= t);
+    if (n) atomicAdd(bad, n);
+}
+
+static int check_mask(const st_tensor *m) {
+    int *bad = NULL, host = 0;
+    if (check_f32(m, "bias", 4, 1, 1, m ? m->shape[2] : 0, m ? m->shape[2] : 0)) return 1;
+    if (m->shape[2] < T) {
+        fprintf(stderr, TAG ": mask buffer 'bias' is smaller than the sequence\n");
+        return 1;
+    }
+    CUDA_CHECK(cudaMalloc(&bad, sizeof(int)));
+    cudaError_t e = cudaMemset(bad, 0, sizeof(int));
+    if (e == cudaSuccess) {
+        check_causal_mask<<<T, 256>>>((const float *)m->data, (int)m->shape[3], bad);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpy(&host, bad, sizeof(int), cudaMemcpyDeviceToHost);
+    cudaFree(bad); /* a failure to free changes nothing here */
+    CUDA_CHECK(e);
+    if (host) {
+        fprintf(stderr, TAG ": mask buffer 'bias' is not causal in %d places; this solution "
+                "hard-codes the causal mask\n", host);
+        return 1;
+    }
+    return 0;
+}
+
 extern "C" void st_free(void *p) {
     gpt_ctx *c = (gpt_ctx *)p;
     if (!c) return;
@@ -211,7 +246,8 @@ static int init_ctx(gpt_ctx *c, const st_tensor *params, int32_t n) {
     const st_tensor *wp = find_param(params, n, "c_proj.weight");
     const st_tensor *bp = find_param(params, n, "c_proj.bias");
     if (check_f32(wa, "c_attn.weight", 2, C3, C) || check_f32(ba, "c_attn.bias", 1, C3) ||
-        check_f32(wp, "c_proj.weight", 2, C, C) || check_f32(bp, "c_proj.bias", 1, C))
+        check_f32(wp, "c_proj.weight", 2, C, C) || check_f32(bp, "c_proj.bias", 1, C) ||
+        check_mask(find_param(params, n, "bias")))
         return 1;
     BLAS_CHECK(cublasCreate(&c->blas)); /* default math mode: true fp32, no TF32 */
     BLAS_CHECK(cublasLtCreate(&c->lt));

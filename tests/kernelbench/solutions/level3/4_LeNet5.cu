@@ -65,7 +65,8 @@ static int layer_setup(cublasLtHandle_t lt, lt_layer *L, int M, int N, int K, co
     BLAS_CHECK(cublasLtMatmulDescCreate(&L->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n));
-    BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                              sizeof epi));
     BLAS_CHECK(cublasLtMatmulDescSetAttribute(L->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                               sizeof bias));
     BLAS_CHECK(cublasLtMatrixLayoutCreate(&L->w, CUDA_R_32F, K, N, K));
@@ -164,7 +165,8 @@ lenet_convs(const float *__restrict__ x, const float *__restrict__ w1, const flo
         c2[i] = s;
     }
     __syncthreads();
-    for (int i = tid; i < FEAT; i += THREADS) { /* i is already nn.Flatten's index o·25 + py·5 + px */
+    /* i is already nn.Flatten's index o·25 + py·5 + px */
+    for (int i = tid; i < FEAT; i += THREADS) {
         const int o = i / (P2 * P2), py = i / P2 % P2, px = i % P2;
         const float *q = c2 + (o * M2 + 2 * py) * M2 + 2 * px;
         const float best = fmaxf(fmaxf(q[0], q[1]), fmaxf(q[M2], q[M2 + 1]));
