@@ -7,10 +7,10 @@
  *   1. one cuBLASLt matmul with a BIAS epilogue makes qkv [B·T, 2304];
  *   2. one batched SGEMM over all 1024 (batch, head) pairs reads q and k in place from qkv
  *      (leading dimension 2304; the pointer arrays are fixed in st_init, every buffer is ours);
- *   3. one kernel per row of scores (a warp per row of 512) scales, masks (keys after the query
- *      are dropped: st_init checks that the mask buffer `bias` is the causal tril(ones) the
- *      program builds, and refuses to run otherwise), takes the softmax
- *      in PyTorch's way (max, exp(s − max), sum, divide) and writes zeros above the diagonal;
+ *   3. one kernel, a warp per row of 512 scores, scales, masks (keys after the query are
+ *      dropped: st_init checks that the mask buffer `bias` is the causal tril(ones) the program
+ *      builds, and refuses to run otherwise), takes the softmax in PyTorch's way (max,
+ *      exp(s − max), sum, divide) and writes the zeros above the diagonal, in place;
  *   4. a second batched SGEMM multiplies by v in place and writes each head's output straight
  *      into its 96 columns of a [B, T, 768] buffer (leading dimension 768), no transpose pass;
  *   5. a cuBLASLt matmul with a BIAS epilogue projects it into y.
