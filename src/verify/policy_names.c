@@ -246,6 +246,27 @@ static const fsym *lookup_forbidden(const char *name)
 }
 
 
+/* The driver functions a solution may look up by name: the TMA descriptor encoders. Hopper's
+ * tensor-memory copies need a CUtensorMap, which only the driver builds, and the runtime reaches
+ * it only through cudaGetDriverEntryPoint*. A call whose first argument is one string literal
+ * naming an encoder is allowed; any other lookup could reach any driver function (IPC, context
+ * resets, the export tables) and stays a hit. An escape or a concatenation in the literal does
+ * not match, so it stays a hit too. */
+static const char *const entry_points_allowed[] = {"cuTensorMapEncodeTiled",
+                                                   "cuTensorMapEncodeIm2col"};
+
+static int entry_point_allowed(const lexed *L, int i)
+{
+	static const char lookup[] = "cudaGetDriverEntryPoint";
+	if (strncmp(txt(L, i), lookup, sizeof lookup - 1) || !punct(L, i + 1, "(") ||
+	    i + 3 >= L->n || L->v[i + 2].kind != T_STRING || !punct(L, i + 3, ","))
+		return 0;
+	for (size_t k = 0; k < sizeof entry_points_allowed / sizeof *entry_points_allowed; k++)
+		if (!strcmp(txt(L, i + 2), entry_points_allowed[k]))
+			return 1;
+	return 0;
+}
+
 static int std_qualified(const lexed *L, int i)
 {
 	return punct(L, i - 1, "::") && is(L, i - 2, T_IDENT, "std");
@@ -272,6 +293,8 @@ void pol_check_names(checker *C)
 		const char *name = txt(L, i);
 		const fsym *f = lookup_forbidden(name);
 		if (!f || not_global(L, i) || member_declaration(C, i))
+			continue;
+		if (!strcmp(f->why, R_LOOKUP) && entry_point_allowed(L, i))
 			continue;
 		if ((f->flags & F_STD) && !std_qualified(L, i))
 			continue;

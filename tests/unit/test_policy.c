@@ -290,6 +290,38 @@ static void test_symbols(void **state)
 	           "forbidden-symbol", "'dl' ## 'open'", 12);
 }
 
+/* Looking up a driver function by name is a hit, but for the TMA descriptor encoders named by
+ * one literal (Hopper's tensor-memory copies need them). */
+#define LOOKUP(arg) "static void *e(void) { void *f = 0; cudaDriverEntryPointQueryResult q;\n" \
+	"    cudaGetDriverEntryPointByVersion(" arg ", &f, 12000, cudaEnableDefault, &q);\n" \
+	"    return f; }\n"
+
+static void test_driver_lookup(void **state)
+{
+	(void)state;
+	expect_clean(&softmax, BASE LOOKUP("\"cuTensorMapEncodeTiled\""));
+	expect_clean(&softmax, BASE LOOKUP("\"cuTensorMapEncodeIm2col\""));
+	expect_clean(&softmax, BASE "static void *e(void) { void *f = 0;\n"
+	                            "    cudaGetDriverEntryPoint(\"cuTensorMapEncodeTiled\", &f, 0);\n"
+	                            "    return f; }\n");
+	expect_hit(&softmax, BASE LOOKUP("\"cuIpcOpenMemHandle\""), "forbidden-symbol",
+	           "'cudaGetDriverEntryPointByVersion'", 13);
+	/* a name the check cannot read: a variable, a concatenation, an escape */
+	expect_hit(&softmax, BASE "static const char *n = \"cuCtxDestroy\";\n" LOOKUP("n"),
+	           "forbidden-symbol", "'cudaGetDriverEntryPointByVersion'", 14);
+	expect_hit(&softmax, BASE LOOKUP("\"cuTensorMap\" \"EncodeTiled\""), "forbidden-symbol",
+	           "'cudaGetDriverEntryPointByVersion'", 13);
+	expect_hit(&softmax, BASE LOOKUP("\"cuTensorMap\\x45ncodeTiled\""), "forbidden-symbol",
+	           "'cudaGetDriverEntryPointByVersion'", 13);
+	/* the name alone (a function pointer to the lookup) and the driver's own lookup */
+	expect_hit(&softmax, BASE "static void *p = (void *)&cudaGetDriverEntryPoint;\n",
+	           "forbidden-symbol", "'cudaGetDriverEntryPoint'", 12);
+	expect_hit(&softmax, BASE "static void *e(void) { void *f = 0;\n"
+	                          "    cuGetProcAddress(\"cuTensorMapEncodeTiled\", &f, 12000, 0, 0);\n"
+	                          "    return f; }\n",
+	           "forbidden-symbol", "'cuGetProcAddress'", 13);
+}
+
 static void test_symbols_not_code(void **state)
 {
 	(void)state;
@@ -615,6 +647,7 @@ int main(void)
 		cmocka_unit_test(test_include_allowed),
 		cmocka_unit_test(test_include_libraries),
 		cmocka_unit_test(test_symbols),
+		cmocka_unit_test(test_driver_lookup),
 		cmocka_unit_test(test_symbols_not_code),
 		cmocka_unit_test(test_asm),
 		cmocka_unit_test(test_required_kernel),
