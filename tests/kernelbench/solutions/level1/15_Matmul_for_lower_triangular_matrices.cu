@@ -103,7 +103,7 @@ static int join_lanes(tri_ctx *c, cudaStream_t stream) {
         CUDA_CHECK(cudaEventRecord(c->join[i], c->lane[i]));
         CUDA_CHECK(cudaStreamWaitEvent(stream, c->join[i], 0));
     }
-    return join_lanes(c, stream);
+    return 0;
 }
 
 /* y[i][j] = 0 for j at or past the end of i's row block: the part no GEMM writes. */
