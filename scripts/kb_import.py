@@ -139,6 +139,33 @@ def refuse_if_oom(torch, e, what, device):
     raise BadInput(f"{what} does not fit in memory{need}: {memory_note(torch, device)}") from None
 
 
+class Inputs(list):
+    """get_inputs() as tensors, the form a task stores and a solution receives. A Python number
+    among them (KernelBench's `s = 3.14` of a matrix-scalar product) becomes a one-element
+    tensor, and its position is in `scalars`: the model gets the number back (args()), since it
+    may use it as Python (a loop count, a dim), and timed calls keep it constant."""
+
+    def __init__(self, items, scalars=()):
+        super().__init__(items)
+        self.scalars = frozenset(scalars)
+
+    def args(self):
+        return [x.item() if i in self.scalars else x for i, x in enumerate(self)]
+
+
+def model_args(xs):
+    return xs.args() if isinstance(xs, Inputs) else list(xs)
+
+
+def scalar_tensor(torch, x, i, device):
+    """A Python int or float input as a [1] tensor of the dtype torch gives a number."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise BadInput(f"get_inputs()[{i}] is a {type(x).__name__} ({x!r}); stitch tasks take "
+                       "tensors and Python numbers only (put constants into get_init_inputs())")
+    dtype = torch.int64 if isinstance(x, int) else torch.get_default_dtype()
+    return torch.tensor([x], dtype=dtype, device=device)
+
+
 def seeded_inputs(torch, mod, seed, device):
     """get_inputs() under `seed`. On a GPU the tensors are drawn there (torch's default device):
     KernelBench's own sizes reach gigabytes, which the CPU's generator takes seconds to draw."""
@@ -159,24 +186,25 @@ def seeded_inputs(torch, mod, seed, device):
             raise BadInput(f"get_inputs() failed: {type(e).__name__}: {e}")
     if not isinstance(xs, (list, tuple)):
         raise BadInput(f"get_inputs() returned a {type(xs).__name__}, expected a list")
-    out = []
+    out, scalars = [], []
     for i, x in enumerate(xs):
         if not isinstance(x, torch.Tensor):
-            raise BadInput(f"get_inputs()[{i}] is a {type(x).__name__} ({x!r}); stitch tasks take "
-                           "tensors only (put constants into get_init_inputs())")
+            out.append(scalar_tensor(torch, x, i, device))
+            scalars.append(i)
+            continue
         stitch_dtype(torch, x, f"get_inputs()[{i}]")
         try:
             out.append(x.to(device))
         except Exception as e:
             refuse_if_oom(torch, e, f"get_inputs()[{i}] on the {device}", device)
             raise
-    return out
+    return Inputs(out, scalars)
 
 
 def run_model(torch, model, xs, what):
     try:
         with torch.no_grad():
-            return as_outputs(torch, model(*xs))
+            return as_outputs(torch, model(*model_args(xs)))
     except BadInput:
         raise
     except Exception as e:
@@ -229,7 +257,7 @@ def count_flops(torch, model, xs):
         return None
     try:
         with torch.no_grad(), FlopCounterMode(display=False) as fc:
-            model(*xs)
+            model(*model_args(xs))
         return int(fc.get_total_flops())
     except Exception:
         return None
@@ -263,7 +291,8 @@ def baselines(torch, model, xs, compile_mode):
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
            "method": "CUDA events, L2 flushed (256 MiB written) before each call, median"}
     with torch.no_grad():
-        ms, n = time_cold(torch, lambda: model(*xs))
+        args = model_args(xs)
+        ms, n = time_cold(torch, lambda: model(*args))
         out["eager_ms"], out["eager_samples"] = ms, n
         log(f"PyTorch eager: {ms:.4f} ms (median of {n})")
         if compile_mode == "none":
@@ -271,10 +300,10 @@ def baselines(torch, model, xs, compile_mode):
         try:
             t0 = time.perf_counter()
             cm = torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
-            cm(*xs)
+            cm(*args)
             torch.cuda.synchronize()
             out["compile_s"] = time.perf_counter() - t0
-            ms, n = time_cold(torch, lambda: cm(*xs))
+            ms, n = time_cold(torch, lambda: cm(*args))
             out["compile_ms"], out["compile_samples"] = ms, n
             out["compile_mode"] = compile_mode
             log(f"torch.compile ({compile_mode}): {ms:.4f} ms (median of {n}; compiled in "
@@ -287,9 +316,17 @@ def baselines(torch, model, xs, compile_mode):
 
 def describe(name, level, mode, batchnorm, params, inputs, outputs, source):
     def line(t):
-        return f"  {t['name']} [{', '.join(str(d) for d in t['shape'])}] {t['dtype']}"
-    tol = "; ".join(f"{o['name']}: |got - want| <= {o['tol']['atol']:g} + "
-                    f"{o['tol']['rtol']:g}*|want|" for o in outputs)
+        number = t.get("init", {}).get("dist") == "const"
+        return (f"  {t['name']} [{', '.join(str(d) for d in t['shape'])}] {t['dtype']}" +
+                (f" (the Python number forward() takes, {t['init']['value']:g}, as a one-element "
+                 "tensor)" if number else ""))
+
+    def rule(o):
+        if "nmse" in o["tol"]:
+            return (f"{o['name']}: sum |got - want|^2 <= {o['tol']['nmse']:g} * sum |want|^2 "
+                    "(relative L2)")
+        return f"{o['name']}: |got - want| <= {o['tol']['atol']:g} + {o['tol']['rtol']:g}*|want|"
+    tol = "; ".join(rule(o) for o in outputs)
     parts = [
         f"KernelBench level {level} program '{name}', imported by stitch. Implement the forward "
         "pass of the PyTorch Model below as a standalone CUDA program (solution ABI v1; no "
@@ -302,7 +339,8 @@ def describe(name, level, mode, batchnorm, params, inputs, outputs, source):
         "st_run receives the inputs of forward(), in order:", *[line(x) for x in inputs],
         "and writes the outputs, in order (a tuple result gives y0, y1, ...):",
         *[line(y) for y in outputs],
-        f"Correctness: {tol}, for every element. Output buffers are poisoned before every call; "
+        f"Correctness: {tol} (an absolute bound holds for every element). Output buffers are "
+        "poisoned before every call; "
         "input pointers and contents change between calls, so compute everything on every call.",
         "The program:", "```python", source.rstrip(), "```",
     ]
@@ -400,7 +438,8 @@ def main():
         def spec(nm, t):
             return {"name": nm, "dtype": stitch_dtype(torch, t, nm), "shape": shape_of(t)}
         params = [spec(k, v) for k, v in state]
-        inputs = [dict(spec(f"x{i}", x), init=timing_init(torch, x)) for i, x in enumerate(xs1)]
+        inputs = [dict(spec(f"x{i}", x), init={"dist": "const", "value": x.item()}
+                       if i in xs1.scalars else timing_init(torch, x)) for i, x in enumerate(xs1)]
         tols, tol_record = kb_tol.audit(torch, xs1, ys1, ys_other,
                                         [tolerance(stitch_dtype(torch, y, f"y{i}"))
                                          for i, y in enumerate(ys1)])

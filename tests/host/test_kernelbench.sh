@@ -203,7 +203,7 @@ bad_import no_model.py "no Model"
 bad_import fails.py "failed to run"
 bad_import complex_input.py "complex64 is not supported"
 bad_import dropout.py "Dropout 'drop'"
-bad_import scalar_input.py "tensors only"
+bad_import string_input.py "tensors and Python numbers only"
 bad_import huge_input.py "does not fit in memory (4398046511104 bytes asked for at once): the host has"
 "$STITCH" import kernelbench "$KB/linear_relu.py" --out "$T" >/dev/null 2>"$WORK/exists.err"
 check "an existing task is not overwritten without --force ($?)" grep -q -- "--force" "$WORK/exists.err"
@@ -218,6 +218,24 @@ check "no python is an environment error ($rc)" [ "$rc" -eq 3 ]
 check "no python names STITCH_PYTHON" grep -q STITCH_PYTHON "$WORK/nopy.err"
 "$STITCH" import kernelbench --help | grep -q "get_init_inputs"
 check "import --help explains the program format" [ $? -eq 0 ]
+
+# 5. A Python number among forward()'s inputs: a one-element tensor for the solution, the number
+# for the model, constant across timed calls.
+S=$WORK/kbs/level1/scalar_scale
+"$STITCH" import kernelbench "$KB/scalar_scale.py" --out "$S" >/dev/null 2>"$WORK/sc.err"
+check "a program taking a Python number imports ($(tail -n 1 "$WORK/sc.err"))" [ -f "$S/task.json" ]
+check "the number is a one-element f32 input, constant in timed calls" python3 - "$S/task.json" <<'EOF'
+import json, sys
+x1 = json.load(open(sys.argv[1]))["inputs"][1]
+sys.exit(0 if x1["shape"] == [1] and x1["dtype"] == "f32" and
+         x1["init"] == {"dist": "const", "value": 2.5} else 1)
+EOF
+check "the description says what the one-element input is" grep -q "the Python number forward() takes, 2.5" "$S/task.json"
+verify "$WORK/sc.json" "$S" "$KB/solutions/scalar_scale.c"
+check "scalar_scale: correct ($RC)" [ "$RC" -eq 0 ]
+sed 's/\* scale;/* 2.0f;/' "$KB/solutions/scalar_scale.c" >"$WORK/noscale.c"
+verify "$WORK/noscale.json" "$S" "$WORK/noscale.c"
+check "a solution that ignores the number is incorrect ($RC)" [ "$RC" -eq 1 ]
 
 verdicts_check
 echo "kernelbench: $PASSED passed, $FAILED failed"
