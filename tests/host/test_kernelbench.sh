@@ -222,7 +222,7 @@ check "import --help explains the program format" [ $? -eq 0 ]
 # 5. A Python number among forward()'s inputs: a one-element tensor for the solution, the number
 # for the model, constant across timed calls.
 S=$WORK/kbs/level1/scalar_scale
-"$STITCH" import kernelbench "$KB/scalar_scale.py" --out "$S" >/dev/null 2>"$WORK/sc.err"
+"$STITCH" import kernelbench "$KB/inputs/scalar_scale.py" --out "$S" >/dev/null 2>"$WORK/sc.err"
 check "a program taking a Python number imports ($(tail -n 1 "$WORK/sc.err"))" [ -f "$S/task.json" ]
 check "the number is a one-element f32 input, constant in timed calls" python3 - "$S/task.json" <<'EOF'
 import json, sys

@@ -1,4 +1,4 @@
-# get_inputs() hands a string to forward(): stitch inputs are tensors and numbers.
+# get_inputs() hands a string to forward(): stitch inputs are tensors and Python numbers.
 import torch
 import torch.nn as nn
 
