@@ -213,6 +213,27 @@ def run_model(torch, model, xs, what):
         raise BadInput(f"the model failed to run on {what}: {type(e).__name__}: {e}")
 
 
+def float64_outputs(torch, model, xs):
+    """The model's outputs in float64 on the same inputs (a copy of the model), to see how far
+    the float32 reference is from the exact result (kb_tol.attainable); None where a model or
+    an input will not run in float64 (said, not fatal)."""
+    import copy
+    try:
+        m64 = copy.deepcopy(model).double()
+        args = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                for x in model_args(xs)]
+        with torch.no_grad():
+            return as_outputs(torch, m64(*args))
+    except Exception as e:  # out of memory, an op without float64: the check is left out
+        log(f"the float64 check of the reference is left out: {type(e).__name__}: "
+            f"{str(e).splitlines()[0][:160] if str(e) else ''}")
+        return None
+    finally:
+        m64 = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
 def check_deterministic(torch, model, xs, ys):
     for name, m in model.named_modules():
         p = getattr(m, "p", None)
@@ -442,9 +463,12 @@ def main():
                        if i in xs1.scalars else timing_init(torch, x)) for i, x in enumerate(xs1)]
         tols, tol_record = kb_tol.audit(torch, xs1, ys1, ys_other,
                                         [tolerance(stitch_dtype(torch, y, f"y{i}"))
-                                         for i, y in enumerate(ys1)])
+                                         for i, y in enumerate(ys1)],
+                                        exact=float64_outputs(torch, model, xs1))
         for nm, c in tol_record["changed"].items():
             log(f"{name}: {nm}: tolerance {c['from']} -> {c['to']}: {c['why']}")
+        for nm, c in tol_record["widened"].items():
+            log(f"{name}: {nm}: tolerance widened {c['from']} -> {c['to']}: {c['why']}")
         for nm, why in tol_record["degenerate"].items():
             log(f"{name}: {nm}: degenerate: {why}; every verdict of this task is flagged "
                 "degenerate_task")

@@ -95,5 +95,31 @@ check("the audit of an output that barely depends on its input ends", got is not
 if got:
     check("that output is called degenerate", "barely depends" in got[1]["degenerate"].get("y0", ""))
 
+# a float32 reference that misses its own tolerance against float64 (level2/18: up to 2e-4 off
+# under atol = rtol = 1e-4 on outputs near 0.025): widened to twice what it needs, zeros still out
+exact = -0.025 + 0.01 * torch.randn(1024, generator=g, dtype=torch.float64)
+ref = (exact + 1.5e-4 * torch.randn(1024, generator=g, dtype=torch.float64)).float()
+other = (-0.025 + 0.01 * torch.randn(1024, generator=g, dtype=torch.float64)).float()
+x = torch.randn(1024, 8, generator=g)
+F32 = {"atol": 1e-4, "rtol": 1e-4}
+check("the reference fails its copied tolerance against float64", not kb_tol.judge(torch, ref, exact, F32))
+tols, rec = kb_tol.audit(torch, [x], [ref], [other], [F32], exact=[exact])
+check("that tolerance is widened and recorded", rec["widened"].get("y0", {}).get("to") == tols[0])
+check("the reference passes the widened tolerance", kb_tol.judge(torch, ref, exact, tols[0]))
+check("with room: twice what it needs", tols[0]["atol"] > 1.9 * (
+    float(((ref.double() - exact).abs() - 1e-4 * exact.abs()).max())))
+check("zeros still fail the widened tolerance", not kb_tol.judge(torch, torch.zeros_like(ref), ref, tols[0]))
+check("not degenerate", not rec["degenerate"])
+tols, rec = kb_tol.audit(torch, [x], [ref], [other], [F32])
+check("without float64 outputs nothing is widened", tols[0] == F32 and not rec["widened"])
+tols, rec = kb_tol.audit(torch, [x], [exact.float()], [other], [F32], exact=[exact])
+check("a reference within its tolerance is not widened", tols[0] == F32 and not rec["widened"])
+# a reference whose rounding is as large as the output: the widened tolerance admits zeros
+tiny = 1e-6 * torch.randn(256, generator=g, dtype=torch.float64)
+noisy = (tiny + 1e-4 * torch.randn(256, generator=g, dtype=torch.float64)).float()
+tols, rec = kb_tol.audit(torch, [x], [noisy], [None], [F32], exact=[tiny])
+check("a trivial answer within the reference's rounding makes the output degenerate",
+      "rounding error" in rec["degenerate"].get("y0", ""))
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
