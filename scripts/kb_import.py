@@ -117,13 +117,18 @@ def as_outputs(torch, y):
     return [t.detach() for t in ys]
 
 
-def memory_note(torch, device):
+def free_bytes(torch, device):
     if device == "cuda":
         torch.cuda.empty_cache()
-        free, total = torch.cuda.mem_get_info()
+        return torch.cuda.mem_get_info()[0]
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_note(torch, device):
+    if device == "cuda":
+        free, total = free_bytes(torch, device), torch.cuda.mem_get_info()[1]
         return f"the GPU has {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB"
-    avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return f"the host has {avail / 2**30:.1f} GiB available"
+    return f"the host has {free_bytes(torch, device) / 2**30:.1f} GiB available"
 
 
 def refuse_if_oom(torch, e, what, device):
@@ -213,11 +218,17 @@ def run_model(torch, model, xs, what):
         raise BadInput(f"the model failed to run on {what}: {type(e).__name__}: {e}")
 
 
-def float64_outputs(torch, model, xs):
+def float64_outputs(torch, model, xs, ys, device):
     """The model's outputs in float64 on the same inputs (a copy of the model), to see how far
     the float32 reference is from the exact result (kb_tol.attainable); None where a model or
-    an input will not run in float64 (said, not fatal)."""
+    an input will not run in float64, or would not fit (said, not fatal)."""
     import copy
+    tensors = list(model.state_dict().values()) + [x for x in xs] + list(ys)
+    need = 4 * sum(t.numel() * t.element_size() for t in tensors)  # float64 copies, activations
+    if need > free_bytes(torch, device):
+        log(f"the float64 check of the reference is left out: it would take about "
+            f"{need / 2**30:.1f} GiB; {memory_note(torch, device)}")
+        return None
     try:
         m64 = copy.deepcopy(model).double()
         args = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
@@ -464,7 +475,7 @@ def main():
         tols, tol_record = kb_tol.audit(torch, xs1, ys1, ys_other,
                                         [tolerance(stitch_dtype(torch, y, f"y{i}"))
                                          for i, y in enumerate(ys1)],
-                                        exact=float64_outputs(torch, model, xs1))
+                                        exact=float64_outputs(torch, model, xs1, ys1, device))
         for nm, c in tol_record["changed"].items():
             log(f"{name}: {nm}: tolerance {c['from']} -> {c['to']}: {c['why']}")
         for nm, c in tol_record["widened"].items():
