@@ -7,7 +7,8 @@ seeds' inputs, and judge the trivial answers of scripts/kb_tol.py (all zeros, th
 first input passed through, the other seed's output; NaN never passes) under KernelBench's own
 tolerance (atol = rtol = 1e-2), under the tolerance an import copies (kb_import.py's), and under
 what the import keeps after its audit (which must admit none, unless the output is degenerate and
-the task is flagged). Prints one row per program and the totals; --json writes them.
+the task is flagged; like the import, it widens a tolerance the float32 reference itself misses
+against the model run in float64). Prints one row per program and the totals; --json writes them.
 Usage: scripts/kb_audit.py KB_DIR [--levels 1,2,3] [--only SUBSTRING] [--shard I/N] [--json FILE]
        scripts/kb_audit.py --merge A.json B.json ... [--json FILE]   (counts over shards)
 Exit: 0 when no import admits a trivial answer unflagged, 1 otherwise, 3 without torch.
@@ -41,10 +42,12 @@ def audit_program(torch, path, device):
         if got:
             row["kb"][f"y{i}"] = got
     copied = [kb_import.tolerance(kb_import.stitch_dtype(torch, y, f"y{i}")) for i, y in enumerate(ys)]
-    _, record = kb_tol.audit(torch, xs, ys, yo, copied)  # what the import keeps, as it keeps it
+    exact = kb_import.float64_outputs(torch, model, xs, ys, device)
+    _, record = kb_tol.audit(torch, xs, ys, yo, copied, exact=exact)  # as the import keeps it
     row["copied"] = record["admitted"]
     row["after"] = record["still_admitted"]
     row["changed"] = record["changed"]
+    row["widened"] = record["widened"]
     row["degenerate"] = record["degenerate"]
     return row
 
@@ -59,6 +62,8 @@ def counts(rows, seconds):
         "kb_tolerance_admits_zeros": sum(1 for r in ok if any("zeros" in v for v in r["kb"].values())),
         "copied_tolerance_admits_trivial": sum(1 for r in ok if r["copied"]),
         "tightened_at_import": sum(1 for r in ok if r["changed"]),
+        # rows of runs before the float64 check have no "widened"
+        "widened_at_import": sum(1 for r in ok if r.get("widened")),
         "degenerate": sum(1 for r in ok if r["degenerate"]),
         "import_admits_trivial_unflagged": sum(1 for r in ok if r["after"] and not r["degenerate"]),
         "seconds": seconds,
@@ -148,6 +153,7 @@ def main():
             f"{k}: {v}" for k, v in (("KernelBench tol admits", row["kb"]),
                                       ("copied tol admits", row["copied"]),
                                       ("after audit admits", row["after"]),
+                                      ("widened", row["widened"]),
                                       ("degenerate", row["degenerate"])) if v) or "no trivial answer passes"
         print(f"{key:60s} {row['s']:6.2f} s  {show}", flush=True)
         if a.json:

@@ -188,7 +188,8 @@ check "kb_audit counts: 3 ran, KernelBench's tolerance admits 2, 1 tightened, 1 
 import json, sys
 c = json.load(open(sys.argv[1]))["counts"]
 ok = (c["ran"], c["kb_tolerance_admits_trivial"], c["copied_tolerance_admits_trivial"],
-      c["tightened_at_import"], c["degenerate"], c["import_admits_trivial_unflagged"]) == (3, 2, 2, 1, 1, 0)
+      c["tightened_at_import"], c["degenerate"], c["import_admits_trivial_unflagged"],
+      c["widened_at_import"]) == (3, 2, 2, 1, 1, 0, 0)
 sys.exit(0 if ok else print(c) or 1)
 EOF2
 
