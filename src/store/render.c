@@ -213,8 +213,9 @@ void st_bench_print_csv(const json_t *rows, st_buf *out)
 	}
 }
 
-/* A row's six figures (three medians, two speedups, SOL with its roof) as table cells: each written between
- * `before` and `after`, the one place the Markdown and HTML tables agree on their order. */
+/* A row's six figures (three medians, two speedups, SOL with its roof) as table cells: each
+ * written between `before` and `after`, the one place the Markdown and HTML tables agree on
+ * their order. */
 static void number_cells(st_buf *out, const json_t *r, const char *before, const char *after)
 {
 	const char *times_ms[] = {"reference_ms", "expert_ms", "solution_ms"};
