@@ -223,7 +223,7 @@ def float64_outputs(torch, model, xs, ys, device):
     the float32 reference is from the exact result (kb_tol.attainable); None where a model or
     an input will not run in float64, or would not fit (said, not fatal)."""
     import copy
-    tensors = list(model.state_dict().values()) + [x for x in xs] + list(ys)
+    tensors = list(model.state_dict().values()) + list(xs) + list(ys)
     need = 4 * sum(t.numel() * t.element_size() for t in tensors)  # float64 copies, activations
     if need > free_bytes(torch, device):
         log(f"the float64 check of the reference is left out: it would take about "

@@ -24,14 +24,20 @@ import math
 CHUNK = 1 << 24  # elements judged at a time: KernelBench's own sizes reach gigabytes
 
 
+def chunks(*ts):
+    """The tensors flattened and cut at the same offsets, each piece in float64: one tuple a
+    chunk (a whole output in float64 could take more memory than the machine has)."""
+    flat = [t.reshape(-1) for t in ts]
+    for at in range(0, flat[0].numel(), CHUNK):
+        yield tuple(f[at:at + CHUNK].double() for f in flat)
+
+
 def judge(torch, got, want, tol):
     """True when `got` passes as `want` under `tol` ({atol, rtol} or {nmse})."""
     if got.shape != want.shape:
         return False
-    g, w = got.reshape(-1), want.reshape(-1)
     err = norm = 0.0
-    for at in range(0, g.numel(), CHUNK):
-        gc, wc = g[at:at + CHUNK].double(), w[at:at + CHUNK].double()
+    for gc, wc in chunks(got, want):
         if not bool(torch.isfinite(gc).all()):
             return False
         d = gc - wc
@@ -50,9 +56,8 @@ def trivial_answers(torch, y, xs, other):
     at a time (each is as large as the output)."""
     yield "zeros", torch.zeros_like(y)
     if y.is_floating_point() and y.numel() > 1:  # a scalar's mean is the answer itself
-        flat = y.reshape(-1)
-        total = sum(float(flat[at:at + CHUNK].double().sum()) for at in range(0, flat.numel(), CHUNK))
-        yield "mean", torch.full_like(y, total / max(flat.numel(), 1))
+        total = sum(float(c.sum()) for c, in chunks(y))
+        yield "mean", torch.full_like(y, total / max(y.numel(), 1))
     if xs and xs[0].shape == y.shape:
         yield "passthrough", xs[0].to(y.dtype)
     if other is not None:
@@ -78,9 +83,8 @@ def tighten(torch, y, tol):
     """The next tolerance step for output y after `tol` admitted a trivial answer, or None."""
     if "nmse" in tol:
         return None
-    flat = y.reshape(-1)
-    sq = sum(float((flat[at:at + CHUNK].double() ** 2).sum()) for at in range(0, flat.numel(), CHUNK))
-    rms = math.sqrt(sq / flat.numel()) if flat.numel() else 0.0
+    sq = sum(float((c ** 2).sum()) for c, in chunks(y))
+    rms = math.sqrt(sq / y.numel()) if y.numel() else 0.0
     # rounded before the comparison: a step that rounds up would come back as itself forever
     scaled = float("%.3g" % (tol["rtol"] * rms))
     if tol["atol"] > scaled and y.is_floating_point():
@@ -96,10 +100,8 @@ def widen(torch, y, exact, tol):
     sums passes too."""
     if exact is None or exact.shape != y.shape or judge(torch, y, exact, tol):
         return None
-    g, w = y.reshape(-1), exact.reshape(-1)
     need = err = norm = 0.0
-    for at in range(0, g.numel(), CHUNK):
-        gc, wc = g[at:at + CHUNK].double(), w[at:at + CHUNK].double()
+    for gc, wc in chunks(y, exact):
         d = gc - wc
         if "nmse" in tol:
             err += float((d * d).sum())
