@@ -2,12 +2,17 @@
 """Turn a KernelBench-format PyTorch program into a stitch task folder.
 
 `stitch import kernelbench FILE.py` runs this helper; it is the one place where stitch needs
-PyTorch. It loads FILE.py (a `Model(nn.Module)`, `get_inputs()`, `get_init_inputs()`), builds
-the model under a fixed seed in the mode it is constructed in (KernelBench does not call
-.eval(): BatchNorm uses batch statistics), and writes into OUT:
+PyTorch (with kb_reference.py, the live reference a verify starts). It loads FILE.py (a
+`Model(nn.Module)`, `get_inputs()`, `get_init_inputs()`), builds the model under a fixed seed in
+the mode it is constructed in (KernelBench does not call .eval(): BatchNorm uses batch
+statistics), and writes into OUT:
 
-  task.json                  sizes, tensors, tolerances, cost, policy, baselines, data files
-  model.py                   the program as given (the agents read it in the description)
+  task.json                  sizes, tensors, tolerances, cost, policy, baselines, and "data":
+                             the digest of the params, the seed count, where the reference is
+  model.py                   the program as given (the reference; the agents read it too)
+
+and with --store seeds (for a verify on a machine without torch) the tensors too:
+
   data/params.safetensors    every state_dict entry by name (params and buffers)
   data/seed<k>.safetensors   inputs x0.. and expected outputs y0.. of correctness seed k
   data/check.safetensors     one more seed, kept for checking a timed call after timing
@@ -30,6 +35,7 @@ import time
 import kb_tol
 
 INIT_SEED = 42          # the seed Model(*get_init_inputs()) is built under
+SEED_BASE = 1000        # the import's seed k is drawn under SEED_BASE + k
 CHECK_SEED = 9001       # the timed-call check's inputs (never a correctness seed)
 
 
@@ -82,16 +88,36 @@ def shape_of(t):
     return list(t.shape) if t.dim() else [1]   # stitch has no 0-dim tensors
 
 
-def write_safetensors(torch, path, tensors, meta):
-    """tensors: list of (name, tensor). Wider elements first keeps each one aligned."""
+def tensor_bytes(torch, t):
+    """A tensor's bytes as stored: contiguous, on the host, bool as uint8."""
+    t = t.detach().contiguous().cpu()
+    if t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    n = t.numel() * t.element_size()
+    return t, (ctypes.string_at(t.data_ptr(), n) if n else b"")
+
+
+def params_sha256(torch, state):
+    """One digest over every state_dict entry (name, dtype, shape, bytes, in order): the import
+    records it, and the live reference (kb_reference.py) rebuilds the model and refuses to judge
+    anything if its params come out otherwise (another torch, an edited program)."""
+    h = hashlib.sha256()
+    for name, t in state:
+        t, data = tensor_bytes(torch, t)
+        h.update(json.dumps([name, DTYPES[t.dtype][1], shape_of(t)]).encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def write_safetensors(torch, path, tensors, meta, durable=True):
+    """tensors: list of (name, tensor). Wider elements first keeps each one aligned. `durable`
+    syncs the file to disk (a task's files); the live reference's seeds live for one verify."""
     items = sorted(tensors, key=lambda nt: -nt[1].element_size())
     header, blobs, off = {}, [], 0
     for name, t in items:
-        t = t.detach().contiguous().cpu()
-        if t.dtype == torch.bool:
-            t = t.to(torch.uint8)
-        n = t.numel() * t.element_size()
-        blobs.append(ctypes.string_at(t.data_ptr(), n) if n else b"")
+        t, data = tensor_bytes(torch, t)
+        n = len(data)
+        blobs.append(data)
         header[name] = {"dtype": DTYPES[t.dtype][1], "shape": shape_of(t),
                         "data_offsets": [off, off + n]}
         off += n
@@ -105,7 +131,8 @@ def write_safetensors(torch, path, tensors, meta):
         for b in blobs:
             f.write(b)
         f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -204,6 +231,34 @@ def seeded_inputs(torch, mod, seed, device):
             refuse_if_oom(torch, e, f"get_inputs()[{i}] on the {device}", device)
             raise
     return Inputs(out, scalars)
+
+
+def build_model(torch, mod, device):
+    """Model(*get_init_inputs()) under INIT_SEED, moved to `device`, and its state_dict as it
+    was built (name, tensor); the import and the live reference build it the same way."""
+    torch.manual_seed(INIT_SEED)
+    try:
+        init = mod.get_init_inputs()
+        model = mod.Model(*init)
+    except Exception as e:
+        refuse_if_oom(torch, e, "Model(*get_init_inputs())", "cpu")
+        raise BadInput(f"building Model(*get_init_inputs()) failed: {type(e).__name__}: {e}")
+    if not isinstance(model, torch.nn.Module):
+        raise BadInput("Model is not a torch.nn.Module")
+    state = [(k, v.detach().clone()) for k, v in model.state_dict().items()]
+    for k, v in state:
+        stitch_dtype(torch, v, f"state_dict entry '{k}'")
+    try:
+        model = model.to(device)
+    except Exception as e:
+        refuse_if_oom(torch, e, f"the model's params on the {device}", device)
+        raise
+    return model, state
+
+
+def seed_tensors(xs, ys):
+    """A seed's tensors by the names a task gives them: inputs x0.., outputs y0.."""
+    return [(f"x{i}", x) for i, x in enumerate(xs)] + [(f"y{i}", y) for i, y in enumerate(ys)]
 
 
 def run_model(torch, model, xs, what):
@@ -393,9 +448,10 @@ def main():
                     help="torch.compile mode for the baseline: default, max-autotune, "
                     "max-autotune-no-cudagraphs, reduce-overhead; none skips it")
     ap.add_argument("--no-baselines", action="store_true")
-    ap.add_argument("--seed-base", type=int, default=1000,
-                    help="inputs of seed k are drawn under SEED_BASE + k (stitch verify "
-                    "--fresh-seeds picks a secret one)")
+    ap.add_argument("--store", default="none", choices=["none", "seeds"],
+                    help="none: no tensor on disk, the verify rebuilds the params and draws "
+                    "its seeds through the program (kb_reference.py); seeds: the params and "
+                    "every seed's inputs and outputs in data/ (for a verify without torch)")
     a = ap.parse_args()
     try:
         import torch
@@ -423,30 +479,18 @@ def main():
         with open(a.program, encoding="utf-8") as f:
             source = f.read()
         mod = load_program(a.program)
-        torch.manual_seed(INIT_SEED)
-        try:
-            init = mod.get_init_inputs()
-            model = mod.Model(*init)
-        except Exception as e:
-            refuse_if_oom(torch, e, "Model(*get_init_inputs())", "cpu")
-            raise BadInput(f"building Model(*get_init_inputs()) failed: {type(e).__name__}: {e}")
-        if not isinstance(model, torch.nn.Module):
-            raise BadInput("Model is not a torch.nn.Module")
+        model, state = build_model(torch, mod, device)
         mode = "train" if model.training else "eval"
-        state = [(k, v.detach().clone()) for k, v in model.state_dict().items()]
-        for k, v in state:
-            stitch_dtype(torch, v, f"state_dict entry '{k}'")
-        try:
-            model = model.to(device)
-        except Exception as e:
-            refuse_if_oom(torch, e, f"the model's params on the {device}", device)
-            raise
-        os.makedirs(os.path.join(a.out, "data"), exist_ok=True)
+        if a.store == "seeds":
+            os.makedirs(os.path.join(a.out, "data"), exist_ok=True)
 
         seeds = []
         xs1 = ys1 = ys_other = None
-        for k in list(range(1, a.seeds + 1)) + [CHECK_SEED]:
-            xs = seeded_inputs(torch, mod, a.seed_base + k, device)
+        # Without stored seeds the import needs seed 1 (the checks, the audit) and the kept-back
+        # seed (the audit's other-seed answer) only: the verify draws its own.
+        drawn = range(1, a.seeds + 1) if a.store == "seeds" else [1]
+        for k in list(drawn) + [CHECK_SEED]:
+            xs = seeded_inputs(torch, mod, SEED_BASE + k, device)
             ys = run_model(torch, model, xs, f"seed {k}")
             if k == 1:
                 xs1, ys1 = xs, ys
@@ -455,17 +499,24 @@ def main():
                     stitch_dtype(torch, y, f"forward() output {i}")
                     if y.is_floating_point() and not torch.isfinite(y).all():
                         raise BadInput(f"forward() output {i} has NaN or Inf on seed 1")
+            if k == CHECK_SEED:
+                ys_other = ys
+            if a.store != "seeds":
+                continue
             fname = "check.safetensors" if k == CHECK_SEED else f"seed{k}.safetensors"
-            tensors = [(f"x{i}", x) for i, x in enumerate(xs)] + \
-                      [(f"y{i}", y) for i, y in enumerate(ys)]
-            write_safetensors(torch, os.path.join(a.out, "data", fname), tensors,
-                              {"seed": a.seed_base + k, "program": name})
+            write_safetensors(torch, os.path.join(a.out, "data", fname), seed_tensors(xs, ys),
+                              {"seed": SEED_BASE + k, "program": name})
             if k != CHECK_SEED:
                 seeds.append("data/" + fname)
-            else:
-                ys_other = ys
-        write_safetensors(torch, os.path.join(a.out, "data", "params.safetensors"), state,
-                          {"program": name, "init_seed": INIT_SEED})
+        peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+        if a.store == "seeds":
+            write_safetensors(torch, os.path.join(a.out, "data", "params.safetensors"), state,
+                              {"program": name, "init_seed": INIT_SEED})
+            data = {"params": "data/params.safetensors", "seeds": seeds,
+                    "check": "data/check.safetensors", "reference": "model.py"}
+        else:
+            data = {"reference": "model.py", "seeds": a.seeds}
+        data["params_sha256"] = params_sha256(torch, state)
 
         def spec(nm, t):
             return {"name": nm, "dtype": stitch_dtype(torch, t, nm), "shape": shape_of(t)}
@@ -504,12 +555,12 @@ def main():
             "cost": {"flops": flops or 0, "bytes": nbytes, "unit": unit},
             "policy": {"mode": "engineering", "libraries": ["cublas", "cublasLt"]},
             "archs": ["sm_80", "sm_90a", "sm_100a"],
-            "data": {"params": "data/params.safetensors", "seeds": seeds,
-                     "check": "data/check.safetensors"},
+            "data": data,
             "source": {"kind": "kernelbench", "file": "model.py", "level": level,
                        "sha256": hashlib.sha256(source.encode()).hexdigest(),
                        "mode": mode, "imported_on": device, "torch": torch.__version__,
-                       "flops_counted": flops is not None, "tol_audit": tol_record},
+                       "flops_counted": flops is not None, "tol_audit": tol_record,
+                       "peak_gpu_bytes": peak},
         }
         import_s = time.perf_counter() - started
         task["source"]["import_s"] = round(import_s, 3)

@@ -48,6 +48,9 @@ typedef struct st_verify_opts {
 	                              worker --max-request-gb); 0: what the machine has */
 	int keep_samples;          /* 1: every timed sample goes into the verdict as
 	                              timing.<role>.raw: [[ms, wall_ms, sm_mhz, throttled], ...] */
+	int fresh_seeds;           /* 1: an imported task that stores its seeds draws new ones
+	                              through its PyTorch program anyway, as a task that stores
+	                              none always does (needs python3 with torch) */
 } st_verify_opts;
 
 /* Where one verify runs, beside what it checks: what belongs to the process and is shared with

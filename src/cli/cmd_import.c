@@ -21,11 +21,11 @@
 
 typedef struct import_args {
 	const char *out, *name, *device, *compile_mode;
-	int level, seeds, no_baselines, force, jobs, json;
+	int level, seeds, no_baselines, force, jobs, json, store_seeds;
 	double timeout;
 } import_args;
 
-#define IMPORT_OPT_N 14
+#define IMPORT_OPT_N 15
 
 #define IMPORT_DEFAULTS {.device = "auto", .compile_mode = "default", .seeds = 3}
 
@@ -43,8 +43,12 @@ static void own_table(import_args *a, st_opt *t)
 		{ST_OPT_INT, .name = "level", 0, &a->level, "N",
 		 "KernelBench level 1-4; the task's tier is min(N, 3)", 1, 4,
 		 .unset = "from a 'levelN' in the path, else 1"},
-		{ST_OPT_INT, .name = "seeds", 0, &a->seeds, "N", "correctness seeds to store, 1 to 20",
-		 1, 20},
+		{ST_OPT_INT, .name = "seeds", 0, &a->seeds, "N",
+		 "correctness seeds a verify judges on, 1 to 20", 1, 20},
+		{ST_OPT_FLAG, .name = "store-seeds", 0, &a->store_seeds, NULL,
+		 "also store the params and the seeds' inputs and outputs, for\n"
+		 "a verify on a machine without torch (KernelBench's sizes take\n"
+		 "up to tens of GB a program)"},
 		{ST_OPT_ENUM, .name = "device", 0, &a->device, "D",
 		 "where the model runs: auto (GPU if torch sees one), cpu, cuda", .values = devices},
 		{ST_OPT_STRING, .name = "compile-mode", 0, &a->compile_mode, "MODE",
@@ -73,15 +77,18 @@ static void usage(FILE *f)
 	own_table(&a, own);
 	fprintf(f,
 	        "usage: stitch import kernelbench FILE.py [--out DIR] [--name NAME] [--level N]\n"
-	        "                                 [--seeds N] [--device auto|cpu|cuda]\n"
+	        "                                 [--seeds N] [--store-seeds] [--device auto|cpu|cuda]\n"
 	        "                                 [--compile-mode MODE] [--no-baselines] [--force]\n"
 	        "       stitch import kernelbench DIR [--out ROOT] [--jobs N] [--timeout S] [--json]\n"
 	        "                                 [--level N] [--seeds N] [--device D] [--force] ...\n\n"
 	        "Turn a KernelBench program (class Model(nn.Module), get_inputs(), get_init_inputs())\n"
 	        "into a stitch task: Model(*get_init_inputs()) is built under a fixed seed and run as\n"
 	        "constructed (KernelBench does not call .eval()); its state_dict becomes the params\n"
-	        "(by name), and the inputs and outputs of N seeds plus one seed kept back for checking\n"
-	        "a timed call are stored as safetensors. Tolerances follow KernelBench (1e-4 for fp32,\n"
+	        "(by name, their digest recorded). No tensor is stored: each verify rebuilds the\n"
+	        "params through the program and draws its N seeds and one more kept back for checking\n"
+	        "a timed call under a secret seed (python3 with torch where verify runs); with\n"
+	        "--store-seeds the params and the inputs and outputs of N seeds and the check seed are\n"
+	        "stored as safetensors instead. Tolerances follow KernelBench (1e-4 for fp32,\n"
 	        "1e-2 for fp16/bf16), then pass a trivial-answer audit: one that admits all zeros, the\n"
 	        "output's mean, the input passed through or another seed's output is tightened (and\n"
 	        "says so); an output that does not depend on the input is flagged degenerate_task;\n"
@@ -136,6 +143,7 @@ static int import_folder(const import_args *ia, const char *dir, const char *see
 	st_kb_folder_opts o = {.dir = dir, .root = root, .level = ia->level, .seeds = seeds,
 	                       .device = ia->device, .compile_mode = ia->compile_mode,
 	                       .no_baselines = ia->no_baselines, .force = ia->force,
+	                       .store = ia->store_seeds ? "seeds" : "none",
 	                       .jobs = ia->jobs, .timeout_s = ia->timeout, .json = ia->json};
 	return st_kb_import_folder(&o);
 }
@@ -224,7 +232,8 @@ static int import_kernelbench(int argc, char **argv)
 		return ST_EXIT_ENV;
 	}
 	const char *args[] = {file, "--out", out, "--name", name, "--level", level_buf, "--seeds",
-	                      seeds, "--device", device, "--compile-mode", compile_mode,
+	                      seeds, "--store", ia.store_seeds ? "seeds" : "none", "--device",
+	                      device, "--compile-mode", compile_mode,
 	                      no_baselines ? "--no-baselines" : NULL, NULL};
 	int rc = st_kb_helper_run(args, 0);
 	st_task t;
@@ -237,8 +246,9 @@ static int import_kernelbench(int argc, char **argv)
 			st_rm_tree(out);
 		return rc;
 	}
-	printf("imported %s into %s: %d params, %d inputs, %d outputs, %d seeds + 1 check seed",
-	       t.id, out, t.n_params, t.n_inputs, t.n_outputs, t.n_data_seeds);
+	printf("imported %s into %s: %d params, %d inputs, %d outputs, %d seeds + 1 check seed %s",
+	       t.id, out, t.n_params, t.n_inputs, t.n_outputs, t.n_data_seeds,
+	       t.data_live ? "drawn by each verify" : "stored");
 	double eager = json_number_value(json_object_get(t.baselines, "eager_ms"));
 	double comp = json_number_value(json_object_get(t.baselines, "compile_ms"));
 	if (eager > 0)

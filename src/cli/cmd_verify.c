@@ -3,16 +3,11 @@
 #include <string.h>
 
 #include "cli.h"
-#include "common/fs.h"
-#include "kb_helper.h"
-#include "task/task.h"
 #include "verify_opts.h"
-
-#include <limits.h>
 
 /* verify's own options, over the flags cmd_verify reads. */
 typedef struct verify_args {
-	int json, fresh_seeds;
+	int json;
 } verify_args;
 
 static void own_table(verify_args *a, st_verify_opts *o, st_opt *t)
@@ -32,10 +27,10 @@ static void own_table(verify_args *a, st_verify_opts *o, st_opt *t)
 		 "take the params from FILE (safetensors, by the task's names,\n"
 		 "its dtypes and shapes; other tensors are ignored, so a --dump\n"
 		 "file works) instead of generating them, e.g. real weights"},
-		{ST_OPT_FLAG, .name = "fresh-seeds", 0, &a->fresh_seeds, NULL,
-		 "imported KernelBench task: judge on --seeds new seeds drawn now\n"
-		 "under a secret seed by the import's PyTorch helper (needs\n"
-		 "python3 with torch, STITCH_PYTHON) instead of the stored ones"},
+		{ST_OPT_FLAG, .name = "fresh-seeds", 0, &o->fresh_seeds, NULL,
+		 "an imported KernelBench task that stores its seeds: draw new\n"
+		 "ones now through its PyTorch program, as a task that stores none\n"
+		 "always does (needs python3 with torch, STITCH_PYTHON)"},
 		{ST_OPT_END},
 	};
 	memcpy(t, table, sizeof table);
@@ -66,9 +61,10 @@ static void usage(FILE *f)
 	        "then time it interleaved with the baselines on cold L2; a correct candidate's st_run\n"
 	        "is then profiled once (CUPTI timeline, roofline, findings; cuda backend). TASK is a\n"
 	        "task folder (holding task.json) or an id such as t1/softmax under the suite\n"
-	        "(%s). An imported KernelBench task (stitch import) has no reference:\n"
-	        "SOLUTION is judged against the stored outputs of every stored seed and timed\n"
-	        "against the PyTorch baselines.\n\noptions:\n",
+	        "(%s). An imported KernelBench task (stitch import) is judged against its\n"
+	        "PyTorch program, which draws this verify's seeds under a secret seed (python3\n"
+	        "with torch, STITCH_PYTHON), or against the outputs it stored (--store-seeds at\n"
+	        "import), and timed against the PyTorch baselines.\n\noptions:\n",
 	        st_cli_tasks_root());
 	st_opt_usage(f, own);
 	st_opt_usage(f, prof);
@@ -108,30 +104,8 @@ int cmd_verify(int argc, char **argv)
 		slot.progress = st_verify_progress_stderr;
 		slot.progress_arg = "verify: ";
 	}
-	/* Fresh seeds: a copy of the imported task with new ones, judged in its place. */
-	char tmp_root[PATH_MAX] = "", fresh[PATH_MAX] = "", task_dir[PATH_MAX];
-	const char *task = pos[0];
-	if (a.fresh_seeds) {
-		st_err err;
-		if (st_task_resolve(pos[0], st_cli_tasks_root(), task_dir, sizeof task_dir, &err)) {
-			st_cli_error("verify: %s", err.msg);
-			return ST_EXIT_USAGE;
-		}
-		if (!quiet)
-			fprintf(stderr, "verify: drawing %d fresh seeds with the import's helper\n", o.seeds);
-		int frc = st_kb_fresh_task(task_dir, o.seeds, tmp_root, sizeof tmp_root, fresh,
-		                           sizeof fresh);
-		if (frc) {
-			if (tmp_root[0])
-				st_rm_tree(tmp_root);
-			return frc;
-		}
-		task = fresh;
-	}
 	json_t *verdict = NULL;
-	int rc = st_verify_cli_run(task, pos[1], &o, &slot, a.json, &verdict);
-	if (tmp_root[0])
-		st_rm_tree(tmp_root);
+	int rc = st_verify_cli_run(pos[0], pos[1], &o, &slot, a.json, &verdict);
 	if (rc)
 		return rc;
 	int ok = !strcmp(json_string_value(json_object_get(verdict, "status")), "ok");

@@ -304,7 +304,8 @@ static int import_one(const kb_run *r, kb_prog *p)
 	char level[8];
 	snprintf(level, sizeof level, "%d", p->level);
 	const char *argv[] = {r->py, r->helper, p->file, "--out", p->out, "--name", p->name,
-	                      "--level", level, "--seeds", o->seeds, "--device", o->device,
+	                      "--level", level, "--seeds", o->seeds, "--store", o->store,
+	                      "--device", o->device,
 	                      "--compile-mode", o->compile_mode,
 	                      o->no_baselines ? "--no-baselines" : NULL, NULL};
 	st_proc_result res = {0};

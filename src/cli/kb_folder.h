@@ -18,6 +18,7 @@ typedef struct st_kb_folder_opts {
 	const char *root;          /* tasks go to root/level<N>/<name> */
 	int level;                 /* 0: each level folder's own */
 	const char *seeds, *device, *compile_mode;
+	const char *store;          /* the helper's --store: "none" (the default) or "seeds" */
 	int no_baselines, force;
 	int jobs;                  /* helpers at once; 0: 2 on a GPU machine, else half the CPUs */
 	double timeout_s;          /* per program; 0: none */

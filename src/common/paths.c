@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fs.h"
+
 const char *st_home(void)
 {
 	static char home[PATH_MAX];
@@ -32,4 +34,22 @@ const char *st_home(void)
 	}
 	snprintf(home, sizeof home, "%s", STITCH_SOURCE_DIR);
 	return home;
+}
+
+int st_python_helper(const char *script, char *py, size_t py_len, char *helper,
+                     size_t helper_len, char *why, size_t why_len)
+{
+	const char *python = getenv("STITCH_PYTHON");
+	const char *want = python && *python ? python : "python3";
+	if (!st_which(want, py, py_len)) {
+		snprintf(why, why_len, "no %s here (it needs python3 with torch; set STITCH_PYTHON to "
+		         "one)", want);
+		return -1;
+	}
+	snprintf(helper, helper_len, "%s/scripts/%s", st_home(), script);
+	if (!st_file_exists(helper)) {
+		snprintf(why, why_len, "%s is missing (STITCH_HOME?)", helper);
+		return -1;
+	}
+	return 0;
 }

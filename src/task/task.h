@@ -102,6 +102,12 @@ typedef struct st_task {
 	char **data_seeds;
 	int n_data_seeds;
 	char *data_check;
+	/* The PyTorch program (model.py) an imported task was made from, when task.json names it as
+	 * "data.reference". A live task (data_live) stores no tensors: data_params, data_seeds and
+	 * data_check are NULL, n_data_seeds is how many seeds each verify draws through the program
+	 * (src/verify/live_ref.c). A stored task may name it too (verify --fresh-seeds). */
+	char *data_reference;
+	int data_live;
 	json_t *baselines;    /* what the import measured: {"eager_ms", "compile_ms", "device", ...} */
 	json_t *source;       /* where the task came from: {"kind": "kernelbench", "file", ...} */
 } st_task;

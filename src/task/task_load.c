@@ -919,29 +919,23 @@ static st_status load_identity(loader *L, json_t *root)
 	return get_string(L, root, "", "description", &L->t->description);
 }
 
-/* "data": {"params": FILE, "seeds": [FILE, ...], "check": FILE}, files of the task folder. */
-static st_status load_data(loader *L, json_t *root)
+/* data.params_sha256: 64 hex digits, when given (the live reference checks it). */
+static st_status params_digest(loader *L, json_t *d)
 {
-	static const char *const keys[] = {"params", "seeds", "check", NULL};
-	json_t *d = json_object_get(root, "data"), *v;
-	if (!d || json_is_null(d))
+	json_t *v = json_object_get(d, "params_sha256");
+	if (!v)
 		return ST_OK;
-	L->stored = 1;
-	st_status s = want_type(L, d, "data", JSON_OBJECT);
-	if (!s)
-		s = check_keys(L, d, "data", keys);
-	if (!s)
-		s = member(L, d, "data", "params", 1, &v);
-	if (!s)
-		s = folder_file(L, v, "data.params", &L->t->data_params);
-	if (!s)
-		s = member(L, d, "data", "check", 1, &v);
-	if (!s)
-		s = folder_file(L, v, "data.check", &L->t->data_check);
-	if (!s)
-		s = member(L, d, "data", "seeds", 1, &v);
-	if (!s)
-		s = want_type(L, v, "data.seeds", JSON_ARRAY);
+	st_status s = want_type(L, v, "data.params_sha256", JSON_STRING);
+	const char *h = s ? NULL : json_string_value(v);
+	if (h && (strlen(h) != 64 || strspn(h, "0123456789abcdef") != 64))
+		return bad(L, "data.params_sha256", "'%s' is not 64 lowercase hex digits", h);
+	return s;
+}
+
+/* The stored form's seed files: "seeds": [FILE, ...]. */
+static st_status stored_seeds(loader *L, json_t *v)
+{
+	st_status s = want_type(L, v, "data.seeds", JSON_ARRAY);
 	if (s)
 		return s;
 	size_t n = json_array_size(v);
@@ -957,6 +951,52 @@ static st_status load_data(loader *L, json_t *root)
 			return s;
 	}
 	return ST_OK;
+}
+
+/* "data", an imported task's tensors, in one of two forms:
+ *   stored: {"params": FILE, "seeds": [FILE, ...], "check": FILE[, "reference": FILE]}
+ *   live:   {"reference": FILE, "seeds": N}, the program itself drawing each verify's seeds
+ * (src/verify/live_ref.c); either may carry "params_sha256". */
+static st_status load_data(loader *L, json_t *root)
+{
+	static const char *const keys[] = {"params", "seeds", "check", "reference",
+	                                   "params_sha256", NULL};
+	json_t *d = json_object_get(root, "data"), *v;
+	if (!d || json_is_null(d))
+		return ST_OK;
+	L->stored = 1;
+	st_status s = want_type(L, d, "data", JSON_OBJECT);
+	if (!s)
+		s = check_keys(L, d, "data", keys);
+	if (!s)
+		s = params_digest(L, d);
+	if (!s && json_object_get(d, "reference"))
+		s = folder_file(L, json_object_get(d, "reference"), "data.reference",
+		                &L->t->data_reference);
+	if (s)
+		return s;
+	if (!json_object_get(d, "params")) {
+		if (!L->t->data_reference)
+			return bad(L, "data", "needs either the stored files (params, seeds, check) or "
+			           "the reference program (reference, seeds)");
+		if ((s = member(L, d, "data", "seeds", 1, &v)))
+			return s;
+		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 100)
+			return bad(L, "data.seeds", "a live reference's seed count must be 1 to 100");
+		L->t->data_live = 1;
+		L->t->n_data_seeds = (int)json_integer_value(v);
+		return ST_OK;
+	}
+	s = member(L, d, "data", "params", 1, &v);
+	if (!s)
+		s = folder_file(L, v, "data.params", &L->t->data_params);
+	if (!s)
+		s = member(L, d, "data", "check", 1, &v);
+	if (!s)
+		s = folder_file(L, v, "data.check", &L->t->data_check);
+	if (!s)
+		s = member(L, d, "data", "seeds", 1, &v);
+	return s ? s : stored_seeds(L, v);
 }
 
 /* What an import measured and where the task came from: kept as given, with the figures the
@@ -1188,6 +1228,7 @@ void st_task_free(st_task *t)
 	free(t->host_expert);
 	free_strings(t->solution_libraries, t->n_solution_libraries);
 	free(t->data_params);
+	free(t->data_reference);
 	free_strings(t->data_seeds, t->n_data_seeds);
 	free(t->data_check);
 	json_decref(t->baselines);

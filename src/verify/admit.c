@@ -31,7 +31,8 @@ void st_admit_need_of(const st_task *t, const st_verify_opts *o, const st_set_by
 	n->n_sols = 2 + (st_task_expert(t, host) != NULL) + (stored && o->timing &&
 	                                                      !o->candidate_trusted);
 	n->n_runners = n->n_sols - stored;
-	int params_in_shm = o->dump_path || o->params_path || t->data_params;
+	int params_in_shm = o->dump_path || o->params_path || t->data_params || t->data_live ||
+	                    (o->fresh_seeds && t->n_data_seeds > 0);
 	n->shm = st_sat_add(b->shm, params_in_shm ? b->shm_params : 0);
 	uint64_t blocks = st_sat_mul((uint64_t)n->n_sols, n->shm);
 	/* the parent holds a params file mapped, and copies the inputs for a metamorphic check */

@@ -17,7 +17,7 @@
  * against the stored one. */
 static st_status stored_check(vctx *v, const layout *L, const st_size_set *set, st_err *err)
 {
-	st_status s = vx_stored_load(v, L, v->task->data_check, err);
+	st_status s = vx_stored_load(v, L, v->task->n_data_seeds, err);
 	if (s)
 		return s;
 	int ran;

@@ -282,7 +282,7 @@ st_status vx_run_seed(vctx *v, const layout *L, const st_size_set *set, int k, s
 {
 	uint64_t seed = vx_next_seed(v);
 	int need_inputs = v->task->validator != NULL || v->perturb || v->o->dump_path;
-	st_status s = v->stored ? vx_stored_load(v, L, v->task->data_seeds[k], err) : ST_OK;
+	st_status s = v->stored ? vx_stored_load(v, L, k, err) : ST_OK;
 	if (s)
 		return s;
 	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "verify/set_select.h"
+#include "verify/live_ref.h"
 #include "verify/verify_int.h"
 
 st_status vx_check_sets_option(const char *list, st_err *err)
@@ -128,6 +129,10 @@ static st_status measure_set(vctx *v, const st_size_set *set, const layout *L, i
                              json_t *peaks, st_status s, st_err *err)
 {
 	int measuring = timed && (v->o->timing || vx_profiling(v));
+	/* The live reference draws its last seed now and exits: its GPU work is never beside a
+	 * measurement, its context never held during one. */
+	if (!s && measuring && v->live)
+		s = vx_live_settle(v->live, v->deadline, err);
 	if (measuring)
 		st_gpu_hold_exclusive(&v->gpu);
 	if (!s && timed && v->o->timing && vx_usable(v, v->cand))

@@ -51,10 +51,14 @@ static sol *add_stand_in(vctx *v, const char *role, const char *path, const char
 	return so;
 }
 
-/* An imported task's stand-in for the reference: the stored outputs. */
+/* An imported task's stand-in for the reference: the stored outputs, or those its PyTorch
+ * program draws for this verify. */
 st_status vx_add_stored(vctx *v)
 {
-	add_stand_in(v, "stored outputs", v->task->data_check, "stored", &v->ref)->stored = 1;
+	if (v->live)
+		add_stand_in(v, "PyTorch program", v->task->data_reference, "live", &v->ref)->stored = 1;
+	else
+		add_stand_in(v, "stored outputs", v->task->data_check, "stored", &v->ref)->stored = 1;
 	return ST_OK;
 }
 

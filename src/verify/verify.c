@@ -19,6 +19,7 @@
 #include "common/fs.h"
 #include "task/dtype.h"
 #include "verify/admit.h"
+#include "verify/live_ref.h"
 #include "verify/peaks.h"
 #include "verify/runner_pool.h"
 #include "verify/verify_int.h"
@@ -46,6 +47,36 @@ static st_status open_params(const st_task *t, const char *path, st_safetensors 
 		}
 	}
 	return ST_OK;
+}
+
+/* Where the params and an imported task's seeds come from: --params, an imported task's own
+ * file, or (a task that stores no seeds, or --fresh-seeds) its PyTorch program, started here so
+ * that torch loads while the solutions compile (live_ref.h). */
+static st_status open_data(const st_task *task, const st_verify_opts *o, st_safetensors *params,
+                           const char **params_path, vx_live *live_ref, vx_live **live,
+                           st_err *err)
+{
+	*params_path = o->params_path ? o->params_path : task->data_params;
+	if (o->fresh_seeds && (!task->n_data_seeds || !task->data_reference)) {
+		return st_err_set(err, ST_E_INVALID, "--fresh-seeds: %s %s", task->id,
+		                  !task->n_data_seeds ? "is not an imported KernelBench task (stitch "
+		                                        "import kernelbench makes them)"
+		                                      : "names no program to draw seeds with "
+		                                        "(data.reference: imported by an older "
+		                                        "stitch); import it again");
+	}
+	if (!task->data_live && !o->fresh_seeds)
+		return *params_path ? open_params(task, *params_path, params, err) : ST_OK;
+	*params_path = NULL;
+	if (o->params_path)
+		return st_err_set(err, ST_E_INVALID, "--params: %s judges against its PyTorch program, "
+		                  "whose params are the program's own", task->id);
+	st_status s = vx_live_start(live_ref, task, o->seed, err);
+	if (s)
+		vx_live_free(live_ref);
+	else
+		*live = live_ref;
+	return s;
 }
 
 /* The solutions to judge: the reference (or an imported task's stored outputs), the expert and
@@ -171,6 +202,15 @@ static st_status pipeline(vctx *v, const char *solution, st_err *err)
 	if (s || v->verdict_final)
 		return s;
 	vx_phase(v, "load");
+	if (v->live) { /* the params the program rebuilt: torch loaded while the above ran */
+		if ((s = vx_live_params(v->live, v->deadline, err)))
+			return s;
+		v->params = &v->live->params;
+		v->params_path = v->live->params_file;
+		vx_progress(v, "reference: the PyTorch program is ready (%.1f s after the start)",
+		            json_real_value(json_object_get(v->live->info, "ready_s")));
+		vx_phase(v, "reference");
+	}
 	json_t *peaks;
 	if ((s = measure_peaks(v, &peaks, err)))
 		return s;
@@ -224,16 +264,18 @@ static void set_deadline(vctx *v)
 		running += vx_set_runs(v, sets[k], &timed);
 	}
 	double per_set = (2.0 * (v->stored ? v->task->n_data_seeds : o->seeds) + 12) * o->timeout_s;
+	/* A live reference: torch's start and the model's build, then one draw per seed. */
+	double live = v->live ? 300 + (v->task->n_data_seeds + 1) * o->timeout_s : 0;
 	double timing = o->timing ? MAX_SOLS * (3 * o->stop.max_wall_ms / 1e3 + 2 * o->timeout_s) : 0;
 	double bound = o->compile_timeout_s + 120 + (o->timing || o->profile ? 600 : 0) +
-	               running * per_set + timing + 30;
+	               running * per_set + timing + live + 30;
 	v->deadline = v->t_start + bound;
 	json_object_set_new(v->verdict, "deadline_s", json_real(bound));
 }
 
 static void init_ctx(vctx *v, const st_task *task, const st_verify_opts *o,
                      const st_verify_slot *slot, const char *solution,
-                     const st_safetensors *params, const char *params_path)
+                     const st_safetensors *params, const char *params_path, vx_live *live)
 {
 	static const st_verify_slot alone; /* a lone verify: nothing shared, nothing said */
 	memset(v, 0, sizeof *v);
@@ -241,6 +283,7 @@ static void init_ctx(vctx *v, const st_task *task, const st_verify_opts *o,
 	v->params = params;
 	v->params_path = params_path;
 	v->stored = task->n_data_seeds > 0;
+	v->live = live;
 	v->task = task;
 	v->o = o;
 	v->expert = -1;
@@ -289,20 +332,23 @@ st_status vx_verify(const char *task_dir, const char *solution, const st_verify_
 		return s;
 	st_safetensors params;
 	memset(&params, 0, sizeof params);
-	/* An imported task's params are its own file's, unless --params names others. */
-	const char *params_path = o->params_path ? o->params_path : task.data_params;
-	if (params_path && (s = open_params(&task, params_path, &params, err))) {
+	vx_live live_ref, *live = NULL;
+	const char *params_path = NULL;
+	s = open_data(&task, o, &params, &params_path, &live_ref, &live, err);
+	if (s) {
 		st_task_free(&task);
 		return s;
 	}
 	vctx v;
-	init_ctx(&v, &task, o, slot, solution, params_path ? &params : NULL, params_path);
+	init_ctx(&v, &task, o, slot, solution, params_path ? &params : NULL, params_path, live);
 	v.under_ncu = under_ncu;
 
 	s = pipeline(&v, solution, err);
 	if (v.under_ncu && v.cand >= 0 && v.sols[v.cand].started)
 		json_object_set_new(v.verdict, "ncu", vx_ncu_collect(&v.sols[v.cand].runner));
 	vx_release_runners(&v, s);
+	if (live)
+		json_object_set(v.verdict, "reference_runner", live->info);
 	if (v.hooks_dl)
 		dlclose(v.hooks_dl);
 	vx_verdict_close(&v);
@@ -312,6 +358,8 @@ st_status vx_verify(const char *task_dir, const char *solution, const st_verify_
 		vx_phase(&v, "ncu");
 	}
 	vx_verdict_finish(&v);
+	if (live)
+		vx_live_free(live);
 	st_safetensors_close(&params);
 	st_task_free(&task);
 	if (s && s != ST_E_INVALID) {

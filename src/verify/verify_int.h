@@ -113,6 +113,8 @@ typedef struct vctx {
 	                               * from, or NULL */
 	const char *params_path; /* that file's name */
 	int stored;            /* an imported task: inputs and expected outputs from its files */
+	struct vx_live *live;  /* or from its PyTorch program, drawn for this verify (live_ref.h),
+	                        * NULL otherwise */
 	st_gpu_hold gpu;       /* this verify's hold on slot->gpu_lock (gpu_hold.h) */
 	double wait_mark;      /* gpu.wait_s at the last phase mark */
 	json_t *gpu_waits;     /* per phase, the part of it spent waiting for the GPU */
@@ -183,7 +185,9 @@ st_status vx_plan_set(vctx *v, const st_size_set *set, int timed, layout *L, jso
 void vx_reserve_shm(vctx *v);
 
 /* stored.c */
-st_status vx_stored_load(vctx *v, const layout *L, const char *file, st_err *err);
+/* Seed k of an imported task (k == n_data_seeds: the kept-back check seed), from its file or
+ * its live reference. */
+st_status vx_stored_load(vctx *v, const layout *L, int k, st_err *err);
 void vx_stored_put_inputs(vctx *v, const layout *L, int i);
 
 /* correctness.c */

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# `stitch import kernelbench` on CPU PyTorch, and the verifier on imported tasks (stored inputs
-# and outputs, no reference) through the host backend: the four test programs of
-# tests/kernelbench/ imported and their hand-written C solutions verified against the import; a
-# wrong and a lazy solution caught; stored baselines turned into speedups; damaged data files and
-# programs that cannot be imported refused with a message naming the cause.
+# `stitch import kernelbench` on CPU PyTorch, and the verifier on imported tasks through the host
+# backend, judged against the PyTorch program drawing each verify's seeds (the default: no tensor
+# on disk) or against stored inputs and outputs (--store-seeds): the four test programs of
+# tests/kernelbench/ imported both ways and their hand-written C solutions verified; a wrong and a
+# lazy solution caught; the live reference's params checked, its process and files gone after;
+# stored baselines turned into speedups; damaged data files and programs that cannot be imported
+# refused with a message naming the cause.
 source "$(dirname "$0")/../lib.sh"
 
 if ! torch_python; then
@@ -13,20 +15,26 @@ fi
 KB=$STITCH_SRC/tests/kernelbench
 ROOT=$WORK/tasks
 
-# 1. The four programs: import, then verify the host solution against the import.
+# 1. The four programs: import (two storing their seeds, two not), then verify the host solution
+# against the import.
 for name in mlp cnn transformer_block lstm; do
 	start=$(date +%s.%N)
-	"$STITCH" import kernelbench "$KB/$name.py" --out "$ROOT/kb/level3/$name" --level 3 \
+	store=
+	case $name in mlp | cnn) store=--store-seeds ;; esac
+	"$STITCH" import kernelbench "$KB/$name.py" --out "$ROOT/kb/level3/$name" --level 3 $store \
 		>"$WORK/import-$name.out" 2>"$WORK/import-$name.err"
 	rc=$?
 	took=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
 	check "$name: import exits 0 ($rc: $(tail -n 2 "$WORK/import-$name.err"))" [ "$rc" -eq 0 ]
 	echo "import $name: ${took} s"
 	check "$name: import says what it made" grep -q "imported level3/$name" "$WORK/import-$name.out"
-	for f in task.json model.py data/params.safetensors data/seed1.safetensors \
-		data/seed3.safetensors data/check.safetensors; do
+	for f in task.json model.py ${store:+data/params.safetensors data/seed1.safetensors \
+		data/seed3.safetensors data/check.safetensors}; do
 		check "$name: import wrote $f" [ -s "$ROOT/kb/level3/$name/$f" ]
 	done
+	if [ -z "$store" ]; then
+		check "$name: no tensor on disk without --store-seeds" [ ! -e "$ROOT/kb/level3/$name/data" ]
+	fi
 	verify "$WORK/$name.json" "$ROOT/kb/level3/$name" "$KB/solutions/$name.c"
 	check "$name: the host solution is correct against the import ($RC: $(field "$WORK/$name.json" reason))" \
 		[ "$RC" -eq 0 ]
@@ -56,7 +64,43 @@ check "linear_relu imports ($(tail -n 1 "$WORK/lr.err"))" [ -f "$T/task.json" ]
 check "level from the path, else 1: tier 1" grep -q '"tier": 1' "$T/task.json"
 verify "$WORK/lr.json" "$T" "$KB/solutions/linear_relu.c"
 check "linear_relu: correct" [ "$RC" -eq 0 ]
-check "every stored seed is run" python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); sys.exit(0 if len(v["correctness"]) == 3 else 1)' "$WORK/lr.json"
+check "every seed is run" python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); sys.exit(0 if len(v["correctness"]) == 3 else 1)' "$WORK/lr.json"
+check "task.json names the program and the params' digest, and no file of tensors" python3 - "$T/task.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))["data"]
+sys.exit(0 if d["reference"] == "model.py" and d["seeds"] == 3 and len(d["params_sha256"]) == 64
+         and "params" not in d else 1)
+EOF
+check "the PyTorch program drew 3 seeds and the check seed, its params checked" python3 - "$WORK/lr.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["reference_runner"]
+sys.exit(0 if r["seeds"] == 3 and len(r["draw_s"]) == 4 and r["params_checked"] and
+         r["device"] == "cpu" else print(r) or 1)
+EOF
+# Verifies under other seeds judge on other inputs, under the same --seed on the same (FAST
+# passes --seed 7; without --seed every verify's seed base is secret and new).
+mkdir -p "$WORK/reftmp" && chmod 711 "$WORK" && chmod 1777 "$WORK/reftmp" # runners traverse it
+for s in 7 8 7; do
+	TMPDIR=$WORK/reftmp verify "$WORK/lr$s.json" "$T" "$KB/solutions/linear_relu.c" --seed $s \
+		--dump "$WORK/d$s-$(ls "$WORK" | grep -c '^d[78]-')"
+done
+check "--seed 7 twice: the same inputs; --seed 8: others" python3 - "$WORK/d7-0" "$WORK/d8-1" "$WORK/d7-2" <<'EOF'
+import json, struct, sys
+def x0(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    lo, hi = json.loads(b[8:8 + n])["x0"]["data_offsets"]
+    return b[8 + n + lo:8 + n + hi]
+a, b, c = (x0(p) for p in sys.argv[1:])
+sys.exit(0 if a and len(a) == len(b) and a != b and a == c else 1)
+EOF
+check "the live reference leaves no file behind" [ -z "$(ls -A "$WORK/reftmp")" ]
+check "the live reference leaves no process behind" sh -c "! pgrep -f 'kb_[r]eference.py $T' >/dev/null"
+# No torch where the verify runs: an environment error that says what to do.
+printf '#!/bin/sh\nexec "%s" -S "$@"\n' "$STITCH_PYTHON" >"$WORK/notorch" && chmod +x "$WORK/notorch"
+STITCH_PYTHON=$WORK/notorch verify "$WORK/notorch.json" "$T" "$KB/solutions/linear_relu.c"
+check "no torch at verify time is an environment error ($RC)" [ "$RC" -eq 3 ]
+check "no torch at verify time says --store-seeds" grep -q "no PyTorch.*--store-seeds" "$WORK/notorch.json.err"
 check "no reference baseline on an imported task" python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); sys.exit(0 if "reference_ms" not in v["baselines"] else 1)' "$WORK/lr.json"
 
 # A wrong solution (no ReLU) fails on the stored outputs.
@@ -111,27 +155,32 @@ EOF
 	"$T" "$KB/solutions/linear_relu.c" >"$WORK/base.txt" 2>/dev/null
 check "the text verdict shows the PyTorch speedups" grep -q 'vs PyTorch eager.*vs torch.compile' "$WORK/base.txt"
 
-# Fresh seeds drawn at verify time by the helper, in place of the stored ones.
-verify "$WORK/fresh.json" "$T" "$KB/solutions/linear_relu.c" --fresh-seeds --seeds 4
+# A task that stores its seeds is judged on them, or with --fresh-seeds on seeds its program
+# draws now.
+TS=$ROOT/kb/level1/linear_relu_s
+"$STITCH" import kernelbench "$KB/linear_relu.py" --out "$TS" --name linear_relu_s --store-seeds \
+	>/dev/null 2>"$WORK/lrs.err"
+check "--store-seeds: the seeds are on disk ($(tail -n 1 "$WORK/lrs.err"))" [ -s "$TS/data/seed1.safetensors" ]
+verify "$WORK/stored.json" "$TS" "$KB/solutions/linear_relu.c"
+check "stored seeds: correct, no live reference ($RC)" python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); sys.exit(0 if v["status"] == "ok" and "reference_runner" not in v else 1)' "$WORK/stored.json"
+verify "$WORK/fresh.json" "$TS" "$KB/solutions/linear_relu.c" --fresh-seeds
 check "--fresh-seeds: correct ($RC)" [ "$RC" -eq 0 ]
-check "--fresh-seeds: judged on 4 new seeds" python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); sys.exit(0 if len(v["correctness"]) == 4 else 1)' "$WORK/fresh.json"
-check "--fresh-seeds: baselines carried over" python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); sys.exit(0 if v["baselines"]["eager_ms"] == 2.0 else 1)' "$WORK/fresh.json"
-check "--fresh-seeds: the copy is removed" [ -z "$(ls "${TMPDIR:-/tmp}" | grep "stitch-fresh" | head -n 1)" ]
+check "--fresh-seeds: judged on seeds the program drew" python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); sys.exit(0 if len(v["correctness"]) == 3 and len(v["reference_runner"]["draw_s"]) == 4 else 1)' "$WORK/fresh.json"
 F=$ROOT/kb/level1/linear_relu_f
 mkdir -p "$F" && cp -r "$T"/. "$F"/
 sed -i 's/"name": "linear_relu"/"name": "linear_relu_f"/' "$F/task.json"
 sed -i 's/nn.Linear(in_features, out_features)/nn.Linear(in_features, out_features, bias=True); torch.manual_seed(5); self.fc.reset_parameters()/' "$F/model.py"
-verify "$WORK/changed.json" "$F" "$KB/solutions/linear_relu.c" --fresh-seeds
-check "--fresh-seeds: a changed program is refused ($RC)" [ "$RC" -eq 2 ]
-check "--fresh-seeds: says the params differ" grep -q "no longer builds the params" "$WORK/changed.json.err"
+verify "$WORK/changed.json" "$F" "$KB/solutions/linear_relu.c"
+check "a changed program is refused ($RC)" [ "$RC" -eq 2 ]
+check "a changed program: says the params differ" grep -q "no longer builds the params" "$WORK/changed.json.err"
 verify "$WORK/notkb.json" "$TASK" "$FIX/good.c" --fresh-seeds
 check "--fresh-seeds on a suite task is bad input ($RC)" [ "$RC" -eq 2 ]
 check "--fresh-seeds on a suite task says why" grep -q "not an imported KernelBench task" "$WORK/notkb.json.err"
 
 # A damaged data file is bad input that names the file and the tensor.
 B=$ROOT/kb/level1/linear_relu_b
-mkdir -p "$B" && cp -r "$T"/. "$B"/
-sed -i 's/"name": "linear_relu"/"name": "linear_relu_b"/' "$B/task.json"
+mkdir -p "$B" && cp -r "$TS"/. "$B"/
+sed -i 's/"name": "linear_relu_s"/"name": "linear_relu_b"/' "$B/task.json"
 cp "$B/data/params.safetensors" "$B/data/seed2.safetensors"
 verify "$WORK/damaged.json" "$B" "$KB/solutions/linear_relu.c"
 check "a damaged seed file is bad input ($RC)" [ "$RC" -eq 2 ]

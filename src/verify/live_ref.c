@@ -1,0 +1,330 @@
+/* The live reference of an imported KernelBench task (live_ref.h): starting the PyTorch helper,
+ * its requests and their validated replies, the files it writes, and its end. */
+#include "verify/live_ref.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/digest.h"
+#include "common/fs.h"
+#include "common/paths.h"
+#include "common/proto.h"
+
+extern char **environ;
+
+/* Where the seed files go: TMPDIR when set, else a tmpfs when the machine has one (the files
+ * are read once, at memory speed, and never outlive the verify), else /tmp. */
+static st_status make_dir(vx_live *L, st_err *err)
+{
+	const char *tmp = getenv("TMPDIR");
+	const char *base = tmp && *tmp                              ? tmp
+	                   : access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm"
+	                                                          : "/tmp";
+	snprintf(L->dir, sizeof L->dir, "%s/stitch-ref-XXXXXX", base);
+	if (!mkdtemp(L->dir)) {
+		int e = errno;
+		L->dir[0] = '\0';
+		return st_err_set(err, ST_E_SYSTEM, "mkdtemp in %s: %s", base, strerror(e));
+	}
+	snprintf(L->log, sizeof L->log, "%s/reference.log", L->dir);
+	return ST_OK;
+}
+
+/* The child: its own process group, the socket as descriptor 3, its output to the log. Only
+ * async-signal-safe calls: a verify of stitch serve forks from a threaded process. */
+static void child_exec(vx_live *L, int fd, char *const argv[])
+{
+	if (setpgid(0, 0) || dup2(fd, 3) < 0)
+		_exit(126);
+	int devnull = open("/dev/null", O_RDONLY);
+	if (devnull >= 0)
+		dup2(devnull, 0);
+	int log = open(L->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (log >= 0) {
+		dup2(log, 1);
+		dup2(log, 2);
+	}
+	for (int i = 4; i < 1024; i++)
+		close(i);
+	execve(argv[0], argv, environ);
+	_exit(127);
+}
+
+/* Send one request; `k` is the seed it asks for (-1: the start). */
+static st_status request(vx_live *L, json_t *req, int k, st_err *err)
+{
+	int slot = L->waiting[0] ? 1 : 0;
+	if (L->waiting[slot])
+		return st_err_set(err, ST_E_SYSTEM, "live reference: more than two requests in flight");
+	uint64_t id = L->next_id++;
+	json_object_set_new(req, "id", json_integer((json_int_t)id));
+	st_status s = st_proto_send(L->sock, req, -1, err);
+	json_decref(req);
+	if (s)
+		return st_err_wrap(err, s, "live reference: sending a request");
+	L->waiting[slot] = id;
+	L->waiting_k[slot] = k;
+	return ST_OK;
+}
+
+/* The last lines of the helper's log, for an error that says why. */
+static void log_tail(const vx_live *L, char *out, size_t len)
+{
+	out[0] = '\0';
+	char *text = NULL;
+	size_t n = 0;
+	st_err e;
+	if (st_read_file(L->log, &text, &n, &e) || !n) {
+		free(text);
+		return;
+	}
+	size_t from = n > 600 ? n - 600 : 0;
+	while (n && (text[n - 1] == '\n' || text[n - 1] == ' '))
+		text[--n] = '\0';
+	snprintf(out, len, "; its last output: %s%s", from ? "..." : "", text + from);
+	free(text);
+}
+
+/* The one reader of the helper's replies: the oldest request's answer, with a file of ours
+ * when it succeeded. A refusal says why in the helper's words: exit 2 is the program's (bad
+ * input), 3 the machine's. */
+static st_status read_reply(vx_live *L, double deadline, json_t **out, st_err *err)
+{
+	*out = NULL;
+	double left = deadline - st_now_s();
+	json_t *rep = NULL;
+	st_status s = left <= 0 ? st_err_set(err, ST_E_TIMEOUT, "the verify's deadline passed")
+	                        : st_proto_recv(L->sock, &rep, NULL, (int)(left * 1e3) + 1, err);
+	if (s) {
+		char tail[700];
+		log_tail(L, tail, sizeof tail);
+		return st_err_wrap(err, s == ST_E_TIMEOUT ? s : ST_E_SYSTEM,
+		                   "live reference (the PyTorch program, %s)%s", L->log, tail);
+	}
+	json_t *id = json_object_get(rep, "id");
+	int mine = json_is_integer(id) && (uint64_t)json_integer_value(id) == L->waiting[0];
+	json_t *file = json_object_get(rep, "file");
+	const char *f = json_string_value(file);
+	size_t dl = strlen(L->dir);
+	if (!json_is_object(rep) || !mine) {
+		s = st_err_set(err, ST_E_SYSTEM, "live reference: a reply to no request");
+	} else if (!json_is_true(json_object_get(rep, "ok"))) {
+		const char *why = json_string_value(json_object_get(rep, "reason"));
+		json_int_t code = json_integer_value(json_object_get(rep, "exit"));
+		s = st_err_set(err, code == 2 ? ST_E_INVALID : ST_E_SYSTEM, "the PyTorch reference: %s",
+		               why ? why : "failed without a reason");
+	} else if (!f || strncmp(f, L->dir, dl) || f[dl] != '/' || strstr(f, "/..") ||
+	           !st_file_exists(f)) {
+		s = st_err_set(err, ST_E_SYSTEM, "live reference: a reply without a file of its folder");
+	}
+	if (s) {
+		json_decref(rep);
+		return s;
+	}
+	L->waiting[0] = L->waiting[1];
+	L->waiting_k[0] = L->waiting_k[1];
+	L->waiting[1] = 0;
+	*out = rep;
+	return ST_OK;
+}
+
+static st_status draw(vx_live *L, int k, st_err *err)
+{
+	/* The check seed is one more k: the seed base is secret, any k is as good as another. */
+	return request(L, json_pack("{s:s,s:i}", "op", "draw", "k", k + 1), k, err);
+}
+
+/* Take the oldest reply: the start's (params) or a seed's file. */
+static st_status take_reply(vx_live *L, double deadline, st_err *err)
+{
+	int k = L->waiting_k[0];
+	json_t *rep;
+	st_status s = read_reply(L, deadline, &rep, err);
+	if (s)
+		return s;
+	const char *f = json_string_value(json_object_get(rep, "file"));
+	if (k < 0) {
+		snprintf(L->params_file, sizeof L->params_file, "%s", f);
+		json_object_set(L->info, "torch", json_object_get(rep, "torch"));
+		json_object_set(L->info, "device", json_object_get(rep, "device"));
+		json_object_set(L->info, "params_checked", json_object_get(rep, "checked"));
+		json_object_set(L->info, "build_s", json_object_get(rep, "build_s"));
+		json_object_set_new(L->info, "ready_s", json_real(st_now_s() - L->t_start));
+	} else {
+		free(L->files[k]);
+		L->files[k] = strdup(f);
+		json_t *d = json_object_get(rep, "draw_s"), *all = json_object_get(L->info, "draw_s");
+		if (json_is_number(d))
+			json_array_append(all, d);
+		if (!L->files[k])
+			s = st_err_set(err, ST_E_NOMEM, "out of memory");
+	}
+	json_decref(rep);
+	return s;
+}
+
+static st_status spawn(vx_live *L, const st_task *t, st_err *err)
+{
+	char py[PATH_MAX], helper[PATH_MAX], why[PATH_MAX + 128], fd_arg[] = "3";
+	if (st_python_helper("kb_reference.py", py, sizeof py, helper, sizeof helper, why, sizeof why))
+		return st_err_set(err, ST_E_SYSTEM, "%s keeps no seeds: its reference is the PyTorch "
+		                  "program, and %s (or import it with --store-seeds)", t->id, why);
+	st_status s = make_dir(L, err);
+	if (s)
+		return s;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return st_err_set(err, ST_E_SYSTEM, "socketpair: %s", strerror(errno));
+	char *argv[] = {py, helper, (char *)t->dir, "--fd", fd_arg, "--dir", L->dir, NULL};
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return st_err_set(err, ST_E_SYSTEM, "fork: %s", strerror(errno));
+	}
+	if (pid == 0)
+		child_exec(L, sv[1], argv);
+	setpgid(pid, pid); /* also here, so the group exists before any kill */
+	close(sv[1]);
+	L->sock = sv[0];
+	L->pid = pid;
+	json_object_set_new(L->info, "python", json_string(py));
+	return ST_OK;
+}
+
+st_status vx_live_start(vx_live *L, const st_task *t, uint64_t seed, st_err *err)
+{
+	memset(L, 0, sizeof *L);
+	L->sock = -1;
+	L->n_seeds = t->n_data_seeds;
+	L->t_start = st_now_s();
+	L->next_id = 1;
+	L->info = json_pack("{s:i,s:[]}", "seeds", t->n_data_seeds, "draw_s");
+	L->files = calloc((size_t)t->n_data_seeds + 1, sizeof *L->files);
+	if (!L->info || !L->files)
+		return st_err_set(err, ST_E_NOMEM, "out of memory");
+	if (!t->data_reference)
+		return st_err_set(err, ST_E_INVALID, "%s names no reference program (data.reference)",
+		                  t->id);
+	st_status s = spawn(L, t, err);
+	/* --seed makes a verify reproducible, seeds drawn by the program included. */
+	uint64_t base = seed ? st_call_seed(seed, 0x5eed) : 0;
+	while (!s && !seed && getrandom(&base, sizeof base, 0) != (ssize_t)sizeof base)
+		;
+	if (!s)
+		s = request(L, json_pack("{s:s,s:I}", "op", "start", "seed_base",
+		                         (json_int_t)(base >> 1)), -1, err);
+	return s ? s : draw(L, 0, err);
+}
+
+st_status vx_live_params(vx_live *L, double deadline, st_err *err)
+{
+	st_status s = ST_OK;
+	while (!s && !L->params_file[0])
+		s = take_reply(L, deadline, err);
+	if (!s && !L->params_open) {
+		s = st_safetensors_open(L->params_file, &L->params, err);
+		L->params_open = !s;
+	}
+	return s;
+}
+
+static int in_flight(const vx_live *L, int k)
+{
+	return (L->waiting[0] && L->waiting_k[0] == k) || (L->waiting[1] && L->waiting_k[1] == k);
+}
+
+st_status vx_live_seed(vx_live *L, int k, double deadline, char *path, size_t len, st_err *err)
+{
+	if (k < 0 || k > L->n_seeds)
+		return st_err_set(err, ST_E_SYSTEM, "live reference: no seed %d", k);
+	st_status s = ST_OK;
+	if (!L->files[k] && !in_flight(L, k)) {
+		if (L->quit)
+			return st_err_set(err, ST_E_SYSTEM, "live reference: seed %d asked for after the "
+			                  "helper was let go", k);
+		while (!s && L->waiting[1])
+			s = take_reply(L, deadline, err);
+		if (!s)
+			s = draw(L, k, err);
+	}
+	/* The next seed is drawn while this one runs. */
+	if (!s && k < L->n_seeds && !L->quit && !L->files[k + 1] && !in_flight(L, k + 1) &&
+	    !L->waiting[1])
+		s = draw(L, k + 1, err);
+	while (!s && !L->files[k])
+		s = take_reply(L, deadline, err);
+	if (!s)
+		snprintf(path, len, "%s", L->files[k]);
+	return s;
+}
+
+void vx_live_taken(vx_live *L, int k)
+{
+	if (k < 0 || k > L->n_seeds || !L->files[k])
+		return;
+	unlink(L->files[k]);
+	free(L->files[k]);
+	L->files[k] = NULL;
+}
+
+st_status vx_live_settle(vx_live *L, double deadline, st_err *err)
+{
+	if (L->quit)
+		return ST_OK;
+	char path[PATH_MAX];
+	st_status s = vx_live_seed(L, L->n_seeds, deadline, path, sizeof path, err);
+	while (!s && L->waiting[0])
+		s = take_reply(L, deadline, err);
+	if (s)
+		return s;
+	json_t *quit = json_pack("{s:s}", "op", "quit");
+	st_err e;
+	st_proto_send(L->sock, quit, -1, &e); /* a helper already gone is as good */
+	json_decref(quit);
+	L->quit = 1;
+	/* Its exit releases its GPU context; a helper slow to go is killed in vx_live_free. */
+	for (int i = 0; i < 200 && L->pid > 0; i++) {
+		if (waitpid(L->pid, NULL, WNOHANG) == L->pid)
+			L->pid = 0;
+		else
+			usleep(10000);
+	}
+	return ST_OK;
+}
+
+void vx_live_free(vx_live *L)
+{
+	if (L->pid > 0) {
+		kill(-L->pid, SIGKILL);
+		while (waitpid(L->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		L->pid = 0;
+	}
+	if (L->sock >= 0)
+		close(L->sock);
+	L->sock = -1;
+	if (L->params_open)
+		st_safetensors_close(&L->params);
+	L->params_open = 0;
+	for (int k = 0; L->files && k <= L->n_seeds; k++)
+		free(L->files[k]);
+	free(L->files);
+	L->files = NULL;
+	if (L->dir[0])
+		st_rm_tree(L->dir);
+	L->dir[0] = '\0';
+	json_decref(L->info);
+	L->info = NULL;
+}
