@@ -89,12 +89,14 @@ def shape_of(t):
 
 
 def tensor_bytes(torch, t):
-    """A tensor's bytes as stored: contiguous, on the host, bool as uint8."""
+    """A tensor's bytes as stored: contiguous, on the host, bool as uint8; returned as the host
+    tensor and a view of its memory (no copy: KernelBench's tensors reach gigabytes), valid while
+    that tensor lives."""
     t = t.detach().contiguous().cpu()
     if t.dtype == torch.bool:
         t = t.to(torch.uint8)
     n = t.numel() * t.element_size()
-    return t, (ctypes.string_at(t.data_ptr(), n) if n else b"")
+    return t, (memoryview((ctypes.c_char * n).from_address(t.data_ptr())) if n else b"")
 
 
 def params_sha256(torch, state):
@@ -117,7 +119,7 @@ def write_safetensors(torch, path, tensors, meta, durable=True):
     for name, t in items:
         t, data = tensor_bytes(torch, t)
         n = len(data)
-        blobs.append(data)
+        blobs.append((t, data))  # the tensor keeps the view's memory alive
         header[name] = {"dtype": DTYPES[t.dtype][1], "shape": shape_of(t),
                         "data_offsets": [off, off + n]}
         off += n
@@ -128,7 +130,7 @@ def write_safetensors(torch, path, tensors, meta, durable=True):
     with open(tmp, "wb") as f:
         f.write(len(text).to_bytes(8, "little"))
         f.write(text)
-        for b in blobs:
+        for _, b in blobs:
             f.write(b)
         f.flush()
         if durable:

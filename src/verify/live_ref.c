@@ -17,8 +17,10 @@
 #include "common/clock.h"
 #include "common/digest.h"
 #include "common/fs.h"
+#include "common/host_mem.h"
 #include "common/paths.h"
 #include "common/proto.h"
+#include "task/task_bytes.h"
 
 extern char **environ;
 
@@ -63,17 +65,18 @@ static void child_exec(vx_live *L, int fd, char *const argv[])
 /* Send one request; `k` is the seed it asks for (-1: the start). */
 static st_status request(vx_live *L, json_t *req, int k, st_err *err)
 {
-	int slot = L->waiting[0] ? 1 : 0;
-	if (L->waiting[slot])
-		return st_err_set(err, ST_E_SYSTEM, "live reference: more than two requests in flight");
+	if (L->q_len > L->n_seeds + 1) {
+		json_decref(req);
+		return st_err_set(err, ST_E_SYSTEM, "live reference: too many requests in flight");
+	}
 	uint64_t id = L->next_id++;
 	json_object_set_new(req, "id", json_integer((json_int_t)id));
 	st_status s = st_proto_send(L->sock, req, -1, err);
 	json_decref(req);
 	if (s)
 		return st_err_wrap(err, s, "live reference: sending a request");
-	L->waiting[slot] = id;
-	L->waiting_k[slot] = k;
+	L->q_id[L->q_len] = id;
+	L->q_k[L->q_len++] = k;
 	return ST_OK;
 }
 
@@ -112,7 +115,7 @@ static st_status read_reply(vx_live *L, double deadline, json_t **out, st_err *e
 		                   "live reference (the PyTorch program, %s)%s", L->log, tail);
 	}
 	json_t *id = json_object_get(rep, "id");
-	int mine = json_is_integer(id) && (uint64_t)json_integer_value(id) == L->waiting[0];
+	int mine = L->q_len && json_is_integer(id) && (uint64_t)json_integer_value(id) == L->q_id[0];
 	json_t *file = json_object_get(rep, "file");
 	const char *f = json_string_value(file);
 	size_t dl = strlen(L->dir);
@@ -131,9 +134,9 @@ static st_status read_reply(vx_live *L, double deadline, json_t **out, st_err *e
 		json_decref(rep);
 		return s;
 	}
-	L->waiting[0] = L->waiting[1];
-	L->waiting_k[0] = L->waiting_k[1];
-	L->waiting[1] = 0;
+	L->q_len--;
+	memmove(L->q_id, L->q_id + 1, (size_t)L->q_len * sizeof *L->q_id);
+	memmove(L->q_k, L->q_k + 1, (size_t)L->q_len * sizeof *L->q_k);
 	*out = rep;
 	return ST_OK;
 }
@@ -147,7 +150,7 @@ static st_status draw(vx_live *L, int k, st_err *err)
 /* Take the oldest reply: the start's (params) or a seed's file. */
 static st_status take_reply(vx_live *L, double deadline, st_err *err)
 {
-	int k = L->waiting_k[0];
+	int k = L->q_len ? L->q_k[0] : -2;
 	json_t *rep;
 	st_status s = read_reply(L, deadline, &rep, err);
 	if (s)
@@ -203,6 +206,29 @@ static st_status spawn(vx_live *L, const st_task *t, st_err *err)
 	return ST_OK;
 }
 
+/* How many seed files may exist at once: every seed where they take at most an eighth of the
+ * memory a new process may have (the parent copies each one into its shared blocks too), so the
+ * helper draws them all while the first are judged; else two, a KernelBench program at its own
+ * sizes taking gigabytes a seed. */
+static int window(const st_task *t)
+{
+	const st_size_set *sets[64];
+	int n = st_task_size_sets(t, sets, 64);
+	st_set_bytes b;
+	st_host_mem m;
+	st_err e;
+	uint64_t per_seed = 0;
+	for (int i = 0; i < n; i++)
+		if (!st_task_set_bytes(t, sets[i], &b, &e) && !b.overflow &&
+		    b.inputs + b.outputs > per_seed)
+			per_seed = b.inputs + b.outputs;
+	uint64_t room = st_host_mem_read(&m, &e) ? 0 : st_host_mem_usable(&m, NULL);
+	uint64_t all = per_seed * (uint64_t)(t->n_data_seeds + 1);
+	return per_seed && all <= room / 8 ? t->n_data_seeds + 1 : 2;
+}
+
+static st_status draw_ahead(vx_live *L, int k, st_err *err);
+
 st_status vx_live_start(vx_live *L, const st_task *t, uint64_t seed, st_err *err)
 {
 	memset(L, 0, sizeof *L);
@@ -212,8 +238,11 @@ st_status vx_live_start(vx_live *L, const st_task *t, uint64_t seed, st_err *err
 	L->next_id = 1;
 	L->info = json_pack("{s:i,s:[]}", "seeds", t->n_data_seeds, "draw_s");
 	L->files = calloc((size_t)t->n_data_seeds + 1, sizeof *L->files);
-	if (!L->info || !L->files)
+	L->q_id = calloc((size_t)t->n_data_seeds + 2, sizeof *L->q_id);
+	L->q_k = calloc((size_t)t->n_data_seeds + 2, sizeof *L->q_k);
+	if (!L->info || !L->files || !L->q_id || !L->q_k)
 		return st_err_set(err, ST_E_NOMEM, "out of memory");
+	L->window = window(t);
 	if (!t->data_reference)
 		return st_err_set(err, ST_E_INVALID, "%s names no reference program (data.reference)",
 		                  t->id);
@@ -225,7 +254,9 @@ st_status vx_live_start(vx_live *L, const st_task *t, uint64_t seed, st_err *err
 	if (!s)
 		s = request(L, json_pack("{s:s,s:I}", "op", "start", "seed_base",
 		                         (json_int_t)(base >> 1)), -1, err);
-	return s ? s : draw(L, 0, err);
+	if (!s)
+		s = draw(L, 0, err);
+	return s ? s : draw_ahead(L, 0, err);
 }
 
 st_status vx_live_params(vx_live *L, double deadline, st_err *err)
@@ -242,7 +273,29 @@ st_status vx_live_params(vx_live *L, double deadline, st_err *err)
 
 static int in_flight(const vx_live *L, int k)
 {
-	return (L->waiting[0] && L->waiting_k[0] == k) || (L->waiting[1] && L->waiting_k[1] == k);
+	for (int i = 0; i < L->q_len; i++)
+		if (L->q_k[i] == k)
+			return 1;
+	return 0;
+}
+
+/* Seed files drawn or being drawn: what the window counts. */
+static int held(const vx_live *L)
+{
+	int n = L->q_len - (L->q_len && L->q_k[0] < 0);
+	for (int k = 0; k <= L->n_seeds; k++)
+		n += L->files[k] != NULL;
+	return n;
+}
+
+/* Ask for the seeds after k that the window has room for, in order. */
+static st_status draw_ahead(vx_live *L, int k, st_err *err)
+{
+	st_status s = ST_OK;
+	for (int j = k + 1; !s && j <= L->n_seeds && held(L) < L->window; j++)
+		if (!L->files[j] && !in_flight(L, j))
+			s = draw(L, j, err);
+	return s;
 }
 
 st_status vx_live_seed(vx_live *L, int k, double deadline, char *path, size_t len, st_err *err)
@@ -254,15 +307,11 @@ st_status vx_live_seed(vx_live *L, int k, double deadline, char *path, size_t le
 		if (L->quit)
 			return st_err_set(err, ST_E_SYSTEM, "live reference: seed %d asked for after the "
 			                  "helper was let go", k);
-		while (!s && L->waiting[1])
-			s = take_reply(L, deadline, err);
-		if (!s)
-			s = draw(L, k, err);
+		s = draw(L, k, err); /* asked again (a second size set): the window may go one over */
 	}
-	/* The next seed is drawn while this one runs. */
-	if (!s && k < L->n_seeds && !L->quit && !L->files[k + 1] && !in_flight(L, k + 1) &&
-	    !L->waiting[1])
-		s = draw(L, k + 1, err);
+	/* The next seeds are drawn while this one runs. */
+	if (!s && !L->quit)
+		s = draw_ahead(L, k, err);
 	while (!s && !L->files[k])
 		s = take_reply(L, deadline, err);
 	if (!s)
@@ -285,7 +334,7 @@ st_status vx_live_settle(vx_live *L, double deadline, st_err *err)
 		return ST_OK;
 	char path[PATH_MAX];
 	st_status s = vx_live_seed(L, L->n_seeds, deadline, path, sizeof path, err);
-	while (!s && L->waiting[0])
+	while (!s && L->q_len)
 		s = take_reply(L, deadline, err);
 	if (s)
 		return s;
@@ -294,12 +343,18 @@ st_status vx_live_settle(vx_live *L, double deadline, st_err *err)
 	st_proto_send(L->sock, quit, -1, &e); /* a helper already gone is as good */
 	json_decref(quit);
 	L->quit = 1;
-	/* Its exit releases its GPU context; a helper slow to go is killed in vx_live_free. */
-	for (int i = 0; i < 200 && L->pid > 0; i++) {
+	/* Its exit releases its GPU context before anything is timed; one slow to go is killed. */
+	for (int i = 0; i < 50 && L->pid > 0; i++) {
 		if (waitpid(L->pid, NULL, WNOHANG) == L->pid)
 			L->pid = 0;
 		else
 			usleep(10000);
+	}
+	if (L->pid > 0) {
+		kill(-L->pid, SIGKILL);
+		while (waitpid(L->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		L->pid = 0;
 	}
 	return ST_OK;
 }
@@ -322,6 +377,10 @@ void vx_live_free(vx_live *L)
 		free(L->files[k]);
 	free(L->files);
 	L->files = NULL;
+	free(L->q_id);
+	free(L->q_k);
+	L->q_id = NULL;
+	L->q_k = NULL;
 	if (L->dir[0])
 		st_rm_tree(L->dir);
 	L->dir[0] = '\0';

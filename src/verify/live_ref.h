@@ -22,8 +22,12 @@ typedef struct vx_live {
 	char dir[PATH_MAX];    /* the verify's own folder for the files (tmpfs where there is one) */
 	char log[PATH_MAX + 16]; /* the helper's stdout and stderr, quoted when it fails */
 	uint64_t next_id;      /* the id of the next request */
-	uint64_t waiting[2];   /* ids of the requests sent and not answered, in order (0: none) */
-	int waiting_k[2];      /* the seed each of them asked for (-1: the start) */
+	uint64_t *q_id;        /* the requests sent and not answered, oldest first: their ids */
+	int *q_k;              /* and the seed each asked for (-1: the start) */
+	int q_len;             /* how many (the helper answers in order) */
+	int window;            /* seed files that may exist at once: all of them where they fit in
+	                        * a small part of the host's memory, else 2 (the one being judged,
+	                        * the next being drawn) */
 	int n_seeds;           /* correctness seeds; k = n_seeds is the kept-back check seed */
 	char **files;          /* files[k]: seed k's file once answered and not yet taken */
 	char params_file[PATH_MAX + 32];
@@ -44,8 +48,9 @@ st_status vx_live_start(vx_live *L, const st_task *t, uint64_t seed, st_err *err
 st_status vx_live_params(vx_live *L, double deadline, st_err *err);
 
 /* Seed k's file (k < n_seeds: a correctness seed; k == n_seeds: the check seed) into
- * path[len], waiting for it; asks for seed k + 1 before waiting, so the helper draws the next
- * seed while this one runs. The caller deletes the file once read (vx_live_taken). */
+ * path[len], waiting for it; asks for the seeds after k the window has room for before waiting,
+ * so the helper draws them while this one runs. The caller deletes the file once read
+ * (vx_live_taken). */
 st_status vx_live_seed(vx_live *L, int k, double deadline, char *path, size_t len, st_err *err);
 void vx_live_taken(vx_live *L, int k);
 
