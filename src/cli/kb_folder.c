@@ -140,7 +140,8 @@ static int find_programs(kb_run *r)
 {
 	const st_kb_folder_opts *o = r->o;
 	int got = add_level(r, o->dir, o->level ? o->level : st_kb_level_from_path(o->dir));
-	for (int lv = 1; got == 0 && lv <= 4; lv++) {
+	int direct = got; /* programs in the folder itself: a level folder, no level folders under it */
+	for (int lv = 1; direct == 0 && got >= 0 && lv <= 4; lv++) {
 		char sub[PATH_MAX + 16];
 		snprintf(sub, sizeof sub, "%s/level%d", o->dir, lv);
 		int k = add_level(r, sub, lv);

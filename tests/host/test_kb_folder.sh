@@ -62,11 +62,13 @@ rc=$?
 check "run 3: exit 0 ($rc)" [ "$rc" -eq 0 ]
 check "run 3: the changed program imported again, the rest skipped" \
 	grep -q "^4 programs: 1 imported, 0 refused, 3 skipped" "$WORK/run3.out"
+mkdir -p "$WORK/src/level3" && cp "$KB/linear_relu.py" "$WORK/src/level3/"
 "$STITCH" import kernelbench "$WORK/src" --force --jobs 2 >"$WORK/run4.out" 2>"$WORK/run4.err"
 rc=$?
-check "--force, from the folder above level1: exit 0 ($rc)" [ "$rc" -eq 0 ]
-check "--force: all 4 imported again" grep -q "^4 programs: 4 imported, 0 refused, 0 skipped" \
-	"$WORK/run4.out"
+check "--force, from the folder above level1 and level3: exit 0 ($rc)" [ "$rc" -eq 0 ]
+check "--force: every level's programs, all 5 imported again" \
+	grep -q "^5 programs: 5 imported, 0 refused, 0 skipped" "$WORK/run4.out"
+check "each level's tasks where its suite looks" [ -f "$STITCH_TASKS/kb/level3/linear_relu/task.json" ]
 
 # 3. Bad input and a missing torch.
 mkdir -p "$WORK/empty"
