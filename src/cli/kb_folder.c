@@ -38,6 +38,7 @@ typedef struct kb_prog {
 	char id[160];          /* level<N>/<name>: how the table and the task name it */
 	char out[PATH_MAX];
 	int level, state;
+	int deferred;          /* ran out of memory beside other imports: tried again alone */
 	char reason[512];
 	double secs;
 	long long bytes;
@@ -47,6 +48,8 @@ typedef struct kb_run {
 	const st_kb_folder_opts *o;
 	kb_prog *p;
 	int n, next, done;
+	int jobs;              /* helpers at once */
+	int retrying;          /* the last pass: the deferred programs, alone */
 	char py[PATH_MAX], helper[PATH_MAX];
 	pthread_mutex_t mu;
 	int stop;              /* an environment failure: start no more */
@@ -327,17 +330,40 @@ static int import_one(const kb_run *r, kb_prog *p)
 
 /* ---- the run --------------------------------------------------------------------------------- */
 
+/* A program refused or failed for memory while other helpers held theirs (KernelBench's own
+ * sizes take up to tens of GB of GPU memory a program) is no finding about the program: it is
+ * tried again alone once the others are done, and only that answer counts. */
+static int out_of_memory(const kb_run *r, const kb_prog *p)
+{
+	return r->jobs > 1 && !r->retrying && (p->state == P_REFUSED || p->state == P_FAILED) &&
+	       (strstr(p->reason, "does not fit in memory") || strstr(p->reason, "OutOfMemoryError") ||
+	        strstr(p->reason, "out of memory"));
+}
+
 static void *worker(void *arg)
 {
 	kb_run *r = arg;
 	for (;;) {
 		pthread_mutex_lock(&r->mu);
-		kb_prog *p = !r->stop && r->next < r->n ? &r->p[r->next++] : NULL;
+		kb_prog *p = NULL;
+		if (!r->retrying)
+			p = !r->stop && r->next < r->n ? &r->p[r->next++] : NULL;
+		for (int i = 0; r->retrying && !r->stop && !p && i < r->n; i++)
+			if (r->p[i].deferred && r->p[i].state == P_PENDING)
+				p = &r->p[i];
 		pthread_mutex_unlock(&r->mu);
 		if (!p)
 			return NULL;
 		int stop = import_one(r, p);
 		pthread_mutex_lock(&r->mu);
+		if (out_of_memory(r, p)) {
+			p->deferred = 1;
+			fprintf(stderr, "[-/%d] %-40s %-8s %7.1f s  out of memory beside other imports: "
+			        "tried again alone at the end\n", r->n, p->id, "deferred", p->secs);
+			p->state = P_PENDING;
+			pthread_mutex_unlock(&r->mu);
+			continue;
+		}
 		if (stop && !r->stop) {
 			r->stop = 1;
 			snprintf(r->stop_reason, sizeof r->stop_reason, "%s: %s", p->id, p->reason);
@@ -424,7 +450,10 @@ int st_kb_import_folder(const st_kb_folder_opts *o)
 	        jobs);
 	pthread_mutex_init(&r.mu, NULL);
 	double t0 = st_now_s();
+	r.jobs = jobs;
 	st_threads_run(worker, &r, 0, jobs);
+	r.retrying = 1; /* the deferred ones, one at a time */
+	worker(&r);
 	double wall = st_now_s() - t0;
 	pthread_mutex_destroy(&r.mu);
 	int count[5] = {0};
