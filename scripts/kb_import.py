@@ -303,6 +303,11 @@ def float64_outputs(torch, model, xs, ys, device):
 
 
 def check_deterministic(torch, model, xs, ys):
+    """Refuses a model with random ops (dropout in train mode, torch.rand in forward): two runs on
+    the same inputs must agree. Bit for bit is too strict on a GPU, where some library kernels
+    (cuDNN's 3-D transposed convolutions) sum in a varying order: a difference under a hundredth
+    of the output's tolerance is summation order, not randomness. Returns the largest difference
+    seen (0.0 when the runs are identical)."""
     for name, m in model.named_modules():
         p = getattr(m, "p", None)
         if m.training and "Dropout" in type(m).__name__ and p:
@@ -310,12 +315,19 @@ def check_deterministic(torch, model, xs, ys):
                            f"p={p} is in train mode (KernelBench runs the model as constructed; "
                            "set p=0 or call self.eval() in __init__)")
     again = run_model(torch, model, xs, "a second run of seed 1")
+    worst = 0.0
     for i, (a, b) in enumerate(zip(ys, again)):
-        if not torch.equal(a, b):
-            diff = (a.double() - b.double()).abs().max().item()
+        if torch.equal(a, b):
+            continue
+        diff = (a.double() - b.double()).abs()
+        tol = tolerance(DTYPES[a.dtype][0]) if a.dtype in DTYPES else {"atol": 0, "rtol": 0}
+        allowed = 0.01 * (tol["atol"] + tol["rtol"] * a.double().abs())
+        if not a.is_floating_point() or bool((diff > allowed).any()):
             raise BadInput(f"the model is not deterministic: output {i} differs between two runs "
-                           f"on the same inputs (max abs difference {diff:.3g}): random ops in "
-                           "forward()?")
+                           f"on the same inputs (max abs difference {diff.max().item():.3g}, "
+                           "beyond summation order): random ops in forward()?")
+        worst = max(worst, diff.max().item())
+    return worst
 
 
 def tolerance(dtype_name):
@@ -496,7 +508,7 @@ def main():
             ys = run_model(torch, model, xs, f"seed {k}")
             if k == 1:
                 xs1, ys1 = xs, ys
-                check_deterministic(torch, model, xs, ys)
+                run_to_run = check_deterministic(torch, model, xs, ys)
                 for i, y in enumerate(ys):
                     stitch_dtype(torch, y, f"forward() output {i}")
                     if y.is_floating_point() and not torch.isfinite(y).all():
@@ -562,6 +574,7 @@ def main():
                        "sha256": hashlib.sha256(source.encode()).hexdigest(),
                        "mode": mode, "imported_on": device, "torch": torch.__version__,
                        "flops_counted": flops is not None, "tol_audit": tol_record,
+                       "run_to_run_max_diff": run_to_run,
                        "peak_gpu_bytes": peak},
         }
         import_s = time.perf_counter() - started
@@ -582,6 +595,13 @@ def main():
     except BadInput as e:
         print(f"import: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # an allocation anywhere else: refused with the numbers, not a trace
+        try:
+            refuse_if_oom(torch, e, "the import", "cuda" if torch.cuda.is_available() else "cpu")
+        except BadInput as b:
+            print(f"import: error: {b}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ typedef struct vx_live {
 	char params_file[PATH_MAX + 32];
 	st_safetensors params;
 	int params_open;
-	int quit;              /* told to quit: every request it will ever answer is answered */
+	int quit;              /* settled: every seed the verify takes is drawn, nothing more asked */
 	json_t *info;          /* for the verdict: python, torch, device, build_s, draw_s */
 	double t_start;
 } vx_live;
@@ -54,8 +54,8 @@ st_status vx_live_params(vx_live *L, double deadline, st_err *err);
 st_status vx_live_seed(vx_live *L, int k, double deadline, char *path, size_t len, st_err *err);
 void vx_live_taken(vx_live *L, int k);
 
-/* Make sure every seed the verify will take is drawn, then let the helper go: no process of
- * this verify but the runners holds the GPU while anything is timed. */
+/* Make sure every seed the verify will take is drawn: from then on the helper runs nothing,
+ * so no GPU work of it is beside a measurement. */
 st_status vx_live_settle(vx_live *L, double deadline, st_err *err);
 
 /* Kill and reap the helper, remove its files; safe on a zeroed or half-started L. */

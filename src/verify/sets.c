@@ -129,8 +129,7 @@ static st_status measure_set(vctx *v, const st_size_set *set, const layout *L, i
                              json_t *peaks, st_status s, st_err *err)
 {
 	int measuring = timed && (v->o->timing || vx_profiling(v));
-	/* The live reference draws its last seed now and exits: its GPU work is never beside a
-	 * measurement, its context never held during one. */
+	/* The live reference draws its last seed now: its GPU work is never beside a measurement. */
 	if (!s && measuring && v->live)
 		s = vx_live_settle(v->live, v->deadline, err);
 	if (measuring)
