@@ -1,18 +1,27 @@
-/* Self-test of the sm_90a attention path of t2/attention_causal/expert.cu (its "Hopper path"),
- * written to isolate layout bugs in one GPU run. It includes the solution file itself, so it
- * exercises exactly the kernel's helpers: (1) the TMA tile load (3-D tensor map, 128-byte
- * swizzle, zero fill past T) followed by the SS wgmma S = Q·K^T with the kernel's K-major
- * descriptors, both warpgroups' Q rows; (2) the RS wgmma O = P·V with P built from an
- * accumulator-layout register set by the kernel's S-to-P conversion and V as the N-major B
- * operand; (3) the whole solution through st_init/st_run against a host double-precision causal
- * attention on ragged sizes, output poisoned with NaN first. Prints PASS/FAIL per case with the
- * first mismatching index; exit 0 when all pass, 1 on a mismatch, 2 on a CUDA or setup error.
- * With the argument `bench`, then times st_run at the eval size on both paths (bench()).
- * tests/gpu/test_attention_cuda.sh builds and runs it; by hand (repo root, on an H100/H200):
+/* Self-test of the sm_90a attention path (the "Hopper path") of t4/flash_attention/expert.cu
+ * (D = 128, the default) or, with -DSELFTEST_D=64, of t2/attention_causal/expert.cu, written to
+ * isolate layout bugs in one GPU run. It includes the solution file itself, so it exercises
+ * exactly the kernel's helpers: (1) the TMA tile load (3-D tensor map, 128-byte swizzle, zero
+ * fill past T) followed by the SS wgmma S = Q·K^T with the kernel's K-major descriptors, both
+ * warpgroups' Q rows; (2) the RS wgmma O = P·V with P built from an accumulator-layout register
+ * set by the kernel's S-to-P conversion and V as the N-major B operand; (3) the whole solution
+ * through st_init/st_run against a host double-precision causal attention on ragged sizes,
+ * output poisoned with NaN first. Prints PASS/FAIL per case with the first mismatching index;
+ * exit 0 when all pass, 1 on a mismatch, 2 on a CUDA or setup error. With the argument `bench`,
+ * then times st_run at the eval size on both paths (bench()).
+ * tests/gpu/test_attention_cuda.sh builds and runs both; by hand (repo root, on an H100/H200;
+ * -D switches of the expert, e.g. -DHP_PRODUCER_WG=0, pass through):
  *   nvcc -std=c++17 -arch=sm_90a -Iinclude -o /tmp/wst tests/gpu/wgmma_selftest.cu && /tmp/wst bench
- * (The same test of a D = 128 variant found the launch limit the expert's header describes.) */
-#define SELFTEST_D 64
+ *   nvcc -std=c++17 -arch=sm_90a -Iinclude -DSELFTEST_D=64 -o /tmp/wst64 tests/gpu/wgmma_selftest.cu \
+ *     && /tmp/wst64 bench */
+#ifndef SELFTEST_D
+#define SELFTEST_D 128
+#endif
+#if SELFTEST_D == 128
+#include "../../tasks/t4/flash_attention/expert.cu"
+#else
 #include "../../tasks/t2/attention_causal/expert.cu"
+#endif
 #include <stdio.h>
 #include <algorithm>
 #include <vector>
@@ -305,9 +314,10 @@ int main(int argc, char **argv) {
     CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
     hp_state *hs = hp_init<DD>(256, 2);
-    printf("device sm_%d%d, D = %d, sm_90a path usable = %d, HP_PINGPONG %d HP_PERSISTENT %d "
-           "HP_STAGES %d Q buffers %d HP_NMAJOR_LBO %d HP_NMAJOR_SBO %d HP_PFRAG_ALT %d\n",
-           major, minor, DD, hs != NULL, HP_PINGPONG, HP_PERSISTENT, HP_STAGES,
+    printf("device sm_%d%d, D = %d, sm_90a path usable = %d, %d threads, HP_PINGPONG %d "
+           "HP_PERSISTENT %d HP_STAGES %d Q buffers %d HP_NMAJOR_LBO %d HP_NMAJOR_SBO %d "
+           "HP_PFRAG_ALT %d\n",
+           major, minor, DD, hs != NULL, HP_THREADS, HP_PINGPONG, HP_PERSISTENT, HP_STAGES,
            hp_cfg<DD>::QBUFS, HP_NMAJOR_LBO, HP_NMAJOR_SBO, HP_PFRAG_ALT);
     int fails = 0;
     if (hs != NULL) {

@@ -1,11 +1,20 @@
 #!/usr/bin/env python3
-"""Host-only checks of the sm_90a attention kernel's control logic (the Hopper path of
-t2/attention_causal/expert.cu), for a machine without a GPU.
+"""Host-only checks of the sm_90a attention kernels' control logic (the Hopper paths of
+t2/attention_causal/expert.cu and t4/flash_attention/expert.cu), for a machine without a GPU.
 
     test_attn_protocol.py
 
-1. Protocol: one block's producer lane and two consumer warpgroups as coroutines under random
-   interleavings, with mbarriers of real parity semantics (a waiter two phases behind hangs),
+1. Protocol: one block's two consumer warpgroups and its load issuer as coroutines under random
+   interleavings. The issuer is one of:
+   - t2: a producer warp's lane waiting for each buffer in turn (ISSUER = None; the consumers
+     wait for V_{n-1} after the ping-pong turn);
+   - t4's default build (HP_PRODUCER_WG 1, ISSUER = 'P'): a producer warpgroup's thread doing
+     nothing but pump loads in order (hp_producer, hp_pump), the consumers waiting for K_n and
+     V_{n-1} before the turn;
+   - t4 with HP_PRODUCER_WG=0 (ISSUER = 1, or 0 with HP_ISSUER=0): the first thread of a
+     consumer warpgroup, pumping loads in order while its warpgroup waits for tiles and after it
+     releases a K tile (hp_pump, hp_wait2), never blocking on a busy buffer.
+   All with mbarriers of real parity semantics (a waiter two phases behind hangs),
    TMA completions arriving asynchronously and in any order, the FA3 ping-pong named barriers,
    and buffer hazards (a TMA into a buffer some warpgroup still reads, or a warpgroup reading a
    buffer that holds another tile, fails). Work items announced through the Q buffers' slots,
@@ -15,8 +24,12 @@ t2/attention_causal/expert.cu), for a machine without a GPU.
 2. Algorithm: the consumer's pipelined order (S_n issued, O rescaled by alpha_{n-1}, then
    P_{n-1}·V_{n-1}; the diagonal tile masked; zero rows past T) in double precision against exact
    causal attention on ragged T.
-Mirrors the kernel's index expressions by hand: keep them in step with hp_producer,
-hp_consumer, hp_consumer_item and hp_fetch. Exit 0 when everything passes.
+3. Mutations: broken variants of t4's folded issuer (MUTATIONS) must each fail somewhere in a
+   sweep, so the model can catch the bugs it is meant to catch.
+Mirrors the kernels' index expressions by hand: keep them in step with hp_producer (t2's, and
+t4's pump loop), hp_pump/hp_issue_q/hp_wait2 (t4), hp_consumer, hp_consumer_item and hp_fetch.
+A warpgroup is one coroutine (its warps only meet at wgmma and the named barriers, so splitting
+them would add no waits). Exit 0 when everything passes (about 8 s on one core).
 """
 import math
 import random
@@ -25,6 +38,14 @@ import sys
 S = 2            # HP_STAGES (main() sweeps 1-3)
 QB = 2           # Q buffers, hp_cfg::QBUFS (main() sweeps 1-2)
 PINGPONG = True  # HP_PINGPONG
+ISSUER = None    # None: t2's producer warp; t4: 0 or 1, the warpgroup whose thread issues, or 'P'
+MUTATION = None  # a deliberately broken t4 variant (see MUTATIONS)
+MUTATIONS = {
+    'no-pump-in-waits': "the issuer pumps only after its K releases, not while waiting",
+    'blocking-empty': "the issuer waits for a busy buffer instead of returning",
+    'no-empty-check': "loads issued without checking that the buffer was released",
+    'end-not-announced': "the end is never put in a slot",
+}
 
 
 class MBar:
@@ -93,8 +114,61 @@ def simulate(n_items, BH, n_qblocks, blk, G, seed, dynamic):
                     if use > 0: yield from wait(empty_v[st], (use-1) & 1)
                     yield from tma(('V', st), ('V', xv), full_v[st])
             x += qb + 1; qi += 1
+    # t4: the issuer's state and pump (hp_issuer, hp_pump, hp_issue_q)
+    I = dict(on=ISSUER is not None, claim=None, nt=0, step=0, x=0, qi=0)
+    def issue(buf, tile, bar, nbytes=1):
+        assert not users.get(buf), f"TMA overwrites {buf} while read by {users[buf]}"
+        bar.arrive(tx=nbytes); content[buf] = None; inflight.append((buf, tile, bar, nbytes))
+    def free(bar, par):
+        """mbar_test of an empty barrier: the buffer's previous use released by all 8 warps."""
+        if MUTATION == 'no-empty-check': return True
+        return bar.ready(par)
+    def pump():
+        while I['on']:
+            if I['step'] == 0:
+                qs, quse = I['qi'] % QB, I['qi'] // QB
+                if quse > 0 and not free(empty_q[qs], (quse-1) & 1): return False
+                if MUTATION == 'end-not-announced' and I['claim'] >= n_items:
+                    I['on'] = False; return True
+                slot[qs] = I['claim']
+                if I['claim'] >= n_items:
+                    full_q[qs].arrive(); I['on'] = False; return True
+                I['nt'] = n_qblocks - I['claim'] // BH
+                issue(('Q', qs), ('Q', I['qi']), full_q[qs]); I['step'] = 1
+                continue
+            nt, st_ = I['nt'], I['step']
+            if st_ > 2 * nt:   # claim the next item, then return (the atomic's latency)
+                I['claim'] = fetch(I['qi'] + 1); I['x'] += nt; I['qi'] += 1; I['step'] = 0
+                return True
+            k = st_ == 1 or (st_ % 2 == 0 and st_ < 2 * nt)
+            n = st_ // 2 if k else (nt - 1 if st_ == 2 * nt else st_ // 2 - 1)
+            xt = I['x'] + n; st, use_ = xt % S, xt // S
+            if use_ > 0 and not free((empty_k if k else empty_v)[st], (use_-1) & 1): return False
+            kv = 'K' if k else 'V'
+            issue((kv, st), (kv, xt), (full_k if k else full_v)[st])
+            I['step'] += 1
+        return True
+    def pump_blocking():
+        """'blocking-empty': the pump waits for each busy buffer (a yielding generator)."""
+        while I['on']:
+            before = (I['step'], I['qi'])
+            done = pump()
+            if done or not I['on']: return
+            if (I['step'], I['qi']) == before:
+                yield  # spin on the busy buffer
+    def wait_c(iss, pairs):
+        """hp_wait2: a consumer's wait for barrier phases; the issuer pumps while waiting."""
+        if not (iss and I['on']) or MUTATION == 'no-pump-in-waits':
+            for bar, par in pairs: yield from wait(bar, par)
+            return
+        while True:
+            if MUTATION == 'blocking-empty': yield from pump_blocking()
+            else: pump()
+            if all(bar.ready(par) for bar, par in pairs): return
+            yield
     def use(buf, expect, wg):
-        assert content.get(buf) == expect, f"wg{wg} reads {buf}={content.get(buf)} expected {expect}"
+        assert content.get(buf) == expect, \
+            f"wg{wg} reads {buf}={content.get(buf)} expected {expect}"
         users.setdefault(buf, set()).add(wg)
     def release(buf, wg, bar):
         users[buf].discard(wg)
@@ -102,18 +176,31 @@ def simulate(n_items, BH, n_qblocks, blk, G, seed, dynamic):
     def nsync(idx):
         g = nb[idx].arrive()
         while nb[idx].gen < g: yield
+    def pumper():
+        """t4 with HP_PRODUCER_WG: hp_producer."""
+        I['claim'] = fetch(0)
+        while I['on']:
+            pump(); yield
     def consumer(wg):
+        folded = ISSUER is not None   # t4's consumer code
+        iss = folded and wg == ISSUER
+        # t4 waits for V_{n-1} before the turn, so the issuer never enters the turn with a tile
+        # the other warpgroup needs unissued. (With MUTATION 'v-wait-after-turn', t2's order,
+        # the sweeps pass too: the greedy pump has always issued V_{n-1} by then; the kernel
+        # keeps the order that does not depend on that argument.)
+        v_first = folded and MUTATION != 'v-wait-after-turn'
+        if iss: I['claim'] = fetch(0)
         if PINGPONG and wg == 1: nb[1].arrive()
         x = 0; qi = 0
         while True:
             qs = qi % QB
-            yield from wait(full_q[qs], (qi // QB) & 1)
+            yield from wait_c(iss, [(full_q[qs], (qi // QB) & 1)])
             item = slot[qs]
             if item >= n_items: break
             qb = n_qblocks - 1 - item // BH; nt = qb + 1
             use(('Q', qs), ('Q', qi), wg)
             st = x % S
-            yield from wait(full_k[st], (x//S) & 1)
+            yield from wait_c(iss, [(full_k[st], (x//S) & 1)])
             if PINGPONG: yield from nsync(1 + wg)
             use(('K', st), ('K', x), wg)
             if PINGPONG: nb[2 - wg].arrive()
@@ -122,29 +209,40 @@ def simulate(n_items, BH, n_qblocks, blk, G, seed, dynamic):
             if nt == 1: release(('Q', qs), wg, empty_q[qs])
             for n in range(1, nt):
                 xn = x + n; xp = xn - 1; st, pst = xn % S, xp % S
-                yield from wait(full_k[st], (xn//S) & 1)
+                if v_first:
+                    yield from wait_c(iss, [(full_k[st], (xn//S) & 1), (full_v[pst], (xp//S) & 1)])
+                    use(('V', pst), ('V', xp), wg)
+                else:
+                    yield from wait_c(iss, [(full_k[st], (xn//S) & 1)])
                 if PINGPONG: yield from nsync(1 + wg)
                 use(('K', st), ('K', xn), wg)
-                yield from wait(full_v[pst], (xp//S) & 1)
-                use(('V', pst), ('V', xp), wg)
+                if not v_first:
+                    yield from wait_c(iss, [(full_v[pst], (xp//S) & 1)])
+                    use(('V', pst), ('V', xp), wg)
                 if PINGPONG: nb[2 - wg].arrive()
                 yield
                 release(('K', st), wg, empty_k[st])
                 if n == nt - 1: release(('Q', qs), wg, empty_q[qs])
+                if iss and I['on'] and MUTATION != 'blocking-empty': pump()
+                if iss and MUTATION == 'blocking-empty': yield from pump_blocking()
                 yield
                 release(('V', pst), wg, empty_v[pst])
             xl = x + nt - 1
-            yield from wait(full_v[xl % S], (xl//S) & 1)
+            yield from wait_c(iss, [(full_v[xl % S], (xl//S) & 1)])
             use(('V', xl % S), ('V', xl), wg)
             yield
             release(('V', xl % S), wg, empty_v[xl % S])
             x += nt; qi += 1
         if PINGPONG and wg == 0: yield from nsync(1)
-    procs = {'P': producer(), 'C0': consumer(0), 'C1': consumer(1)}
+    procs = {'C0': consumer(0), 'C1': consumer(1)}
+    if ISSUER is None: procs['P'] = producer()
+    if ISSUER == 'P': procs['P'] = pumper()
     steps = 0
     while procs or inflight:
         steps += 1
-        if steps > 10**6: raise Exception("deadlock/livelock")
+        # the longest passing run takes ~2,600 steps: 40x that is a hang (and keeps the
+        # mutations, which all end here, quick)
+        if steps > 10**5: raise Exception("deadlock/livelock")
         choices = list(procs) + (['TMA'] if inflight else [])
         c = rnd.choice(choices)
         if c == 'TMA':
@@ -154,7 +252,8 @@ def simulate(n_items, BH, n_qblocks, blk, G, seed, dynamic):
         try: next(procs[c])
         except StopIteration: del procs[c]
     # dangling named-barrier arrivals
-    assert nb[1].arrived == 0 and nb[2].arrived == 0, f"dangling arrivals {nb[1].arrived} {nb[2].arrived}"
+    assert nb[1].arrived == 0 and nb[2].arrived == 0, \
+        f"dangling arrivals {nb[1].arrived} {nb[2].arrived}"
     return steps
 
 
@@ -198,21 +297,52 @@ def algorithm(T, D=8, BM=128, BN=128):
     return worst
 
 
-def main():
-    global S, QB
+def sweep(issuers, pingpongs, seeds=3):
+    """Every stage count, Q buffer count, size, grid, block and schedule; returns the count."""
+    global S, QB, ISSUER, PINGPONG
     cases = 0
-    for S, QB in ((1, 1), (2, 1), (2, 2), (3, 1), (3, 2)):
-        for (T, BH) in [(1, 1), (77, 3), (128, 1), (129, 2), (300, 2), (1000, 3), (600, 5)]:
-            nq = (T + 127) // 128
-            n_items = nq * BH
-            for G in sorted({1, 2, 3, n_items}):
-                for blk in range(min(G, n_items)):
-                    for seed in range(3):
-                        for dynamic in (False, True):
-                            simulate(n_items, BH, nq, blk, G, seed, dynamic)
-                            cases += 1
-    print("protocol: %d simulations pass (stages 1-3, 1-2 Q buffers, ping-pong on)" % cases)
-    bad = 0
+    for ISSUER in issuers:
+        for PINGPONG in pingpongs:
+            for S, QB in ((1, 1), (2, 1), (2, 2), (3, 1), (3, 2)):
+                for (T, BH) in [(1, 1), (77, 3), (128, 1), (129, 2), (300, 2), (1000, 3), (600, 5)]:
+                    nq = (T + 127) // 128
+                    n_items = nq * BH
+                    for G in sorted({1, 2, 3, n_items}):
+                        for blk in range(min(G, n_items)):
+                            for seed in range(seeds):
+                                for dynamic in (False, True):
+                                    simulate(n_items, BH, nq, blk, G, seed, dynamic)
+                                    cases += 1
+    return cases
+
+
+def mutations():
+    """Each broken t4 variant must fail somewhere in a sweep (deadlock, hazard, dangling
+    arrival); returns how many did not."""
+    global MUTATION
+    missed = 0
+    for MUTATION, what in MUTATIONS.items():
+        try:
+            sweep((0, 1), (True, False), seeds=2)
+            print("mutation NOT caught: %s (%s)" % (MUTATION, what))
+            missed += 1
+        except (AssertionError, Exception) as e:
+            print("mutation caught: %-18s %s: %s" % (MUTATION, type(e).__name__, str(e)[:60]))
+    MUTATION = None
+    return missed
+
+
+def main():
+    cases = sweep((None,), (True,))
+    print("protocol, producer warp (t2): %d simulations pass (stages 1-3, 1-2 Q buffers, "
+          "ping-pong on)" % cases)
+    for iss, what in (('P', "a producer warpgroup's thread (t4, the default HP_PRODUCER_WG=1)"),
+                      (1, "warpgroup 1's first thread (t4, HP_PRODUCER_WG=0)"),
+                      (0, "warpgroup 0's first thread (t4, HP_PRODUCER_WG=0 HP_ISSUER=0)")):
+        cases = sweep((iss,), (True, False))
+        print("protocol, loads issued by %s: %d simulations pass (stages 1-3, 1-2 Q buffers, "
+              "ping-pong on and off)" % (what, cases))
+    bad = mutations()
     for T in (1, 77, 128, 129, 200, 300):
         w = algorithm(T)
         print("algorithm T=%d: max |diff| %.2g" % (T, w))
