@@ -876,7 +876,8 @@ __device__ void hp_producer(uint32_t base, volatile int *slot, const CUtensorMap
                 const uint32_t xk = x + n;
                 const int st = xk % HP_STAGES, use = xk / HP_STAGES;
                 if (use > 0) mbar_wait(bars.empty_k(st), (use - 1) & 1);
-                hp_load_tile<D>(base + C::OFF_K + st * C::TILE, tk, n * HP_BN, bh, pr.NH, bars.full_k(st));
+                hp_load_tile<D>(base + C::OFF_K + st * C::TILE, tk, n * HP_BN, bh, pr.NH,
+                                bars.full_k(st));
             }
             if (n > 0) { /* V_{n-1} */
                 const uint32_t xv = x + n - 1;
