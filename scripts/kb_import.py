@@ -305,8 +305,9 @@ def float64_outputs(torch, model, xs, ys, device):
 def check_deterministic(torch, model, xs, ys):
     """Refuses a model with random ops (dropout in train mode, torch.rand in forward): two runs on
     the same inputs must agree. Bit for bit is too strict on a GPU, where some library kernels
-    (cuDNN's 3-D transposed convolutions) sum in a varying order: a difference under a hundredth
-    of the output's tolerance is summation order, not randomness. Returns the largest difference
+    (cuDNN's 3-D transposed convolutions) sum in a varying order, which a normalisation after
+    them can amplify: a difference under a tenth of the output's tolerance is summation order,
+    not randomness (dropout moves outputs by their own size). Returns the largest difference
     seen (0.0 when the runs are identical)."""
     for name, m in model.named_modules():
         p = getattr(m, "p", None)
@@ -321,7 +322,7 @@ def check_deterministic(torch, model, xs, ys):
             continue
         diff = (a.double() - b.double()).abs()
         tol = tolerance(DTYPES[a.dtype][0]) if a.dtype in DTYPES else {"atol": 0, "rtol": 0}
-        allowed = 0.01 * (tol["atol"] + tol["rtol"] * a.double().abs())
+        allowed = 0.1 * (tol["atol"] + tol["rtol"] * a.double().abs())
         if not a.is_floating_point() or bool((diff > allowed).any()):
             raise BadInput(f"the model is not deterministic: output {i} differs between two runs "
                            f"on the same inputs (max abs difference {diff.max().item():.3g}, "

@@ -38,7 +38,8 @@ typedef struct kb_prog {
 	char id[160];          /* level<N>/<name>: how the table and the task name it */
 	char out[PATH_MAX];
 	int level, state;
-	int deferred;          /* ran out of memory beside other imports: tried again alone */
+	int deferred;          /* ran out of memory beside other imports: tried again with fewer
+	                        * (1: deferred, 2: due in this retry pass, 3: taken in it) */
 	char reason[512];
 	double secs;
 	long long bytes;
@@ -294,6 +295,7 @@ static int import_one(const kb_run *r, kb_prog *p)
 {
 	const st_kb_folder_opts *o = r->o;
 	double t0 = st_now_s();
+	p->reason[0] = '\0'; /* a deferred program's first answer is not its last */
 	if (!o->force && already_imported(p)) {
 		p->state = P_SKIPPED;
 		return 0;
@@ -332,12 +334,21 @@ static int import_one(const kb_run *r, kb_prog *p)
 
 /* A program refused or failed for memory while other helpers held theirs (KernelBench's own
  * sizes take up to tens of GB of GPU memory a program) is no finding about the program: it is
- * tried again alone once the others are done, and only that answer counts. */
+ * tried again once the others are done, with a third as many helpers at once each pass, and
+ * only an answer given alone counts as a refusal for memory. */
 static int out_of_memory(const kb_run *r, const kb_prog *p)
 {
-	return r->jobs > 1 && !r->retrying && (p->state == P_REFUSED || p->state == P_FAILED) &&
+	return r->jobs > 1 && (p->state == P_REFUSED || p->state == P_FAILED) &&
 	       (strstr(p->reason, "does not fit in memory") || strstr(p->reason, "OutOfMemoryError") ||
 	        strstr(p->reason, "out of memory"));
+}
+
+static int deferred_left(const kb_run *r)
+{
+	for (int i = 0; i < r->n; i++)
+		if (r->p[i].deferred && r->p[i].state == P_PENDING)
+			return 1;
+	return 0;
 }
 
 static void *worker(void *arg)
@@ -349,8 +360,10 @@ static void *worker(void *arg)
 		if (!r->retrying)
 			p = !r->stop && r->next < r->n ? &r->p[r->next++] : NULL;
 		for (int i = 0; r->retrying && !r->stop && !p && i < r->n; i++)
-			if (r->p[i].deferred && r->p[i].state == P_PENDING)
+			if (r->p[i].deferred == 2 && r->p[i].state == P_PENDING) {
 				p = &r->p[i];
+				p->deferred = 3; /* taken in this pass */
+			}
 		pthread_mutex_unlock(&r->mu);
 		if (!p)
 			return NULL;
@@ -359,7 +372,7 @@ static void *worker(void *arg)
 		if (out_of_memory(r, p)) {
 			p->deferred = 1;
 			fprintf(stderr, "[-/%d] %-40s %-8s %7.1f s  out of memory beside other imports: "
-			        "tried again alone at the end\n", r->n, p->id, "deferred", p->secs);
+			        "tried again with fewer at once\n", r->n, p->id, "deferred", p->secs);
 			p->state = P_PENDING;
 			pthread_mutex_unlock(&r->mu);
 			continue;
@@ -452,8 +465,14 @@ int st_kb_import_folder(const st_kb_folder_opts *o)
 	double t0 = st_now_s();
 	r.jobs = jobs;
 	st_threads_run(worker, &r, 0, jobs);
-	r.retrying = 1; /* the deferred ones, one at a time */
-	worker(&r);
+	/* The deferred ones, fewer at a time (a third as many each pass), until one at a time. */
+	r.retrying = 1;
+	while (r.jobs > 1 && deferred_left(&r)) {
+		r.jobs = r.jobs / 3 > 1 ? r.jobs / 3 : 1;
+		for (int i = 0; i < r.n; i++)
+			r.p[i].deferred = r.p[i].deferred && r.p[i].state == P_PENDING ? 2 : 0;
+		st_threads_run(worker, &r, 0, r.jobs);
+	}
 	double wall = st_now_s() - t0;
 	pthread_mutex_destroy(&r.mu);
 	int count[5] = {0};
