@@ -157,10 +157,9 @@ def main():
         import torch
     except ImportError:
         send_frame(sock, {"id": req.get("id"), "ok": False, "exit": 3,
-                          "reason": f"no PyTorch for {sys.executable}: the task keeps no seeds, "
-                          "its reference is the PyTorch program (install torch, point "
-                          "STITCH_PYTHON at a python that has it, or import the task with "
-                          "--store-seeds)"})
+                          "reason": f"no PyTorch for {sys.executable}: the task is judged against "
+                          "its PyTorch program (install torch, point STITCH_PYTHON at a "
+                          "python that has it, or import the task with --store-seeds)"})
         return 3
     kb.DTYPES = kb.dtype_table(torch)
     device = a.device

@@ -112,7 +112,7 @@ static st_status read_reply(vx_live *L, double deadline, json_t **out, st_err *e
 		char tail[700];
 		log_tail(L, tail, sizeof tail);
 		return st_err_wrap(err, s == ST_E_TIMEOUT ? s : ST_E_SYSTEM,
-		                   "live reference (the PyTorch program, %s)%s", L->log, tail);
+		                   "live reference (the PyTorch program)%s", tail);
 	}
 	json_t *id = json_object_get(rep, "id");
 	int mine = L->q_len && json_is_integer(id) && (uint64_t)json_integer_value(id) == L->q_id[0];
@@ -180,8 +180,9 @@ static st_status spawn(vx_live *L, const st_task *t, st_err *err)
 {
 	char py[PATH_MAX], helper[PATH_MAX], why[PATH_MAX + 128], fd_arg[] = "3";
 	if (st_python_helper("kb_reference.py", py, sizeof py, helper, sizeof helper, why, sizeof why))
-		return st_err_set(err, ST_E_SYSTEM, "%s keeps no seeds: its reference is the PyTorch "
-		                  "program, and %s (or import it with --store-seeds)", t->id, why);
+		return st_err_set(err, ST_E_SYSTEM, "%s is judged against its PyTorch program, and %s "
+		                  "(or import it with --store-seeds and verify without --fresh-seeds)",
+		                  t->id, why);
 	st_status s = make_dir(L, err);
 	if (s)
 		return s;
