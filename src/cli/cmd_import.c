@@ -101,8 +101,9 @@ static void usage(FILE *f)
 	        "level4 folders (a KernelBench checkout's KernelBench/): every program is imported\n"
 	        "into ROOT/level<N>/<name> (ROOT: --out, else TASKS/kb), --jobs at once, a line per\n"
 	        "program as it ends, then a table: imported, refused (with the helper's reason),\n"
-	        "skipped, failed; seconds and bytes on disk. A program whose task.json records the\n"
-	        "same source (sha256) is skipped, so a stopped run resumes where it was; --force\n"
+	        "skipped, failed; seconds and bytes on disk. A program out of memory beside other\n"
+	        "imports is deferred and tried again with fewer at once. A program whose task.json\n"
+	        "records the same source (sha256) is skipped, so a stopped run resumes; --force\n"
 	        "imports it again. `--suite kb1,kb2,kb3` of bench, eval, export and serve then\n"
 	        "name the imported levels.\n\n");
 	st_opt_usage(f, own);

@@ -70,6 +70,17 @@ check "--force: every level's programs, all 5 imported again" \
 	grep -q "^5 programs: 5 imported, 0 refused, 0 skipped" "$WORK/run4.out"
 check "each level's tasks where its suite looks" [ -f "$STITCH_TASKS/kb/level3/linear_relu/task.json" ]
 
+# A program that runs out of memory beside another import is tried again with fewer at once;
+# only the answer it gets alone counts (here a real limit: 4 TiB of inputs).
+mkdir -p "$WORK/oom/level1" && cp "$KB/bad/huge_input.py" "$KB/linear_relu.py" "$WORK/oom/level1/"
+"$STITCH" import kernelbench "$WORK/oom" --out "$WORK/oomtasks" --jobs 2 >"$WORK/oom.out" 2>"$WORK/oom.err"
+rc=$?
+check "out of memory beside another import: deferred first" \
+	grep -q "level1/huge_input .*deferred .*tried again with fewer at once" "$WORK/oom.err"
+check "then refused alone, with the numbers (exit $rc)" sh -c "[ $rc -eq 1 ] && grep -q \
+	'^level1/huge_input  *refused .*does not fit in memory' '$WORK/oom.out'"
+check "the other program imported" grep -q "^2 programs: 1 imported, 1 refused" "$WORK/oom.out"
+
 # 3. Bad input and a missing torch.
 mkdir -p "$WORK/empty"
 "$STITCH" import kernelbench "$WORK/empty" >/dev/null 2>"$WORK/empty.err"
