@@ -4,9 +4,10 @@
  * outputs through shared memory; compare the candidate's and the expert's outputs with the
  * reference's (or run the task's semantic validator); re-run one seed on other buffers to catch
  * races and stale reads; then time all of them interleaved on the timed set and build the verdict.
- * An imported task (task.json "data") has no reference: its place is taken by the stored
- * outputs, which this process loads from the task's files into the reference's slot, and the
- * inputs of each seed are handed to the runners instead of generated; in the timing checks a
+ * An imported task (task.json "data") has no reference solution: its place is taken by the
+ * outputs its PyTorch program draws for this verify (live_ref.h) or by those stored in its files,
+ * which this process loads into the reference's slot, and the inputs of each seed are handed to
+ * the runners instead of generated; in the timing checks a
  * runner of the built-in null solution (the harness alone) stands in for the reference.
  * Nothing of a solution ever runs in this process. */
 #include <dlfcn.h>
