@@ -38,8 +38,7 @@ typedef struct kb_prog {
 	char id[160];          /* level<N>/<name>: how the table and the task name it */
 	char out[PATH_MAX];
 	int level, state;
-	int deferred;          /* ran out of memory beside other imports: tried again with fewer
-	                        * (1: deferred, 2: due in this retry pass, 3: taken in it) */
+	int deferred;          /* ran out of memory beside other imports: tried again with fewer */
 	char reason[512];
 	double secs;
 	long long bytes;
@@ -50,7 +49,7 @@ typedef struct kb_run {
 	kb_prog *p;
 	int n, next, done;
 	int jobs;              /* helpers at once */
-	int retrying;          /* the last pass: the deferred programs, alone */
+	int pass;              /* 0: every program; then the deferred ones, fewer at once a pass */
 	char py[PATH_MAX], helper[PATH_MAX];
 	pthread_mutex_t mu;
 	int stop;              /* an environment failure: start no more */
@@ -357,13 +356,11 @@ static void *worker(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&r->mu);
 		kb_prog *p = NULL;
-		if (!r->retrying)
-			p = !r->stop && r->next < r->n ? &r->p[r->next++] : NULL;
-		for (int i = 0; r->retrying && !r->stop && !p && i < r->n; i++)
-			if (r->p[i].deferred == 2 && r->p[i].state == P_PENDING) {
-				p = &r->p[i];
-				p->deferred = 3; /* taken in this pass */
-			}
+		while (!r->stop && !p && r->next < r->n) {
+			kb_prog *c = &r->p[r->next++];
+			if (c->state == P_PENDING && (!r->pass || c->deferred))
+				p = c;
+		}
 		pthread_mutex_unlock(&r->mu);
 		if (!p)
 			return NULL;
@@ -465,12 +462,10 @@ int st_kb_import_folder(const st_kb_folder_opts *o)
 	double t0 = st_now_s();
 	r.jobs = jobs;
 	st_threads_run(worker, &r, 0, jobs);
-	/* The deferred ones, fewer at a time (a third as many each pass), until one at a time. */
-	r.retrying = 1;
-	while (r.jobs > 1 && deferred_left(&r)) {
+	/* The deferred ones, a third as many at once each pass, until one at a time. */
+	for (r.pass = 1; r.jobs > 1 && deferred_left(&r); r.pass++) {
 		r.jobs = r.jobs / 3 > 1 ? r.jobs / 3 : 1;
-		for (int i = 0; i < r.n; i++)
-			r.p[i].deferred = r.p[i].deferred && r.p[i].state == P_PENDING ? 2 : 0;
+		r.next = 0;
 		st_threads_run(worker, &r, 0, r.jobs);
 	}
 	double wall = st_now_s() - t0;
