@@ -10,7 +10,6 @@ speaks the runner protocol's framing on it (u32 little-endian length, then JSON)
                                              write them to DIR/params.safetensors
   {"op": "draw", "id": N, "k": K}            get_inputs() under S + K, run the model, write the
                                              inputs x0.. and outputs y0.. to DIR/seed<K>.safetensors
-  {"op": "quit"}
 each answered {"id": N, "ok": true, "file": PATH, ...} or {"id": N, "ok": false, "exit": 2|3,
 "reason": "..."} (2: the program or the task, 3: the environment). The secret seed base comes in
 the first frame, never on the command line. The verify hands the files' tensors to the solutions
@@ -169,7 +168,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     ref = Reference(torch, a.task_dir, a.dir, device)
-    while req is not None and req.get("op") != "quit":
+    while req is not None:  # until the verify closes its end or kills this process
         send_frame(sock, answer(ref, req))
         req = recv_frame(sock)
     return 0

@@ -305,13 +305,13 @@ st_status vx_live_seed(vx_live *L, int k, double deadline, char *path, size_t le
 		return st_err_set(err, ST_E_SYSTEM, "live reference: no seed %d", k);
 	st_status s = ST_OK;
 	if (!L->files[k] && !in_flight(L, k)) {
-		if (L->quit)
-			return st_err_set(err, ST_E_SYSTEM, "live reference: seed %d asked for after the "
-			                  "helper was let go", k);
+		if (L->settled)
+			return st_err_set(err, ST_E_SYSTEM, "live reference: seed %d asked for after timing "
+			                  "began", k);
 		s = draw(L, k, err); /* asked again (a second size set): the window may go one over */
 	}
 	/* The next seeds are drawn while this one runs. */
-	if (!s && !L->quit)
+	if (!s && !L->settled)
 		s = draw_ahead(L, k, err);
 	while (!s && !L->files[k])
 		s = take_reply(L, deadline, err);
@@ -331,7 +331,7 @@ void vx_live_taken(vx_live *L, int k)
 
 st_status vx_live_settle(vx_live *L, double deadline, st_err *err)
 {
-	if (L->quit)
+	if (L->settled)
 		return ST_OK;
 	char path[PATH_MAX];
 	st_status s = vx_live_seed(L, L->n_seeds, deadline, path, sizeof path, err);
@@ -340,7 +340,7 @@ st_status vx_live_settle(vx_live *L, double deadline, st_err *err)
 	/* Idle from here on: it holds a context and memory but runs nothing, and making it exit
 	 * now (a CUDA context's teardown takes a good part of a second) would put that on the
 	 * verify's critical path. vx_live_free ends it. */
-	L->quit = !s;
+	L->settled = !s;
 	return s;
 }
 

@@ -33,7 +33,7 @@ typedef struct vx_live {
 	char params_file[PATH_MAX + 32];
 	st_safetensors params;
 	int params_open;
-	int quit;              /* settled: every seed the verify takes is drawn, nothing more asked */
+	int settled;           /* every seed the verify takes is drawn, nothing more is asked */
 	json_t *info;          /* for the verdict: python, torch, device, build_s, draw_s */
 	double t_start;
 } vx_live;
