@@ -161,7 +161,10 @@ static st_status take_reply(vx_live *L, double deadline, st_err *err)
 		json_object_set(L->info, "torch", json_object_get(rep, "torch"));
 		json_object_set(L->info, "device", json_object_get(rep, "device"));
 		json_object_set(L->info, "params_checked", json_object_get(rep, "checked"));
-		json_object_set(L->info, "build_s", json_object_get(rep, "build_s"));
+		static const char *const times[] = {"import_s", "init_s", "build_s"};
+		for (size_t i = 0; i < sizeof times / sizeof *times; i++)
+			if (json_is_number(json_object_get(rep, times[i])))
+				json_object_set(L->info, times[i], json_object_get(rep, times[i]));
 		json_object_set_new(L->info, "ready_s", json_real(st_now_s() - L->t_start));
 	} else {
 		free(L->files[k]);

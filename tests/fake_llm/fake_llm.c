@@ -47,6 +47,7 @@ struct fake_llm {
 	int stopping;
 	rec *recs;
 	int n_recs, cap_recs;
+	int n_plain; /* requests answered by the steps in order (no step matched them) */
 	FILE *log;
 };
 
@@ -144,6 +145,25 @@ static void log_request(fake_llm *f, int i, const rec *r)
 	free(line);
 }
 
+/* The step keyed to text the body holds, else the next of the unkeyed steps in order (the last
+ * repeating); NULL when there is none. Called with f->mu held. */
+static const fake_step *pick_step(fake_llm *f, const char *body)
+{
+	const fake_step *last = NULL;
+	for (int j = 0; j < f->n_steps; j++)
+		if (f->steps[j].match && strstr(body, f->steps[j].match))
+			return &f->steps[j];
+	for (int j = 0, k = 0; j < f->n_steps; j++) {
+		if (f->steps[j].match)
+			continue;
+		last = &f->steps[j];
+		if (k++ == f->n_plain)
+			break;
+	}
+	f->n_plain++;
+	return last;
+}
+
 /* Appends the record and returns its index and the step that answers it, or -1. */
 static int record(fake_llm *f, rec *r, const fake_step **step)
 {
@@ -161,7 +181,7 @@ static int record(fake_llm *f, rec *r, const fake_step **step)
 	f->recs[i] = *r;
 	memset(r, 0, sizeof *r); /* owned by f->recs now */
 	log_request(f, i, &f->recs[i]);
-	*step = f->n_steps ? &f->steps[i < f->n_steps ? i : f->n_steps - 1] : NULL;
+	*step = pick_step(f, f->recs[i].body);
 out:
 	pthread_mutex_unlock(&f->mu);
 	return i;
@@ -299,6 +319,7 @@ static void free_steps(fake_step *steps, int n)
 	for (int i = 0; i < n; i++) {
 		free((char *)steps[i].body);
 		free((char *)steps[i].retry_after);
+		free((char *)steps[i].match);
 	}
 	free(steps);
 }
@@ -334,11 +355,14 @@ fake_llm *fake_llm_start_on(const fake_step *steps, int n, int port)
 		f->steps[i] = *s;
 		f->steps[i].body = NULL;
 		f->steps[i].retry_after = NULL;
+		f->steps[i].match = NULL;
 		f->steps[i].body_len = len;
 		if (!(f->steps[i].body = dup_n(b, len)))
 			goto nomem;
 		if (s->retry_after &&
 		    !(f->steps[i].retry_after = dup_n(s->retry_after, strlen(s->retry_after))))
+			goto nomem;
+		if (s->match && !(f->steps[i].match = dup_n(s->match, strlen(s->match))))
 			goto nomem;
 	}
 

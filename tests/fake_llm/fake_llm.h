@@ -1,7 +1,8 @@
 /* A scripted stand-in for an LLM server, so that the client's retry, timeout, parsing, cache and
  * key-handling paths can be tested without a network or a real provider. It listens on
  * 127.0.0.1 only, on a port the kernel picks, and answers each request with the next step of
- * a script (the last step repeats), recording what it was sent so that a test can check the
+ * a script (the last step repeats; a step may instead be keyed to text its request holds, so that
+ * parallel clients get the answers meant for them), recording what it was sent so that a test can check the
  * exact path, headers and body the client produced. Used by tests/unit/test_llm.c in process
  * and, through fake_llm_main.c, as the `fake-llm` program for shell tests. */
 #ifndef FAKE_LLM_H
@@ -17,6 +18,9 @@ typedef struct fake_step {
 	const char *retry_after; /* value of a Retry-After header, or NULL */
 	int delay_ms;            /* wait before answering */
 	int hang;                /* never answer (until fake_llm_stop); the client must time out */
+	const char *match;       /* answers a request whose body holds this text (the first such
+	                          * step), whatever the order; NULL: answers, in order, the requests
+	                          * no step matches (the last of these repeating) */
 } fake_step;
 
 typedef struct fake_llm fake_llm;

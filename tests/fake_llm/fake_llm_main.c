@@ -6,7 +6,9 @@
  *   fake-llm SCRIPT.json [--log FILE] [--port N]
  *
  * SCRIPT.json: {"steps":[STEP, ...]}, answered one per request, the last repeating. A STEP is
- *   {"status":200, "body":"...", "retry_after":"1", "delay_ms":0, "hang":false}
+ *   {"status":200, "body":"...", "retry_after":"1", "delay_ms":0, "hang":false, "match":"..."}
+ * where "match" keys the step to the requests whose body holds that text, in any order (the
+ * other steps answer the rest in order)
  * where, instead of "body", "openai_text" or "anthropic_text" builds a well-formed success
  * body around that text ("finish", "input_tokens" and "output_tokens" fill the rest; defaults
  * "stop" / "end_turn", 10, 5). Unknown keys are an error, so that a typo in a script does not
@@ -70,6 +72,8 @@ static int parse_step(json_t *j, int i, fake_step *st, char **owned)
 			st->retry_after = owned[1];
 		} else if (!strcmp(key, "delay_ms") && json_is_integer(v)) {
 			st->delay_ms = (int)json_integer_value(v);
+		} else if (!strcmp(key, "match") && json_is_string(v) && json_string_length(v)) {
+			st->match = json_string_value(v);
 		} else if (!strcmp(key, "hang") && json_is_boolean(v)) {
 			st->hang = json_is_true(v);
 		} else {

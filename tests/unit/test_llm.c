@@ -266,6 +266,51 @@ static void test_openai_success(void **state)
 	json_decref(j);
 }
 
+/* The fake server's keyed steps (what tests/kernelbench's scripted evaluation relies on: with
+ * parallel requests each task gets its own answer): a request holding a step's text gets that
+ * step whatever the order; the others get the unkeyed steps in order, the last repeating. */
+static const char *ask(const char *user)
+{
+	static char text[64];
+	st_llm_msg msgs[] = { { "system", "You are terse." }, { "user", user } };
+	st_llm_request q = simple_request();
+	q.msgs = msgs;
+	st_llm_response r;
+	st_err err = { { 0 } };
+	if (st_llm_complete(g_cli, &q, &r, &err) != ST_OK)
+		fail_msg("complete: %s", err.msg);
+	snprintf(text, sizeof text, "%s", r.text);
+	st_llm_response_free(&r);
+	return text;
+}
+
+static void test_fake_keyed_steps(void **state)
+{
+	(void)state;
+	const char *texts[] = { "for-beta", "plain-1", "for-alpha", "plain-2" };
+	const char *keys[] = { "task beta", NULL, "task alpha", NULL };
+	fake_step steps[4];
+	char *bodies[4];
+	for (int i = 0; i < 4; i++) {
+		bodies[i] = fake_openai_body(texts[i], "stop", 1, 1);
+		assert_non_null(bodies[i]);
+		steps[i] = (fake_step){ .status = 200, .body = bodies[i], .match = keys[i] };
+	}
+	st_llm_opts o;
+	fast_opts(&o);
+	o.cache_path = NULL;
+	start(steps, 4, 0, &o, NULL);
+	for (int i = 0; i < 4; i++)
+		free(bodies[i]);
+	assert_string_equal(ask("solve task alpha"), "for-alpha");
+	assert_string_equal(ask("something else"), "plain-1");
+	assert_string_equal(ask("solve task beta"), "for-beta");
+	assert_string_equal(ask("solve task alpha again"), "for-alpha");
+	assert_string_equal(ask("another"), "plain-2");
+	assert_string_equal(ask("and another"), "plain-2");
+	assert_int_equal(fake_llm_count(g_srv), 6);
+}
+
 /* json_mode asks for a JSON object; st_llm_request_json is what was actually sent. */
 static void test_openai_json_mode_and_request_json(void **state)
 {
@@ -951,6 +996,7 @@ int main(void)
 		T(test_model_parse_ok),
 		T(test_model_parse_errors),
 		T(test_openai_success),
+		T(test_fake_keyed_steps),
 		T(test_openai_json_mode_and_request_json),
 		T(test_anthropic_success),
 		T(test_truncated),
