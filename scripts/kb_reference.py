@@ -15,10 +15,20 @@ each answered {"id": N, "ok": true, "file": PATH, ...} or {"id": N, "ok": false,
 the first frame, never on the command line. The verify hands the files' tensors to the solutions
 through its shared blocks and deletes each file once read. Anything the program prints goes to
 stderr (the verify's log of this process).
+
+With --serve PATH it is the warm reference server instead (src/verify/ref_server.c): torch
+imported once, a Unix socket at PATH (in a folder only this user can enter), and for each verify
+that connects (same user, checked) a forked child that first takes
+  {"op": "attach", "id": N, "task_dir": D, "dir": OUT, "log": FILE, "env": {...}}
+(its output to FILE, the verify's environment, its own process group; answered with its "pid",
+which the verify kills at its end) and then speaks as above. Importing torch took 3-5 s of every
+verify; a child starts its device in a fraction of a second. The server exits after --idle
+seconds without a verify.
 """
 import argparse
 import json
 import os
+import signal
 import socket
 import struct
 import sys
@@ -143,40 +153,130 @@ def answer(ref, req):
         return {"id": rid, "ok": False, "exit": 2, "reason": f"{type(e).__name__}: {first}"}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("task_dir")
-    ap.add_argument("--fd", type=int, required=True, help="this end of the verify's socket pair")
-    ap.add_argument("--dir", required=True, help="where the seed files go (the verify's own)")
-    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    a = ap.parse_args()
-    sock = socket.socket(fileno=a.fd)
-    os.dup2(2, 1)  # the program's prints stay off any channel the verify reads
-    req = recv_frame(sock)  # the start request: torch loads while the verify compiles
-    if req is None:
-        return 0
-    t0 = time.perf_counter()
+def load_torch():
+    """torch, or None; fp32 means fp32, as at import: no TF32 in the expected outputs."""
     try:
         import torch
     except ImportError:
+        return None
+    kb.DTYPES = kb.dtype_table(torch)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return torch
+
+
+def session(sock, torch, task_dir, out_dir, device, req, import_s):
+    """Answer the verify's requests, `req` first, until it closes its end or kills this process."""
+    if torch is None:
         send_frame(sock, {"id": req.get("id"), "ok": False, "exit": 3,
                           "reason": f"no PyTorch for {sys.executable}: the task is judged against "
                           "its PyTorch program (install torch, point STITCH_PYTHON at a "
                           "python that has it, or import the task with --store-seeds)"})
         return 3
-    kb.DTYPES = kb.dtype_table(torch)
-    device = a.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    # fp32 means fp32, as at import: no TF32 in the expected outputs
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    ref = Reference(torch, a.task_dir, a.dir, device)
-    ref.import_s = round(time.perf_counter() - t0, 3)
-    while req is not None:  # until the verify closes its end or kills this process
+    ref = Reference(torch, task_dir, out_dir, device)
+    ref.import_s = import_s
+    while req is not None:
         send_frame(sock, answer(ref, req))
         req = recv_frame(sock)
     return 0
+
+
+def attached(conn, torch, device):
+    """A server's child: the verify's attach request, then its session."""
+    req = recv_frame(conn)
+    if req is None or req.get("op") != "attach":
+        return 0
+    keys = ("task_dir", "dir", "log")
+    if not all(isinstance(req.get(k), str) for k in keys) or not isinstance(req.get("env"), dict):
+        send_frame(conn, {"id": req.get("id"), "ok": False, "exit": 2, "reason": "bad attach"})
+        return 2
+    log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.environ.clear()  # CUDA_VISIBLE_DEVICES and the rest are the verify's, read at device start
+    os.environ.update({str(k): str(v) for k, v in req["env"].items()})
+    send_frame(conn, {"id": req.get("id"), "ok": True, "pid": os.getpid()})
+    return session(conn, torch, req["task_dir"], req["dir"], device, recv_frame(conn), None)
+
+
+def serve(path, idle, device):
+    torch = load_torch()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    tmp = f"{path}.{os.getpid()}"
+    ls.bind(tmp)
+    os.chmod(tmp, 0o600)
+    ls.listen(64)
+    os.replace(tmp, path)  # whole or not at all: a verify never finds a socket nobody serves
+    ino = os.stat(path).st_ino
+    with open(path + ".pid", "w") as f:
+        f.write(f"{os.getpid()}\n")
+    ls.settimeout(idle)
+    print(f"kb_reference: serving {path} (torch {torch.__version__ if torch else 'missing'}), "
+          f"idle limit {idle:g} s", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # through the cleanup below
+    try:
+        accept_loop(ls, torch, device)
+    finally:
+        try:  # still ours: another server may have taken the name since
+            if os.stat(path).st_ino == ino:
+                os.unlink(path)
+                os.unlink(path + ".pid")
+        except OSError:
+            pass
+    return 0
+
+
+def accept_loop(ls, torch, device):
+    """Fork a child per verify of this user until the idle limit passes without one."""
+    while True:
+        try:
+            conn, _ = ls.accept()
+        except socket.timeout:
+            return
+        cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        if struct.unpack("3i", cred)[1] != os.getuid():
+            conn.close()
+            continue
+        if os.fork() == 0:
+            ls.close()
+            os.setpgid(0, 0)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            conn.settimeout(None)
+            try:
+                rc = attached(conn, torch, device)
+            except BaseException:  # the verify went away or killed the session: nothing to say
+                rc = 1
+            os._exit(rc)
+        conn.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("task_dir", nargs="?")
+    ap.add_argument("--fd", type=int, help="this end of the verify's socket pair")
+    ap.add_argument("--dir", help="where the seed files go (the verify's own)")
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    ap.add_argument("--serve", metavar="PATH", help="be the warm reference server on PATH")
+    ap.add_argument("--idle", type=float, default=600, help="--serve: seconds without a verify "
+                    "before the server exits (default 600)")
+    a = ap.parse_args()
+    os.dup2(2, 1)  # the program's prints stay off any channel the verify reads
+    if a.serve:
+        return serve(a.serve, a.idle, a.device)
+    if a.task_dir is None or a.fd is None or a.dir is None:
+        ap.error("task_dir, --fd and --dir are needed (or --serve)")
+    sock = socket.socket(fileno=a.fd)
+    req = recv_frame(sock)  # the start request: torch loads while the verify compiles
+    if req is None:
+        return 0
+    t0 = time.perf_counter()
+    torch = load_torch()
+    return session(sock, torch, a.task_dir, a.dir, a.device, req, round(time.perf_counter() - t0, 3))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/stitch-test.XXXXXX")
 export STITCH_CACHE_DIR="$WORK/cache"
 # bench records runs; never into the home folder of whoever runs the tests
 export STITCH_BENCH_DB="$WORK/bench.db"
+# no warm reference server outliving a test (src/verify/ref_server.h): test_kernelbench turns it
+# on where it tests it, in a folder of its own
+export STITCH_REF_SERVER=${STITCH_REF_SERVER:-0}
 # KEEP_WORK=1 keeps the folder (verdicts, logs) for a look after a failure.
 [ -n "${KEEP_WORK:-}" ] || trap 'rm -rf "$WORK"' EXIT
 FAILED=0

@@ -64,7 +64,10 @@ static void usage(FILE *f)
 	        "(%s). An imported KernelBench task (stitch import) is judged against its\n"
 	        "PyTorch program, which draws this verify's seeds under a secret seed (python3\n"
 	        "with torch, STITCH_PYTHON), or against the outputs it stored (--store-seeds at\n"
-	        "import), and timed against the PyTorch baselines.\n\noptions:\n",
+	        "import), and timed against the PyTorch baselines. The first such verify starts a\n"
+	        "server that keeps torch imported for the next ones (this user's only; it exits\n"
+	        "after STITCH_REF_SERVER_IDLE seconds idle, default 600; STITCH_REF_SERVER=0: none).\n"
+	        "\noptions:\n",
 	        st_cli_tasks_root());
 	st_opt_usage(f, own);
 	st_opt_usage(f, prof);

@@ -21,8 +21,12 @@
 #include "common/paths.h"
 #include "common/proto.h"
 #include "task/task_bytes.h"
+#include "verify/ref_server.h"
 
 extern char **environ;
+
+/* What a request in flight asks for, beside a seed k >= 0. */
+enum { K_START = -1, K_ATTACH = -3, K_NONE = -2 };
 
 /* Where the seed files go: TMPDIR when set, else a tmpfs when the machine has one (the files
  * are read once, at memory speed, and never outlive the verify), else /tmp. */
@@ -38,6 +42,9 @@ static st_status make_dir(vx_live *L, st_err *err)
 		L->dir[0] = '\0';
 		return st_err_set(err, ST_E_SYSTEM, "mkdtemp in %s: %s", base, strerror(e));
 	}
+	char abs[PATH_MAX]; /* a server's child works in the server's folder, not ours */
+	if (realpath(L->dir, abs))
+		snprintf(L->dir, sizeof L->dir, "%s", abs);
 	snprintf(L->log, sizeof L->log, "%s/reference.log", L->dir);
 	return ST_OK;
 }
@@ -62,10 +69,11 @@ static void child_exec(vx_live *L, int fd, char *const argv[])
 	_exit(127);
 }
 
-/* Send one request; `k` is the seed it asks for (-1: the start). */
+/* Send one request; `k` is the seed it asks for (K_START: the start, K_ATTACH: the attach to a
+ * server's child). */
 static st_status request(vx_live *L, json_t *req, int k, st_err *err)
 {
-	if (L->q_len > L->n_seeds + 1) {
+	if (L->q_len > L->n_seeds + 2) {
 		json_decref(req);
 		return st_err_set(err, ST_E_SYSTEM, "live reference: too many requests in flight");
 	}
@@ -119,6 +127,7 @@ static st_status read_reply(vx_live *L, double deadline, json_t **out, st_err *e
 	json_t *file = json_object_get(rep, "file");
 	const char *f = json_string_value(file);
 	size_t dl = strlen(L->dir);
+	json_t *pid = json_object_get(rep, "pid");
 	if (!json_is_object(rep) || !mine) {
 		s = st_err_set(err, ST_E_SYSTEM, "live reference: a reply to no request");
 	} else if (!json_is_true(json_object_get(rep, "ok"))) {
@@ -126,6 +135,10 @@ static st_status read_reply(vx_live *L, double deadline, json_t **out, st_err *e
 		json_int_t code = json_integer_value(json_object_get(rep, "exit"));
 		s = st_err_set(err, code == 2 ? ST_E_INVALID : ST_E_SYSTEM, "the PyTorch reference: %s",
 		               why ? why : "failed without a reason");
+	} else if (L->q_k[0] == K_ATTACH) {
+		if (!json_is_integer(pid) || json_integer_value(pid) <= 1 ||
+		    json_integer_value(pid) > INT32_MAX)
+			s = st_err_set(err, ST_E_SYSTEM, "live reference: an attach reply without a pid");
 	} else if (!f || strncmp(f, L->dir, dl) || f[dl] != '/' || strstr(f, "/..") ||
 	           !st_file_exists(f)) {
 		s = st_err_set(err, ST_E_SYSTEM, "live reference: a reply without a file of its folder");
@@ -147,16 +160,19 @@ static st_status draw(vx_live *L, int k, st_err *err)
 	return request(L, json_pack("{s:s,s:i}", "op", "draw", "k", k + 1), k, err);
 }
 
-/* Take the oldest reply: the start's (params) or a seed's file. */
+/* Take the oldest reply: the attach's (the child's pid), the start's (params) or a seed's
+ * file. */
 static st_status take_reply(vx_live *L, double deadline, st_err *err)
 {
-	int k = L->q_len ? L->q_k[0] : -2;
+	int k = L->q_len ? L->q_k[0] : K_NONE;
 	json_t *rep;
 	st_status s = read_reply(L, deadline, &rep, err);
 	if (s)
 		return s;
 	const char *f = json_string_value(json_object_get(rep, "file"));
-	if (k < 0) {
+	if (k == K_ATTACH) {
+		L->pid = (pid_t)json_integer_value(json_object_get(rep, "pid"));
+	} else if (k == K_START) {
 		snprintf(L->params_file, sizeof L->params_file, "%s", f);
 		json_object_set(L->info, "torch", json_object_get(rep, "torch"));
 		json_object_set(L->info, "device", json_object_get(rep, "device"));
@@ -179,6 +195,41 @@ static st_status take_reply(vx_live *L, double deadline, st_err *err)
 	return s;
 }
 
+/* The verify's environment as a JSON object: a server's child takes it over (the GPUs it may
+ * see, above all), having been forked from a process another verify started. */
+static json_t *env_object(void)
+{
+	json_t *env = json_object();
+	for (char **e = environ; env && e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		char name[256];
+		if (!eq || (size_t)(eq - *e) >= sizeof name)
+			continue;
+		memcpy(name, *e, (size_t)(eq - *e));
+		name[eq - *e] = '\0';
+		json_object_set_new(env, name, json_string(eq + 1));
+	}
+	return env;
+}
+
+/* A child of this user's warm server (ref_server.h): the attach request goes first. */
+static st_status attach(vx_live *L, const st_task *t, int fd, st_err *err)
+{
+	char task_dir[PATH_MAX];
+	if (!realpath(t->dir, task_dir)) {
+		close(fd);
+		return st_err_set(err, ST_E_SYSTEM, "%s: %s", t->dir, strerror(errno));
+	}
+	L->sock = fd;
+	L->server = 1;
+	json_object_set_new(L->info, "server", json_true());
+	json_t *env = env_object();
+	if (!env)
+		return st_err_set(err, ST_E_NOMEM, "out of memory");
+	return request(L, json_pack("{s:s,s:s,s:s,s:s,s:o}", "op", "attach", "task_dir", task_dir,
+	                            "dir", L->dir, "log", L->log, "env", env), K_ATTACH, err);
+}
+
 static st_status spawn(vx_live *L, const st_task *t, st_err *err)
 {
 	char py[PATH_MAX], helper[PATH_MAX], why[PATH_MAX + 128], fd_arg[] = "3";
@@ -189,6 +240,11 @@ static st_status spawn(vx_live *L, const st_task *t, st_err *err)
 	st_status s = make_dir(L, err);
 	if (s)
 		return s;
+	json_object_set_new(L->info, "python", json_string(py));
+	int fd = vx_ref_server_connect(py, helper);
+	if (fd >= 0)
+		return attach(L, t, fd, err);
+	json_object_set_new(L->info, "server", json_false());
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return st_err_set(err, ST_E_SYSTEM, "socketpair: %s", strerror(errno));
@@ -206,7 +262,6 @@ static st_status spawn(vx_live *L, const st_task *t, st_err *err)
 	close(sv[1]);
 	L->sock = sv[0];
 	L->pid = pid;
-	json_object_set_new(L->info, "python", json_string(py));
 	return ST_OK;
 }
 
@@ -242,8 +297,8 @@ st_status vx_live_start(vx_live *L, const st_task *t, uint64_t seed, st_err *err
 	L->next_id = 1;
 	L->info = json_pack("{s:i,s:[]}", "seeds", t->n_data_seeds, "draw_s");
 	L->files = calloc((size_t)t->n_data_seeds + 1, sizeof *L->files);
-	L->q_id = calloc((size_t)t->n_data_seeds + 2, sizeof *L->q_id);
-	L->q_k = calloc((size_t)t->n_data_seeds + 2, sizeof *L->q_k);
+	L->q_id = calloc((size_t)t->n_data_seeds + 3, sizeof *L->q_id);
+	L->q_k = calloc((size_t)t->n_data_seeds + 3, sizeof *L->q_k);
 	if (!L->info || !L->files || !L->q_id || !L->q_k)
 		return st_err_set(err, ST_E_NOMEM, "out of memory");
 	L->window = window(t);
@@ -257,7 +312,7 @@ st_status vx_live_start(vx_live *L, const st_task *t, uint64_t seed, st_err *err
 		;
 	if (!s)
 		s = request(L, json_pack("{s:s,s:I}", "op", "start", "seed_base",
-		                         (json_int_t)(base >> 1)), -1, err);
+		                         (json_int_t)(base >> 1)), K_START, err);
 	if (!s)
 		s = draw(L, 0, err);
 	return s ? s : draw_ahead(L, 0, err);
@@ -286,7 +341,9 @@ static int in_flight(const vx_live *L, int k)
 /* Seed files drawn or being drawn: what the window counts. */
 static int held(const vx_live *L)
 {
-	int n = L->q_len - (L->q_len && L->q_k[0] < 0);
+	int n = 0;
+	for (int i = 0; i < L->q_len; i++)
+		n += L->q_k[i] >= 0;
 	for (int k = 0; k <= L->n_seeds; k++)
 		n += L->files[k] != NULL;
 	return n;
@@ -347,16 +404,28 @@ st_status vx_live_settle(vx_live *L, double deadline, st_err *err)
 	return s;
 }
 
+/* A server's child is the server's to reap: wait (a bounded while) until it is gone, so that no
+ * file of it appears in the folder after the folder is removed. */
+static void end_server_child(pid_t pid)
+{
+	kill(-pid, SIGKILL);
+	for (int i = 0; i < 400 && (kill(pid, 0) == 0 || errno != ESRCH); i++)
+		usleep(5000);
+}
+
 void vx_live_free(vx_live *L)
 {
-	if (L->pid > 0) {
+	if (L->pid > 0 && L->server) {
+		end_server_child(L->pid);
+		L->pid = 0;
+	} else if (L->pid > 0) {
 		kill(-L->pid, SIGKILL);
 		while (waitpid(L->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		L->pid = 0;
 	}
 	if (L->sock >= 0)
-		close(L->sock);
+		close(L->sock); /* a child not yet attached ends on this */
 	L->sock = -1;
 	if (L->params_open)
 		st_safetensors_close(&L->params);

@@ -3,7 +3,9 @@
  * the params and draw that verify's seeds under a secret seed base, so the task keeps no tensor
  * on disk and no two verifies see the same seeds. It is the parent's own helper (trusted, not
  * sandboxed: it is the task's definition, as at import); its replies still go through one
- * validated reader, and it lives in its own process group, killed and reaped on every path. */
+ * validated reader, and it lives in its own process group, killed and reaped on every path.
+ * Where this user's warm server runs (ref_server.h), the helper is a child it forks, torch
+ * already imported. */
 #ifndef ST_LIVE_REF_H
 #define ST_LIVE_REF_H
 
@@ -18,6 +20,7 @@
 
 typedef struct vx_live {
 	pid_t pid;             /* the helper's process (and group), or 0 once reaped */
+	int server;            /* the helper is a child of the warm server (ref_server.h), not ours */
 	int sock;              /* our end of the socket pair, or -1 */
 	char dir[PATH_MAX];    /* the verify's own folder for the files (tmpfs where there is one) */
 	char log[PATH_MAX + 16]; /* the helper's stdout and stderr, quoted when it fails */

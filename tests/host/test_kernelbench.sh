@@ -96,6 +96,50 @@ sys.exit(0 if a and len(a) == len(b) and a != b and a == c else 1)
 EOF
 check "the live reference leaves no file behind" [ -z "$(ls -A "$WORK/reftmp")" ]
 check "the live reference leaves no process behind" sh -c "! pgrep -f 'kb_[r]eference.py $T' >/dev/null"
+# The warm reference server: a verify that finds none draws with a helper of its own and starts
+# one; the next attaches to a child of it (torch already imported), on the same seeds under the
+# same --seed; the child is gone after the verify, the server stays until its idle limit.
+SRV=$WORK/run
+mkdir -m 700 "$SRV"
+srv_verify() { XDG_RUNTIME_DIR=$SRV STITCH_REF_SERVER=1 STITCH_REF_SERVER_IDLE=${IDLE:-120} \
+	TMPDIR=$WORK/reftmp verify "$@"; }
+server_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["reference_runner"]["server"])' "$1"; }
+srv_verify "$WORK/srv1.json" "$T" "$KB/solutions/linear_relu.c" --seed 7 --dump "$WORK/ds1"
+check "no server yet: ok with a helper of its own ($RC, server $(server_of "$WORK/srv1.json"))" \
+	[ "$RC" -eq 0 ] && [ "$(server_of "$WORK/srv1.json")" = False ]
+sock_up() { ls "$SRV"/stitch-ref-*/ref-*.sock >/dev/null 2>&1; }
+check "the first verify started a server" wait_for 120 sock_up
+check "in a folder only this user may enter" \
+	sh -c "[ \"\$(stat -c %a \"$SRV\"/stitch-ref-*)\" = 700 ]"
+srv_verify "$WORK/srv2.json" "$T" "$KB/solutions/linear_relu.c" --seed 7 --dump "$WORK/ds2"
+check "the next verify attaches to it: ok ($RC, server $(server_of "$WORK/srv2.json"))" \
+	[ "$RC" -eq 0 ] && [ "$(server_of "$WORK/srv2.json")" = True ]
+check "through the server, --seed 7 draws the same inputs" python3 - "$WORK/ds1" "$WORK/ds2" <<'EOF'
+import json, struct, sys
+def x0(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    lo, hi = json.loads(b[8:8 + n])["x0"]["data_offsets"]
+    return b[8 + n + lo:8 + n + hi]
+a, b = (x0(p) for p in sys.argv[1:])
+sys.exit(0 if a and a == b else 1)
+EOF
+servers() { pgrep -fc "kb_[r]eference.py --serve $SRV" || true; }
+check "the server's child is gone, the server stays ($(servers) processes)" [ "$(servers)" -eq 1 ]
+check "no file left by the server's child" [ -z "$(ls -A "$WORK/reftmp")" ]
+sed 's/acc > 0 ? (float)acc : 0.0f/(float)acc/' "$KB/solutions/linear_relu.c" >"$WORK/norelu0.c"
+srv_verify "$WORK/srv3.json" "$T" "$WORK/norelu0.c"
+check "a wrong solution through the server is incorrect ($RC)" [ "$RC" -eq 1 ]
+chmod 755 "$SRV"/stitch-ref-*
+srv_verify "$WORK/srv4.json" "$T" "$KB/solutions/linear_relu.c"
+check "a server folder others may enter is not used ($RC, server $(server_of "$WORK/srv4.json"))" \
+	[ "$RC" -eq 0 ] && [ "$(server_of "$WORK/srv4.json")" = False ]
+chmod 700 "$SRV"/stitch-ref-*
+kill "$(cat "$SRV"/stitch-ref-*/ref-*.sock.pid)"
+gone() { [ "$(servers)" -eq 0 ]; }
+check "the server ends when asked" wait_for 10 gone
+check "and takes its socket with it" sh -c "! ls \"$SRV\"/stitch-ref-*/*.sock* 2>/dev/null"
+
 # No torch where the verify runs: an environment error that says what to do.
 printf '#!/bin/sh\nexec "%s" -S "$@"\n' "$STITCH_PYTHON" >"$WORK/notorch" && chmod +x "$WORK/notorch"
 STITCH_PYTHON=$WORK/notorch verify "$WORK/notorch.json" "$T" "$KB/solutions/linear_relu.c"

@@ -1,0 +1,18 @@
+/* The warm reference server: scripts/kb_reference.py --serve, one per user, python and helper
+ * version, with torch imported once. A verify of an imported task attaches to a child it forks
+ * instead of starting python and importing torch (3-5 s of every such verify). The first verify
+ * that finds none starts one in the background and draws its own seeds as before; the server
+ * ends after STITCH_REF_SERVER_IDLE seconds (default 600) without a verify; STITCH_REF_SERVER=0
+ * turns it off. Its socket lives in a folder only this user may enter ($XDG_RUNTIME_DIR or /tmp,
+ * stitch-ref-UID); the runners' sandbox denies connect(), so no candidate reaches it. */
+#ifndef ST_REF_SERVER_H
+#define ST_REF_SERVER_H
+
+int vx_ref_server_enabled(void);
+
+/* A socket connected to this user's server for `py` and `helper`, or -1 when there is none (or
+ * it is off, or its folder is not safe); then one is started in the background for the verifies
+ * that follow. */
+int vx_ref_server_connect(const char *py, const char *helper);
+
+#endif
