@@ -1,12 +1,15 @@
 /* The response cache: an SQLite table of (request key, request, response body). The key is the
  * SHA-256 of the whole request (endpoint, model, body, sample index); the body is stored as the
- * server sent it, so a replay parses exactly what a live run parsed. WAL mode and a busy timeout
- * let several stitch processes share one file. */
+ * server sent it, so a replay parses exactly what a live run parsed. WAL mode, a busy timeout
+ * and a setup that waits its turn (common/sqlite_setup.h) let several stitch processes and
+ * threads share one file. */
 #include "llm_cache.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/sqlite_setup.h"
 
 struct st_llm_cache {
 	sqlite3 *db;
@@ -32,11 +35,11 @@ st_status st_llm_cache_open(const char *path, st_llm_cache **out, st_err *err)
 	}
 	sqlite3_busy_timeout(c->db, 10000);
 	char *msg = NULL;
-	if (sqlite3_exec(c->db,
-	                 "PRAGMA journal_mode=WAL;"
-	                 "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, request TEXT, "
-	                 "body BLOB NOT NULL, created REAL DEFAULT (julianday('now')));",
-	                 NULL, NULL, &msg) != SQLITE_OK) {
+	if (st_sqlite_setup(c->db,
+	                    "PRAGMA journal_mode=WAL;"
+	                    "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, request TEXT, "
+	                    "body BLOB NOT NULL, created REAL DEFAULT (julianday('now')));",
+	                    &msg) != SQLITE_OK) {
 		st_status s = st_err_set(err, ST_E_IO, "LLM cache %s: %s", path, msg ? msg : "?");
 		sqlite3_free(msg);
 		sqlite3_close(c->db);

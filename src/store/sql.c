@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/fs.h"
+#include "common/sqlite_setup.h"
 #include "sql.h"
 
 st_status st_sql_open(const char *path, const char *schema, const char *what, sqlite3 **out,
@@ -34,7 +35,7 @@ st_status st_sql_open(const char *path, const char *schema, const char *what, sq
 	sqlite3_busy_timeout(db, 10000);
 	char *msg = NULL;
 	/* sqlite opens lazily: a folder we may not write to shows up here, not at open */
-	int rc = sqlite3_exec(db, schema, NULL, NULL, &msg);
+	int rc = st_sqlite_setup(db, schema, &msg);
 	if (rc != SQLITE_OK) {
 		int io = rc == SQLITE_CANTOPEN || rc == SQLITE_READONLY || rc == SQLITE_PERM ||
 		         rc == SQLITE_IOERR || rc == SQLITE_FULL;

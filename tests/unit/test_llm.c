@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "common/clock.h"
 #include "fake_llm.h"
 #include "llm/llm.h"
+#include "llm/llm_cache.h"
 
 #define OPENAI_KEY "sk-test-123"
 #define ANTHROPIC_KEY "sk-ant-test-456"
@@ -733,6 +735,49 @@ static int file_contains(const char *path, const char *needle)
 	return found;
 }
 
+/* Several clients opening one new cache at once (stitch eval --parallel: one client per
+ * worker): each open must wait its turn, never fail with "database is locked" (seen on the H200
+ * machine: every sample of a 50-task eval was no_answer). */
+enum { OPENERS = 8 };
+static pthread_barrier_t g_open_barrier;
+static const char *g_open_path;
+
+static void *open_cache(void *arg)
+{
+	st_status *out = arg;
+	st_llm_cache *c = NULL;
+	st_err err = { { 0 } };
+	pthread_barrier_wait(&g_open_barrier);
+	*out = st_llm_cache_open(g_open_path, &c, &err);
+	if (*out)
+		fprintf(stderr, "open: %s\n", err.msg);
+	st_llm_cache_close(c);
+	return NULL;
+}
+
+static void test_cache_opened_together(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/stitch-test-llmc-XXXXXX", db[96], cmd[128];
+	assert_non_null(mkdtemp(dir));
+	for (int round = 0; round < 20; round++) {
+		snprintf(db, sizeof db, "%s/c%d.sqlite", dir, round);
+		g_open_path = db;
+		pthread_t th[OPENERS];
+		st_status got[OPENERS];
+		assert_int_equal(pthread_barrier_init(&g_open_barrier, NULL, OPENERS), 0);
+		for (int i = 0; i < OPENERS; i++)
+			assert_int_equal(pthread_create(&th[i], NULL, open_cache, &got[i]), 0);
+		for (int i = 0; i < OPENERS; i++)
+			pthread_join(th[i], NULL);
+		pthread_barrier_destroy(&g_open_barrier);
+		for (int i = 0; i < OPENERS; i++)
+			assert_int_equal(got[i], ST_OK);
+	}
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void test_cache_and_replay(void **state)
 {
 	(void)state;
@@ -997,6 +1042,7 @@ int main(void)
 		T(test_model_parse_errors),
 		T(test_openai_success),
 		T(test_fake_keyed_steps),
+		T(test_cache_opened_together),
 		T(test_openai_json_mode_and_request_json),
 		T(test_anthropic_success),
 		T(test_truncated),
