@@ -138,6 +138,7 @@ def write_safetensors(torch, path, tensors, meta, durable=True):
 
 
 STAGE_BYTES = 32 << 20
+MAX_PARAMS = 1024  # as src/verify/verify_int.h: KernelBench's largest model has 626
 _stage = []
 
 
@@ -288,6 +289,9 @@ def build_model(torch, mod, device):
     if not isinstance(model, torch.nn.Module):
         raise BadInput("Model is not a torch.nn.Module")
     state = [(k, v.detach().clone()) for k, v in model.state_dict().items()]
+    if len(state) > MAX_PARAMS:
+        raise BadInput(f"{len(state)} params (state_dict entries): more than the {MAX_PARAMS} a "
+                       "verify takes (MAX_PARAMS in src/verify/verify_int.h)")
     for k, v in state:
         stitch_dtype(torch, v, f"state_dict entry '{k}'")
     try:

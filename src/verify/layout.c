@@ -203,8 +203,12 @@ st_status vx_plan_set(vctx *v, const st_size_set *set, int timed, layout *L, jso
 	const st_task *t = v->task;
 	memset(L, 0, sizeof *L);
 	*params = *inputs = *outputs = NULL;
-	if (t->n_inputs > MAX_TENSORS || t->n_outputs > MAX_TENSORS || t->n_params > MAX_TENSORS)
-		return st_err_set(err, ST_E_INVALID, "%s: more than %d tensors", t->id, MAX_TENSORS);
+	if (t->n_inputs > MAX_TENSORS || t->n_outputs > MAX_TENSORS)
+		return st_err_set(err, ST_E_INVALID, "%s: more than %d inputs or outputs", t->id,
+		                  MAX_TENSORS);
+	if (t->n_params > MAX_PARAMS)
+		return st_err_set(err, ST_E_INVALID, "%s: %d params, more than the %d a verify takes",
+		                  t->id, t->n_params, MAX_PARAMS);
 	*params = tensor_specs(t->params, t->n_params, set, 1, L->dims_par, L->par_bytes, err);
 	*inputs = *params ? tensor_specs(t->inputs, t->n_inputs, set, 1, L->dims_in, L->in_bytes, err) : NULL;
 	*outputs = *inputs ? tensor_specs(t->outputs, t->n_outputs, set, 0, L->dims_out, L->out_bytes, err) : NULL;

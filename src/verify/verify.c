@@ -363,7 +363,10 @@ st_status vx_verify(const char *task_dir, const char *solution, const st_verify_
 		vx_live_free(live);
 	st_safetensors_close(&params);
 	st_task_free(&task);
-	if (s && s != ST_E_INVALID) {
+	/* An error of the harness or the task is not a verdict: what the stages wrote so far says
+	 * nothing of the candidate (its status would still be the initial "ok"), and a caller that
+	 * took it for one scored a candidate that was never judged (docs/verdict.md: not verdicts). */
+	if (s) {
 		json_decref(v.verdict);
 		return s;
 	}

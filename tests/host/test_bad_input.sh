@@ -62,6 +62,10 @@ bad "bench: two formats" "--json and --csv cannot be given together" bench --bac
 bad "verify: no timing but a timed set" "--no-timing and --time-set cannot be given together" verify --backend host --no-timing --time-set eval "$TASK" "$FIX/good.c"
 bad "profile: timing both ways" "--timing and --no-timing cannot be given together" profile --timing --no-timing "$TASK" "$FIX/good.c"
 bad "ncu on the host backend" "--ncu needs the cuda backend" verify --backend host --ncu "$TASK" "$FIX/good.c"
+# An error found after the candidate has run (here: no size set to time, known only once every
+# set ran) is not a verdict: nothing on stdout that a reward could read as "ok".
+bad "verify --json: an error after the sets ran" "no size set named 'hidden' to time" verify --backend host --json --quiet --time-set hidden "$TASK" "$FIX/good.c"
+check "and no verdict on stdout ($(head -c 80 "$WORK/out"))" [ ! -s "$WORK/out" ]
 # A folder without task.json is not a task, whatever it is.
 mkdir -p "$WORK/suite/t1/scale" && cp "$TASK/task.json" "$WORK/suite/t1/scale/"
 STITCH_TASKS="$WORK/suite" bad "tier folder as the task" "not a task folder: .*/suite/t1 (no task.json)" verify --backend host t1 "$FIX/good.c"

@@ -77,6 +77,18 @@ r = json.load(open(sys.argv[1]))["reference_runner"]
 sys.exit(0 if r["seeds"] == 3 and len(r["draw_s"]) == 4 and r["params_checked"] and
          r["device"] == "cpu" else print(r) or 1)
 EOF
+# More params than inputs and outputs could have (KernelBench's level-3 networks hold up to 626):
+# judged like any task, and an answer that writes nothing is incorrect, not passed over.
+TD=$ROOT/kb/level3/deep_residual
+"$STITCH" import kernelbench "$KB/deep_residual.py" --out "$TD" --level 3 >/dev/null 2>"$WORK/deep.err"
+check "80 params import ($(tail -n 1 "$WORK/deep.err"))" python3 -c 'import json,sys; sys.exit(0 if len(json.load(open(sys.argv[1]))["params"]) == 80 else 1)' "$TD/task.json"
+verify "$WORK/deep.json" "$TD" "$KB/solutions/deep_residual.c"
+check "80 params: the solution is ok ($RC: $(tail -n 1 "$WORK/deep.json.err"))" [ "$RC" -eq 0 ]
+sed 's/for (int l = 0; l < c->depth; l++) {/for (int l = 0; l < 0; l++) {/; s/memcpy(y, in\[0\].data.*/(void)y;/' \
+	"$KB/solutions/deep_residual.c" >"$WORK/deep_nothing.c"
+verify "$WORK/deep0.json" "$TD" "$WORK/deep_nothing.c"
+check "80 params: an answer that writes nothing is incorrect ($RC)" [ "$RC" -eq 1 ]
+
 # Verifies under other seeds judge on other inputs, under the same --seed on the same (FAST
 # passes --seed 7; without --seed every verify's seed base is secret and new).
 mkdir -p "$WORK/reftmp" && chmod 711 "$WORK" && chmod 1777 "$WORK/reftmp" # runners traverse it
