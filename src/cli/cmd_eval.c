@@ -392,6 +392,14 @@ static void summary(const eval_args *a, const eval_ctx *c, const json_t *scores,
 	size_t n_sus = json_array_size(json_object_get(scores, "suspicious"));
 	if (n_sus)
 		printf("suspicious: %zu results (see scores.json)\n", n_sus);
+	const json_t *unjudged = json_object_get(scores, "unjudged");
+	if (json_array_size(unjudged)) {
+		const json_t *u = json_array_get(unjudged, 0);
+		printf("not judged: %zu rounds, left out of every score: the verifier or the task failed, "
+		       "not the model (first: %s: %s; see scores.json)\n", json_array_size(unjudged),
+		       json_string_value(json_object_get(u, "task")),
+		       json_string_value(json_object_get(u, "reason")));
+	}
 	printf("scores: %s\n", a->spath);
 	if (run_id)
 		printf("stored as eval run %lld in %s\n", run_id, a->db);

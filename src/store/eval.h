@@ -62,8 +62,9 @@ double st_eval_pass_at(int n, int c, int k);
 
 /* Scores from rows (one per sample and round: task, sample, round (1-based), final, compiled,
  * correct, vs_reference, vs_expert, sol_fraction, suspicious, code) for K samples and R rounds:
- * {"tasks": {id: S}, "tiers": {"t1/": G, ...}, "overall": G, "suspicious": [...]}, as
- * docs/eval.md describes. */
+ * {"tasks": {id: S}, "tiers": {"t1/": G, ...}, "overall": G, "suspicious": [...],
+ * "unjudged": [...]}, as docs/eval.md describes. Rows of status "error" (the verifier or the task
+ * failed) count in no score: they are listed under "unjudged". */
 json_t *st_eval_scores(const json_t *rows, int K, int R);
 
 #endif

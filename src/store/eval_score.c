@@ -271,12 +271,23 @@ static json_t *group_scores(const json_t *tasks, const char *prefix, int R)
 json_t *st_eval_scores(const json_t *rows, int K, int R)
 {
 	json_t *by_task = json_object(), *tasks = json_object(), *sus = json_array();
+	json_t *unjudged = json_array();
 	size_t i;
 	json_t *r;
 	json_array_foreach(rows, i, r) {
 		const char *id = json_string_value(json_object_get(r, "task"));
 		if (!id)
 			continue;
+		/* A verify that ended in an error of the harness or the task judged nothing: the model
+		 * is neither blamed nor credited for it; the row is listed instead. */
+		const char *status = json_string_value(json_object_get(r, "status"));
+		if (status && !strcmp(status, "error")) {
+			json_array_append_new(unjudged, json_pack("{s:s,s:O?,s:O?,s:O?}", "task", id, "sample",
+			                                          json_object_get(r, "sample"), "round",
+			                                          json_object_get(r, "round"), "reason",
+			                                          json_object_get(r, "reason")));
+			continue;
+		}
 		json_t *list = json_object_get(by_task, id);
 		if (!list)
 			json_object_set_new(by_task, id, list = json_array());
@@ -302,6 +313,6 @@ json_t *st_eval_scores(const json_t *rows, int K, int R)
 		else
 			json_decref(g);
 	}
-	return json_pack("{s:o,s:o,s:o,s:o}", "tasks", tasks, "tiers", tiers, "overall",
-	                 group_scores(tasks, NULL, R), "suspicious", sus);
+	return json_pack("{s:o,s:o,s:o,s:o,s:o}", "tasks", tasks, "tiers", tiers, "overall",
+	                 group_scores(tasks, NULL, R), "suspicious", sus, "unjudged", unjudged);
 }

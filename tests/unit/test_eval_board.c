@@ -135,6 +135,41 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* A round whose verify failed for the verifier or the task (status "error") counts in no score:
+ * not against the model (it was never judged) and not for it; it is listed as unjudged. */
+static void test_unjudged_rows(void **state)
+{
+	(void)state;
+	json_error_t je;
+	json_t *rows = json_loads(
+	    "[{\"task\":\"t1/a\",\"tier\":1,\"sample\":0,\"round\":1,\"final\":true,"
+	    "\"status\":\"ok\",\"compiled\":true,\"correct\":true,\"vs_reference\":2.0},"
+	    "{\"task\":\"t1/a\",\"tier\":1,\"sample\":1,\"round\":1,\"final\":true,"
+	    "\"status\":\"error\",\"reason\":\"more than 64 tensors\",\"compiled\":false,"
+	    "\"correct\":false},"
+	    "{\"task\":\"t1/b\",\"tier\":1,\"sample\":0,\"round\":1,\"final\":true,"
+	    "\"status\":\"error\",\"compiled\":false,\"correct\":false},"
+	    "{\"task\":\"t1/b\",\"tier\":1,\"sample\":1,\"round\":1,\"final\":true,"
+	    "\"status\":\"error\",\"compiled\":false,\"correct\":false}]",
+	    0, &je);
+	assert_non_null(rows);
+	json_t *s = st_eval_scores(rows, 2, 1);
+	assert_non_null(s);
+	json_t *tasks = json_object_get(s, "tasks");
+	assert_int_equal(json_object_size(tasks), 1); /* t1/b was never judged */
+	json_t *a = json_object_get(tasks, "t1/a");
+	assert_int_equal(json_integer_value(json_object_get(a, "samples")), 1);
+	assert_float_equal(json_number_value(json_object_get(json_object_get(a, "pass@1"), "correct")),
+	                   1.0, 1e-12);
+	json_t *u = json_object_get(s, "unjudged");
+	assert_int_equal(json_array_size(u), 3);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(u, 0), "reason")),
+	                    "more than 64 tensors");
+	assert_true(json_is_null(json_object_get(json_array_get(u, 1), "reason")));
+	json_decref(s);
+	json_decref(rows);
+}
+
 static void test_store(void **state)
 {
 	(void)state;
@@ -429,6 +464,7 @@ static void test_html(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_unjudged_rows),
 		cmocka_unit_test(test_store),
 		cmocka_unit_test(test_default_path),
 		cmocka_unit_test(test_compare_text),
