@@ -212,22 +212,36 @@ static json_t *env_object(void)
 	return env;
 }
 
-/* A child of this user's warm server (ref_server.h): the attach request goes first. */
-static st_status attach(vx_live *L, const st_task *t, int fd, st_err *err)
+/* A child of this user's warm server (ref_server.h): attached, or -1 (nothing held) when the
+ * server does not answer at once. Its child answers the attach right after the fork, so a server
+ * that is gone wrong (a listener that never accepts) costs this verify a few seconds, never its
+ * reference: the verify then starts its own helper, and the next verify a new server. */
+static int attach(vx_live *L, const st_task *t, int fd)
 {
 	char task_dir[PATH_MAX];
-	if (!realpath(t->dir, task_dir)) {
+	json_t *env = realpath(t->dir, task_dir) ? env_object() : NULL;
+	if (!env) {
 		close(fd);
-		return st_err_set(err, ST_E_SYSTEM, "%s: %s", t->dir, strerror(errno));
+		return -1;
 	}
+	st_err e;
 	L->sock = fd;
+	st_status s = request(L, json_pack("{s:s,s:s,s:s,s:s,s:o}", "op", "attach", "task_dir",
+	                                   task_dir, "dir", L->dir, "log", L->log, "env", env),
+	                      K_ATTACH, &e);
+	if (!s)
+		s = take_reply(L, st_now_s() + 10, &e);
+	if (s) {
+		vx_ref_server_drop(fd);
+		close(fd);
+		L->sock = -1;
+		L->q_len = 0;
+		L->pid = 0;
+		return -1;
+	}
 	L->server = 1;
 	json_object_set_new(L->info, "server", json_true());
-	json_t *env = env_object();
-	if (!env)
-		return st_err_set(err, ST_E_NOMEM, "out of memory");
-	return request(L, json_pack("{s:s,s:s,s:s,s:s,s:o}", "op", "attach", "task_dir", task_dir,
-	                            "dir", L->dir, "log", L->log, "env", env), K_ATTACH, err);
+	return 0;
 }
 
 static st_status spawn(vx_live *L, const st_task *t, st_err *err)
@@ -242,8 +256,8 @@ static st_status spawn(vx_live *L, const st_task *t, st_err *err)
 		return s;
 	json_object_set_new(L->info, "python", json_string(py));
 	int fd = vx_ref_server_connect(py, helper);
-	if (fd >= 0)
-		return attach(L, t, fd, err);
+	if (fd >= 0 && attach(L, t, fd) == 0)
+		return ST_OK;
 	json_object_set_new(L->info, "server", json_false());
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))

@@ -166,3 +166,16 @@ int vx_ref_server_connect(const char *py, const char *helper)
 		start_server(py, helper, a.sun_path, dir, key);
 	return -1;
 }
+
+void vx_ref_server_drop(int fd)
+{
+	struct sockaddr_un a;
+	socklen_t len = sizeof a;
+	memset(&a, 0, sizeof a);
+	if (getpeername(fd, (struct sockaddr *)&a, &len) || a.sun_family != AF_UNIX || !a.sun_path[0])
+		return;
+	char pid[sizeof a.sun_path + 8];
+	snprintf(pid, sizeof pid, "%.*s.pid", (int)sizeof a.sun_path, a.sun_path);
+	unlink(a.sun_path);
+	unlink(pid);
+}

@@ -15,4 +15,8 @@ int vx_ref_server_enabled(void);
  * that follow. */
 int vx_ref_server_connect(const char *py, const char *helper);
 
+/* The server behind fd did not answer: its socket is removed, so that the next verify starts a
+ * new one instead of waiting on this one too (a hung server never reaches its idle limit). */
+void vx_ref_server_drop(int fd);
+
 #endif

@@ -80,7 +80,7 @@ EOF
 # More params than inputs and outputs could have (KernelBench's level-3 networks hold up to 626):
 # judged like any task, and an answer that writes nothing is incorrect, not passed over.
 TD=$ROOT/kb/level3/deep_residual
-"$STITCH" import kernelbench "$KB/deep_residual.py" --out "$TD" --level 3 >/dev/null 2>"$WORK/deep.err"
+"$STITCH" import kernelbench "$KB/many_params/deep_residual.py" --out "$TD" --level 3 >/dev/null 2>"$WORK/deep.err"
 check "80 params import ($(tail -n 1 "$WORK/deep.err"))" python3 -c 'import json,sys; sys.exit(0 if len(json.load(open(sys.argv[1]))["params"]) == 80 else 1)' "$TD/task.json"
 verify "$WORK/deep.json" "$TD" "$KB/solutions/deep_residual.c"
 check "80 params: the solution is ok ($RC: $(tail -n 1 "$WORK/deep.json.err"))" [ "$RC" -eq 0 ]
@@ -147,10 +147,37 @@ srv_verify "$WORK/srv4.json" "$T" "$KB/solutions/linear_relu.c"
 check "a server folder others may enter is not used ($RC, server $(server_of "$WORK/srv4.json"))" \
 	[ "$RC" -eq 0 ] && [ "$(server_of "$WORK/srv4.json")" = False ]
 chmod 700 "$SRV"/stitch-ref-*
-kill "$(cat "$SRV"/stitch-ref-*/ref-*.sock.pid)"
+# A server killed outright leaves its socket: the next verify finds nobody there, draws with a
+# helper of its own and starts a new server, which the verify after it uses.
+kill -9 "$(cat "$SRV"/stitch-ref-*/ref-*.sock.pid)"
 gone() { [ "$(servers)" -eq 0 ]; }
+check "a server killed outright is gone" wait_for 10 gone
+check "and its socket stays behind" sock_up
+stale=$(stat -c %i "$SRV"/stitch-ref-*/ref-*.sock)
+srv_verify "$WORK/srv5.json" "$T" "$KB/solutions/linear_relu.c"
+check "a stale socket: ok with a helper of its own ($RC, server $(server_of "$WORK/srv5.json"): $(tail -n 1 "$WORK/srv5.json.err"))" \
+	[ "$RC" -eq 0 ] && [ "$(server_of "$WORK/srv5.json")" = False ]
+replaced() { [ "$(stat -c %i "$SRV"/stitch-ref-*/ref-*.sock 2>/dev/null)" != "$stale" ]; }
+check "and a new server took the socket's place" wait_for 120 replaced
+srv_verify "$WORK/srv6.json" "$T" "$KB/solutions/linear_relu.c"
+check "which the next verify attaches to ($RC, server $(server_of "$WORK/srv6.json"))" \
+	[ "$RC" -eq 0 ] && [ "$(server_of "$WORK/srv6.json")" = True ]
+SOCK=$(ls "$SRV"/stitch-ref-*/ref-*.sock)
+kill "$(cat "$SOCK.pid")"
 check "the server ends when asked" wait_for 10 gone
 check "and takes its socket with it" sh -c "! ls \"$SRV\"/stitch-ref-*/*.sock* 2>/dev/null"
+# A listener that never answers (a server gone wrong): the verify gives the attach a few seconds,
+# then draws with a helper of its own and removes that socket.
+python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8); time.sleep(300)' "$SOCK" &
+MUTE=$!
+check "a listener that never answers is up" wait_for 10 sock_up
+srv_verify "$WORK/srv7.json" "$T" "$KB/solutions/linear_relu.c"
+check "a server that does not answer: ok with a helper of its own ($RC, server $(server_of "$WORK/srv7.json"))" \
+	[ "$RC" -eq 0 ] && [ "$(server_of "$WORK/srv7.json")" = False ]
+check "and its socket is removed, for a new server to take its place" [ ! -e "$SOCK" ]
+kill "$MUTE"
+wait "$MUTE" 2>/dev/null
 
 # No torch where the verify runs: an environment error that says what to do.
 printf '#!/bin/sh\nexec "%s" -S "$@"\n' "$STITCH_PYTHON" >"$WORK/notorch" && chmod +x "$WORK/notorch"

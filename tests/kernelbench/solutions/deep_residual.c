@@ -1,6 +1,6 @@
-/* Host solution of tests/kernelbench/deep_residual.py: forty layers x <- x + tanh(W x + b), the
- * params in state_dict order (layers.0.weight, layers.0.bias, ...), each layer's output rounded
- * to float as PyTorch's is. */
+/* Host solution of tests/kernelbench/many_params/deep_residual.py: forty layers
+ * x <- x + tanh(W x + b), the params in state_dict order (layers.0.weight, layers.0.bias, ...),
+ * each layer's output rounded to float as PyTorch's is. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

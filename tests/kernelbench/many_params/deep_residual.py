@@ -1,6 +1,7 @@
 # A KernelBench-format program with more params than inputs and outputs together could ever
 # need (80: forty layers' weights and biases), as KernelBench's level-3 networks have (ResNet101:
-# 626), for the harness's own tests: x <- x + tanh(W_i x + b_i), forty times.
+# 626), for the harness's own tests: x <- x + tanh(W_i x + b_i), forty times. In a folder of its
+# own: tests/host/test_kb_folder imports every program directly under tests/kernelbench/.
 import torch
 import torch.nn as nn
 
