@@ -124,9 +124,10 @@ static void usage(FILE *f)
 	        "and more than p times faster, p = 0, 1, 1.5, 2, 5) against the reference and the\n"
 	        "expert (over each sample's final code: refine's last answer with code, the agent's\n"
 	        "best), geometric-mean speedups, SOL fraction, the same rates round by round, results\n"
-	        "flagged as suspicious, tokens and money. The run is stored in the leaderboard\n"
-	        "(--db) for --compare, which prints runs side by side and writes an HTML page\n"
-	        "(`stitch eval --compare --help` tells its options).\n\n"
+	        "flagged as suspicious, tokens and money. A round the verifier could not judge (its\n"
+	        "own or the task's error) counts in no score and is listed. The run is stored in the\n"
+	        "leaderboard (--db) for --compare, which prints runs side by side and writes an HTML\n"
+	        "page (`stitch eval --compare --help` tells its options).\n\n"
 	        "options:\n",
 	        st_cli_tasks_root());
 	st_opt_usage(f, own);
