@@ -365,7 +365,10 @@ st_status vx_verify(const char *task_dir, const char *solution, const st_verify_
 	st_task_free(&task);
 	/* An error of the harness or the task is not a verdict: what the stages wrote so far says
 	 * nothing of the candidate (its status would still be the initial "ok"), and a caller that
-	 * took it for one scored a candidate that was never judged (docs/verdict.md: not verdicts). */
+	 * took it for one scored a candidate that was never judged (docs/verdict.md: not verdicts).
+	 * Where the candidate's own failure had already decided the verdict, that verdict stands. */
+	if (s == ST_E_INVALID && v.verdict_final)
+		s = ST_OK;
 	if (s) {
 		json_decref(v.verdict);
 		return s;
