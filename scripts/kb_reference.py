@@ -167,6 +167,8 @@ def load_torch():
 
 def session(sock, torch, task_dir, out_dir, device, req, import_s):
     """Answer the verify's requests, `req` first, until it closes its end or kills this process."""
+    if req is None:
+        return 0
     if torch is None:
         send_frame(sock, {"id": req.get("id"), "ok": False, "exit": 3,
                           "reason": f"no PyTorch for {sys.executable}: the task is judged against "
