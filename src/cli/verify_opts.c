@@ -192,10 +192,10 @@ int st_verify_cli_run(const char *task, const char *solution, const st_verify_op
 		return ST_EXIT_USAGE;
 	json_t *v = NULL;
 	st_status s = st_verify(dir, solution, o, slot, &v, &err);
-	if (v) {
+	if (v) { /* only a verdict comes with one; an error comes with none */
 		if (json)
 			json_dumpf(v, stdout, JSON_INDENT(2)), fputc('\n', stdout);
-		else if (s == ST_OK)
+		else
 			st_verdict_print(v, stdout);
 	}
 	if (s) {

@@ -77,7 +77,15 @@ static int server_dir(char *out, size_t len)
 	           : -1;
 }
 
-int vx_ref_server_enabled(void)
+/* One of a server's files in dir: "sock", "starting" (a start under way) or "log". 0, or -1
+ * where the name would not fit. */
+static int server_file(char *out, size_t len, const char *dir, uint64_t key, const char *what)
+{
+	int n = snprintf(out, len, "%s/ref-%016llx.%s", dir, (unsigned long long)key, what);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+static int enabled(void)
 {
 	const char *v = getenv("STITCH_REF_SERVER");
 	return !(v && !strcmp(v, "0"));
@@ -91,10 +99,8 @@ static void start_server(const char *py, const char *helper, const char *sock, c
                          uint64_t key)
 {
 	char mark[PATH_MAX], log[PATH_MAX], idle[32];
-	if (snprintf(mark, sizeof mark, "%s/ref-%016llx.starting", dir, (unsigned long long)key) >=
-	        (int)sizeof mark ||
-	    snprintf(log, sizeof log, "%s/ref-%016llx.log", dir, (unsigned long long)key) >=
-	        (int)sizeof log)
+	if (server_file(mark, sizeof mark, dir, key, "starting") ||
+	    server_file(log, sizeof log, dir, key, "log"))
 		return;
 	const char *iv = getenv("STITCH_REF_SERVER_IDLE");
 	double s = 600;
@@ -137,12 +143,11 @@ static void start_server(const char *py, const char *helper, const char *sock, c
 int vx_ref_server_connect(const char *py, const char *helper)
 {
 	char dir[PATH_MAX];
-	if (!vx_ref_server_enabled() || server_dir(dir, sizeof dir))
+	if (!enabled() || server_dir(dir, sizeof dir))
 		return -1;
 	uint64_t key = server_key(py, helper);
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	if (snprintf(a.sun_path, sizeof a.sun_path, "%s/ref-%016llx.sock", dir,
-	             (unsigned long long)key) >= (int)sizeof a.sun_path)
+	if (server_file(a.sun_path, sizeof a.sun_path, dir, key, "sock"))
 		return -1;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -152,8 +157,7 @@ int vx_ref_server_connect(const char *py, const char *helper)
 		socklen_t cl = sizeof c;
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &cl) == 0 && c.uid == geteuid()) {
 			char mark[PATH_MAX];
-			if (snprintf(mark, sizeof mark, "%s/ref-%016llx.starting", dir,
-			             (unsigned long long)key) < (int)sizeof mark)
+			if (!server_file(mark, sizeof mark, dir, key, "starting"))
 				unlink(mark); /* it started: a server missing later may be started again */
 			return fd;
 		}

@@ -8,8 +8,6 @@
 #ifndef ST_REF_SERVER_H
 #define ST_REF_SERVER_H
 
-int vx_ref_server_enabled(void);
-
 /* A socket connected to this user's server for `py` and `helper`, or -1 when there is none (or
  * it is off, or its folder is not safe); then one is started in the background for the verifies
  * that follow. */
