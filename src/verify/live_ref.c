@@ -214,8 +214,9 @@ static json_t *env_object(void)
 
 /* A child of this user's warm server (ref_server.h): attached, or -1 (nothing held) when the
  * server does not answer at once. Its child answers the attach right after the fork, so a server
- * that is gone wrong (a listener that never accepts) costs this verify a few seconds, never its
- * reference: the verify then starts its own helper, and the next verify a new server. */
+ * that is gone wrong (a listener that never accepts, or one dying as we connected) costs this
+ * verify a few seconds, never its reference: the verify then starts its own helper, and the
+ * caller a new server for the next verify. */
 static int attach(vx_live *L, const st_task *t, int fd)
 {
 	char task_dir[PATH_MAX];
@@ -232,7 +233,6 @@ static int attach(vx_live *L, const st_task *t, int fd)
 	if (!s)
 		s = take_reply(L, st_now_s() + 10, &e);
 	if (s) {
-		vx_ref_server_drop(fd);
 		close(fd);
 		L->sock = -1;
 		L->q_len = 0;
@@ -255,9 +255,12 @@ static st_status spawn(vx_live *L, const st_task *t, st_err *err)
 	if (s)
 		return s;
 	json_object_set_new(L->info, "python", json_string(py));
-	int fd = vx_ref_server_connect(py, helper);
+	unsigned long long ino;
+	int fd = vx_ref_server_connect(py, helper, &ino);
 	if (fd >= 0 && attach(L, t, fd) == 0)
 		return ST_OK;
+	if (fd >= 0)
+		vx_ref_server_drop(py, helper, ino);
 	json_object_set_new(L->info, "server", json_false());
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))

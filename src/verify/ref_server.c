@@ -140,15 +140,19 @@ static void start_server(const char *py, const char *helper, const char *sock, c
 		;
 }
 
-int vx_ref_server_connect(const char *py, const char *helper)
+int vx_ref_server_connect(const char *py, const char *helper, unsigned long long *ino)
 {
 	char dir[PATH_MAX];
+	*ino = 0;
 	if (!enabled() || server_dir(dir, sizeof dir))
 		return -1;
 	uint64_t key = server_key(py, helper);
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	if (server_file(a.sun_path, sizeof a.sun_path, dir, key, "sock"))
 		return -1;
+	struct stat st;
+	if (lstat(a.sun_path, &st) == 0)
+		*ino = (unsigned long long)st.st_ino;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
@@ -171,15 +175,21 @@ int vx_ref_server_connect(const char *py, const char *helper)
 	return -1;
 }
 
-void vx_ref_server_drop(int fd)
+void vx_ref_server_drop(const char *py, const char *helper, unsigned long long ino)
 {
-	struct sockaddr_un a;
-	socklen_t len = sizeof a;
-	memset(&a, 0, sizeof a);
-	if (getpeername(fd, (struct sockaddr *)&a, &len) || a.sun_family != AF_UNIX || !a.sun_path[0])
+	char dir[PATH_MAX], sock[PATH_MAX], pid[PATH_MAX];
+	if (!enabled() || server_dir(dir, sizeof dir))
 		return;
-	char pid[sizeof a.sun_path + 8];
-	snprintf(pid, sizeof pid, "%.*s.pid", (int)sizeof a.sun_path, a.sun_path);
-	unlink(a.sun_path);
-	unlink(pid);
+	uint64_t key = server_key(py, helper);
+	struct stat st;
+	if (server_file(sock, sizeof sock, dir, key, "sock") ||
+	    server_file(pid, sizeof pid, dir, key, "sock.pid"))
+		return;
+	/* Another verify may have put a new server there since: that one stays. */
+	if (lstat(sock, &st) == 0 && (unsigned long long)st.st_ino == ino) {
+		unlink(sock);
+		unlink(pid);
+	}
+	if (lstat(sock, &st) != 0)
+		start_server(py, helper, sock, dir, key);
 }

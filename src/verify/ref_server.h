@@ -10,11 +10,12 @@
 
 /* A socket connected to this user's server for `py` and `helper`, or -1 when there is none (or
  * it is off, or its folder is not safe); then one is started in the background for the verifies
- * that follow. */
-int vx_ref_server_connect(const char *py, const char *helper);
+ * that follow. *ino: the inode of the socket file connected to, for vx_ref_server_drop. */
+int vx_ref_server_connect(const char *py, const char *helper, unsigned long long *ino);
 
-/* The server behind fd did not answer: its socket is removed, so that the next verify starts a
- * new one instead of waiting on this one too (a hung server never reaches its idle limit). */
-void vx_ref_server_drop(int fd);
+/* The server behind the socket file of inode `ino` did not answer the attach (it hangs, or it
+ * was dying when we connected): that socket is removed, where it is still the one, and a new
+ * server is started for the verifies that follow (a hung server never reaches its idle limit). */
+void vx_ref_server_drop(const char *py, const char *helper, unsigned long long ino);
 
 #endif

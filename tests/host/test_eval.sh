@@ -49,7 +49,8 @@ want = [("t1/prefix", 0, "ok", True), ("t1/prefix", 1, "no_code", True),
 sys.exit(0 if got == want else 1)
 PY
 check "A oneshot: the summary line" grep -q "pass@1 compile 0.83, correct 0.67" "$WORK/a-oneshot.out"
-check "A oneshot: answers and code kept" [ -s "$WORK/a-oneshot/t1_scale/sample0.answer.md" ] && [ -s "$WORK/a-oneshot/t1_scale/sample0.c" ]
+check "A oneshot: the answer kept" [ -s "$WORK/a-oneshot/t1_scale/sample0.answer.md" ]
+check "A oneshot: its code kept" [ -s "$WORK/a-oneshot/t1_scale/sample0.c" ]
 
 # refine, 3 rounds: prefix wrong -> slow correct -> no code (keeps round 2's code); scale does
 # not compile -> wrong -> slow correct; fma fast -> slow -> slow (the drift to a slow fallback)
