@@ -58,17 +58,24 @@ void st_clock_bound_compute(const st_batch_rec *sol, int ns, const st_batch_rec 
 	out->batches = ns;
 }
 
-double st_clock_bound_charge(const st_clock_bound *b, double median_ms, double harness_share)
+/* What an excess may be without being work: the standard errors, 2 us and 2 % of the call, and
+ * harness_share of the harness's own work a call. */
+static double allowed(const st_clock_bound *b, double median_ms, double harness_share)
 {
 	double noise = 0.002 + 0.02 * (median_ms > 0 ? median_ms : 0);
 	noise = noise > b->noise_ms ? noise : b->noise_ms;
 	if (harness_share > 0 && harness_share * b->harness_ms > noise)
 		noise = harness_share * b->harness_ms;
-	return b->batches && b->excess_ms > noise ? b->excess_ms : 0;
+	return noise;
 }
 
-int st_clock_bound_gross(const st_clock_bound *b, double median_ms)
+double st_clock_bound_charge(const st_clock_bound *b, double median_ms, double harness_share)
+{
+	return b->batches && b->excess_ms > allowed(b, median_ms, harness_share) ? b->excess_ms : 0;
+}
+
+int st_clock_bound_gross(const st_clock_bound *b, double median_ms, double harness_share)
 {
 	return b->batches && b->excess_ms > 0.05 && b->excess_ms > 4 * median_ms &&
-	       b->excess_ms > 2 * b->noise_ms;
+	       b->excess_ms > 2 * allowed(b, median_ms, harness_share);
 }

@@ -37,9 +37,12 @@ void st_clock_bound_compute(const st_batch_rec *sol, int ns, const st_batch_rec 
  * work a call), else 0. */
 double st_clock_bound_charge(const st_clock_bound *b, double median_ms, double harness_share);
 
-/* Do the reports leave out so much (more than four times what they show, over 50 us a call and
- * twice the noise) that the runner's clock or timing was tampered with? Asked twice, the second
- * time of a confirmation round, before a verdict says so. */
-int st_clock_bound_gross(const st_clock_bound *b, double median_ms);
+/* Do the reports leave out so much (more than four times what they show, over 50 us a call, and
+ * twice what st_clock_bound_charge would let pass as noise with the same harness_share) that the
+ * runner's clock or timing was tampered with? Asked twice, the second time of a confirmation
+ * round, before a verdict says so. A gap that stays through a verify without being work (one
+ * runner's harness slower than the other's) stays through the confirmation too: only the share
+ * keeps it from being called tampering. */
+int st_clock_bound_gross(const st_clock_bound *b, double median_ms, double harness_share);
 
 #endif

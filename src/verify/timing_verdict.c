@@ -94,20 +94,14 @@ static double parent_clock(vctx *v, json_t *timing, double median)
 	                              b.rtt_ms, "batches", b.batches, "confirmed", v->clock_confirmed,
 	                              "cpu_wait_ms", c->cpu_wait_ms, "baseline_cpu_wait_ms",
 	                              h->cpu_wait_ms));
-	if (st_clock_bound_gross(&b, median) && v->clock_confirmed) {
+	double share = vx_harness_share(v);
+	if (st_clock_bound_gross(&b, median, share) && v->clock_confirmed) {
 		vx_fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond what the "
 		        "runner reported (%.4f ms) and the harness's own work (the %s's: %.4f ms), in the "
 		        "timing and again when timed alone to confirm: the runner's timing was tampered "
 		        "with from inside", b.excess_ms, median, h->role, b.harness_ms);
 		return 0;
 	}
-	/* The host backend's harness writes a cache-sized buffer before every call (milliseconds),
-	 * and what that costs differs between two runner processes by up to a fifth (the core, the
-	 * pages), a gap that stays through a verify and that standard errors over batches do not
-	 * see: an honest C answer to a 3 us task was charged 0.4-0.65 ms in 2 of 6 verifies on an
-	 * idle machine. A share of that work is not charged there; the GPU's harness work is GPU
-	 * time, steady to well under that, and keeps the plain rule. */
-	double share = !strcmp(v->o->backend, "host") ? 0.25 : 0;
 	double charge = st_clock_bound_charge(&b, median, share);
 	if (charge > 0)
 		vx_flag(v, "time_from_parent_clock");

@@ -207,6 +207,9 @@ st_status vx_time_all(vctx *v, const st_size_set *set, st_err *err);
 /* Where the parent's clock and the candidate's reports disagree grossly: time the candidate and
  * its baseline again, alone on the GPU, and keep only these batches for the bound. */
 st_status vx_time_confirm(vctx *v, st_err *err);
+/* The share of the harness's own work a call that the parent's clock lets pass as noise
+ * (clock_bound.h): a quarter on the host backend, none on the GPU. */
+double vx_harness_share(const vctx *v);
 /* The baseline the candidate's timing is held to: the reference timed beside it, or for an
  * imported task the harness's null calls; -1 when neither was timed. */
 int vx_held_to(const vctx *v);
