@@ -14,20 +14,12 @@
 
 #include "../src/runner/cuda_kernels.h"
 #include "bench_check.h"
+#include "bench_lt.h"
 
 #define OFFERS 32
 #define REPS 30
 #define WORKSPACE (32u << 20)
 #define EXPERT_TRY 8 /* the expert's N_TRY */
-
-#define LK(x)                                                                                   \
-	do {                                                                                        \
-		cublasStatus_t s_ = (x);                                                                \
-		if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-			fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #x, (int)s_);        \
-			return 1;                                                                           \
-		}                                                                                       \
-	} while (0)
 
 /* D[m, n] (ld ldd) = W[m, k]^T-stored . act[k, n] (ld ldb), as the expert's make_layouts */
 typedef struct {
@@ -45,21 +37,6 @@ typedef struct {
 	size_t flush_len;
 	cublasLtHandle_t lt;
 } bench;
-
-static int cmp(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
-}
-
-static unsigned config(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr)
-{
-	uint32_t v = 0;
-	size_t got = 0;
-	if (cublasLtMatmulAlgoConfigGetAttribute(a, attr, &v, sizeof v, &got) != CUBLAS_STATUS_SUCCESS)
-		return 0xffffffffu;
-	return v;
-}
 
 static int offers(bench *b, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
                   cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, uint32_t align_d,
@@ -104,7 +81,7 @@ static float time_offer(bench *b, cublasLtMatmulDesc_t op, const product *p,
 		if (r >= 0 && cudaEventElapsedTime(&t[r], b->e0, b->e1) != cudaSuccess)
 			return -1;
 	}
-	qsort(t, REPS, sizeof *t, cmp);
+	qsort(t, REPS, sizeof *t, lt_cmp_float);
 	return t[REPS / 2];
 }
 
@@ -134,7 +111,7 @@ static int run_product(bench *b, const product *p, const void *W, const void *X,
 			continue;
 		if (pick < 0)
 			pick = i;
-		if (config(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID) == CUBLASLT_MATMUL_TILE_128x128) {
+		if (lt_config(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID) == CUBLASLT_MATMUL_TILE_128x128) {
 			pick = i;
 			break;
 		}
@@ -150,13 +127,13 @@ static int run_product(bench *b, const product *p, const void *W, const void *X,
 		float ms = res[i].state == CUBLAS_STATUS_SUCCESS
 		               ? time_offer(b, op, p, la, lb, ld, a, W, X, D)
 		               : -1;
-		printf("%4d %5u %4u %6u %6u %3u %7u %6u %7u", i, config(a, CUBLASLT_ALGO_CONFIG_ID),
-		       config(a, CUBLASLT_ALGO_CONFIG_TILE_ID), config(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
-		       config(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-		       config(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
-		       config(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
-		       config(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
-		       config(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+		printf("%4d %5u %4u %6u %6u %3u %7u %6u %7u", i, lt_config(a, CUBLASLT_ALGO_CONFIG_ID),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_TILE_ID), lt_config(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 		if (ms < 0) {
 			printf("  failed\n");
 			continue;

@@ -14,25 +14,11 @@
 
 #include "../src/runner/cuda_kernels.h"
 #include "bench_check.h"
+#include "bench_lt.h"
 
 #define OFFERS 32
 #define REPS 50
 #define WORKSPACE (32u << 20)
-
-#define LK(x)                                                                                   \
-	do {                                                                                        \
-		cublasStatus_t s_ = (x);                                                                \
-		if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-			fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #x, (int)s_);        \
-			return 1;                                                                           \
-		}                                                                                       \
-	} while (0)
-
-static int cmp(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
-}
 
 static int layout(cublasLtMatrixLayout_t *l, int64_t rows, int64_t cols, int32_t batch,
                   int64_t stride)
@@ -43,15 +29,6 @@ static int layout(cublasLtMatrixLayout_t *l, int64_t rows, int64_t cols, int32_t
 	LK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
 	                                    sizeof stride));
 	return 0;
-}
-
-static unsigned config(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr)
-{
-	uint32_t v = 0;
-	size_t got = 0;
-	if (cublasLtMatmulAlgoConfigGetAttribute(a, attr, &v, sizeof v, &got) != CUBLAS_STATUS_SUCCESS)
-		return 0xffffffffu;
-	return v;
 }
 
 int main(int argc, char **argv)
@@ -140,21 +117,21 @@ int main(int argc, char **argv)
 					CK(cudaEventElapsedTime(&t[r], e0, e1));
 			}
 			failed[i] |= !ok;
-			qsort(t, REPS, sizeof *t, cmp);
+			qsort(t, REPS, sizeof *t, lt_cmp_float);
 			med[i][pass] = t[REPS / 2];
 		}
 	}
 	printf("rank  algo_id tile stages splitk reduction swizzle custom inner cluster  const_ms  random_ms  GB/s(random)\n");
 	for (int i = 0; i < found; i++) {
 		const cublasLtMatmulAlgo_t *a = &res[i].algo;
-		printf("%4d %8u %4u %6u %6u %9u %7u %6u %5u %7u", i, config(a, CUBLASLT_ALGO_CONFIG_ID),
-		       config(a, CUBLASLT_ALGO_CONFIG_TILE_ID), config(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
-		       config(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-		       config(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
-		       config(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
-		       config(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
-		       config(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID),
-		       config(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+		printf("%4d %8u %4u %6u %6u %9u %7u %6u %5u %7u", i, lt_config(a, CUBLASLT_ALGO_CONFIG_ID),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_TILE_ID), lt_config(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID),
+		       lt_config(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 		if (failed[i])
 			printf("  failed\n");
 		else
@@ -201,7 +178,7 @@ int main(int argc, char **argv)
 			if (r >= 0)
 				CK(cudaEventElapsedTime(&t[r], e0, e1));
 		}
-		qsort(t, REPS, sizeof *t, cmp);
+		qsort(t, REPS, sizeof *t, lt_cmp_float);
 		printf("  %-74s %8.4f ms  %4.0f GB/s\n", modes[mode], t[REPS / 2],
 		       bytes / (t[REPS / 2] * 1e6));
 	}
