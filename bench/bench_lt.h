@@ -1,0 +1,37 @@
+/* What the cuBLASLt benchmark programs in bench/ share: the status check (a failed call prints
+ * where and why, and the function returns 1), one attribute of an algorithm's configuration, and
+ * the float order qsort takes medians with. */
+#ifndef ST_BENCH_LT_H
+#define ST_BENCH_LT_H
+
+#include <cublasLt.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define LK(x)                                                                                   \
+	do {                                                                                        \
+		cublasStatus_t s_ = (x);                                                                \
+		if (s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
+			fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #x, (int)s_);        \
+			return 1;                                                                           \
+		}                                                                                       \
+	} while (0)
+
+/* One attribute of an algorithm's configuration, 0xffffffff where cuBLASLt does not say. */
+static inline unsigned lt_config(const cublasLtMatmulAlgo_t *a,
+                                 cublasLtMatmulAlgoConfigAttributes_t attr)
+{
+	uint32_t v = 0;
+	size_t got = 0;
+	if (cublasLtMatmulAlgoConfigGetAttribute(a, attr, &v, sizeof v, &got) != CUBLAS_STATUS_SUCCESS)
+		return 0xffffffffu;
+	return v;
+}
+
+static inline int lt_cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+#endif
