@@ -113,6 +113,7 @@ class Reference:
         self.seed_base = seed_base
         return {"file": path, "params_sha256": got, "checked": bool(want),
                 "torch": torch.__version__, "device": self.device, "import_s": self.import_s,
+                "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
                 "init_s": round(init_s, 3), "build_s": round(time.perf_counter() - t0, 3)}
 
     def draw(self, req):

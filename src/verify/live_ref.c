@@ -51,7 +51,7 @@ static st_status make_dir(vx_live *L, st_err *err)
 
 /* The child: its own process group, the socket as descriptor 3, its output to the log. Only
  * async-signal-safe calls: a verify of stitch serve forks from a threaded process. */
-static void child_exec(vx_live *L, int fd, char *const argv[])
+static void child_exec(vx_live *L, int fd, char *const argv[], char *const envp[])
 {
 	if (setpgid(0, 0) || dup2(fd, 3) < 0)
 		_exit(126);
@@ -65,7 +65,7 @@ static void child_exec(vx_live *L, int fd, char *const argv[])
 	}
 	for (int i = 4; i < 1024; i++)
 		close(i);
-	execve(argv[0], argv, environ);
+	execve(argv[0], argv, envp);
 	_exit(127);
 }
 
@@ -176,6 +176,9 @@ static st_status take_reply(vx_live *L, double deadline, st_err *err)
 		snprintf(L->params_file, sizeof L->params_file, "%s", f);
 		json_object_set(L->info, "torch", json_object_get(rep, "torch"));
 		json_object_set(L->info, "device", json_object_get(rep, "device"));
+		json_t *visible = json_object_get(rep, "visible_devices");
+		if (json_is_string(visible))
+			json_object_set(L->info, "visible_devices", visible);
 		json_object_set(L->info, "params_checked", json_object_get(rep, "checked"));
 		static const char *const times[] = {"import_s", "init_s", "build_s"};
 		for (size_t i = 0; i < sizeof times / sizeof *times; i++)
@@ -197,7 +200,7 @@ static st_status take_reply(vx_live *L, double deadline, st_err *err)
 
 /* The verify's environment as a JSON object: a server's child takes it over (the GPUs it may
  * see, above all), having been forked from a process another verify started. */
-static json_t *env_object(void)
+static json_t *env_object(const vx_live *L)
 {
 	json_t *env = json_object();
 	for (char **e = environ; env && e && *e; e++) {
@@ -209,7 +212,31 @@ static json_t *env_object(void)
 		name[eq - *e] = '\0';
 		json_object_set_new(env, name, json_string(eq + 1));
 	}
+	if (env && L->devices[0])
+		json_object_set_new(env, "CUDA_VISIBLE_DEVICES", json_string(L->devices));
 	return env;
+}
+
+/* The environment of a helper of our own: ours, with the slot's CUDA_VISIBLE_DEVICES where it has
+ * one (built before the fork: a multi-threaded parent's child may only exec). `own` holds that
+ * entry. NULL: out of memory; anything but environ is freed by the caller. */
+static char **helper_env(const vx_live *L, char *own, size_t len)
+{
+	if (!L->devices[0])
+		return environ;
+	size_t n = 0;
+	while (environ && environ[n])
+		n++;
+	char **envp = calloc(n + 2, sizeof *envp);
+	if (!envp)
+		return NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21))
+			envp[k++] = environ[i];
+	snprintf(own, len, "CUDA_VISIBLE_DEVICES=%s", L->devices);
+	envp[k] = own;
+	return envp;
 }
 
 /* A child of this user's warm server (ref_server.h): attached, or -1 (nothing held) when the
@@ -220,7 +247,7 @@ static json_t *env_object(void)
 static int attach(vx_live *L, const st_task *t, int fd)
 {
 	char task_dir[PATH_MAX];
-	json_t *env = realpath(t->dir, task_dir) ? env_object() : NULL;
+	json_t *env = realpath(t->dir, task_dir) ? env_object(L) : NULL;
 	if (!env) {
 		close(fd);
 		return -1;
@@ -266,15 +293,20 @@ static st_status spawn(vx_live *L, const st_task *t, st_err *err)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return st_err_set(err, ST_E_SYSTEM, "socketpair: %s", strerror(errno));
 	char *argv[] = {py, helper, (char *)t->dir, "--fd", fd_arg, "--dir", L->dir, NULL};
+	char visible[sizeof L->devices + 32];
+	char **envp = helper_env(L, visible, sizeof visible);
 	fflush(NULL);
-	pid_t pid = fork();
+	pid_t pid = envp ? fork() : -1;
+	int fork_errno = envp ? errno : ENOMEM;
+	if (pid == 0)
+		child_exec(L, sv[1], argv, envp);
+	if (envp != environ)
+		free(envp);
 	if (pid < 0) {
 		close(sv[0]);
 		close(sv[1]);
-		return st_err_set(err, ST_E_SYSTEM, "fork: %s", strerror(errno));
+		return st_err_set(err, ST_E_SYSTEM, "fork: %s", strerror(fork_errno));
 	}
-	if (pid == 0)
-		child_exec(L, sv[1], argv);
 	setpgid(pid, pid); /* also here, so the group exists before any kill */
 	close(sv[1]);
 	L->sock = sv[0];
@@ -305,9 +337,11 @@ static int window(const st_task *t)
 
 static st_status draw_ahead(vx_live *L, int k, st_err *err);
 
-st_status vx_live_start(vx_live *L, const st_task *t, uint64_t seed, st_err *err)
+st_status vx_live_start(vx_live *L, const st_task *t, uint64_t seed, const char *devices,
+                        st_err *err)
 {
 	memset(L, 0, sizeof *L);
+	snprintf(L->devices, sizeof L->devices, "%s", devices ? devices : "");
 	L->sock = -1;
 	L->n_seeds = t->n_data_seeds;
 	L->t_start = st_now_s();

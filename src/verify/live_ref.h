@@ -39,12 +39,16 @@ typedef struct vx_live {
 	int settled;           /* every seed the verify takes is drawn, nothing more is asked */
 	json_t *info;          /* for the verdict: python, torch, device, build_s, draw_s */
 	double t_start;
+	char devices[32];      /* the CUDA_VISIBLE_DEVICES it runs with ("": the parent's) */
 } vx_live;
 
 /* Start the helper for task t (its data_reference), ask it to build the model and draw the first
  * seed, and return without waiting: torch loads while the solutions compile. The seed base is
- * secret and new, or derived from `seed` when it is not 0 (verify --seed: reproducible). */
-st_status vx_live_start(vx_live *L, const st_task *t, uint64_t seed, st_err *err);
+ * secret and new, or derived from `seed` when it is not 0 (verify --seed: reproducible).
+ * `devices`: the CUDA_VISIBLE_DEVICES of the verify's slot, which the program then runs on as the
+ * runners do (a `stitch serve --gpus` worker's GPU); NULL or "": the parent's own. */
+st_status vx_live_start(vx_live *L, const st_task *t, uint64_t seed, const char *devices,
+                        st_err *err);
 
 /* Wait (until `deadline`, st_now_s() seconds) for the rebuilt params and open them in L->params.
  * ST_E_INVALID when the program no longer builds the params the import recorded. */

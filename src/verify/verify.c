@@ -53,7 +53,8 @@ static st_status open_params(const st_task *t, const char *path, st_safetensors 
 /* Where the params and an imported task's seeds come from: --params, an imported task's own
  * file, or (a task that stores no seeds, or --fresh-seeds) its PyTorch program, started here so
  * that torch loads while the solutions compile (live_ref.h). */
-static st_status open_data(const st_task *task, const st_verify_opts *o, st_safetensors *params,
+static st_status open_data(const st_task *task, const st_verify_opts *o,
+                           const st_verify_slot *slot, st_safetensors *params,
                            const char **params_path, vx_live *live_ref, vx_live **live,
                            st_err *err)
 {
@@ -72,7 +73,7 @@ static st_status open_data(const st_task *task, const st_verify_opts *o, st_safe
 	if (o->params_path)
 		return st_err_set(err, ST_E_INVALID, "--params: %s judges against its PyTorch program, "
 		                  "whose params are the program's own", task->id);
-	st_status s = vx_live_start(live_ref, task, o->seed, err);
+	st_status s = vx_live_start(live_ref, task, o->seed, slot ? slot->devices : NULL, err);
 	if (s)
 		vx_live_free(live_ref);
 	else
@@ -335,7 +336,7 @@ st_status vx_verify(const char *task_dir, const char *solution, const st_verify_
 	memset(&params, 0, sizeof params);
 	vx_live live_ref, *live = NULL;
 	const char *params_path = NULL;
-	s = open_data(&task, o, &params, &params_path, &live_ref, &live, err);
+	s = open_data(&task, o, slot, &params, &params_path, &live_ref, &live, err);
 	if (s) {
 		st_task_free(&task);
 		return s;

@@ -118,16 +118,23 @@ srv_verify() { XDG_RUNTIME_DIR=$SRV STITCH_REF_SERVER=1 STITCH_REF_SERVER_IDLE=$
 server_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["reference_runner"]["server"])' "$1"; }
 # ok_via VERDICT True|False: the verify passed, through the server or with a helper of its own
 ok_via() { [ "$RC" -eq 0 ] && [ "$(server_of "$1")" = "$2" ]; }
-srv_verify "$WORK/srv1.json" "$T" "$KB/solutions/linear_relu.c" --seed 7 --dump "$WORK/ds1"
+CUDA_VISIBLE_DEVICES=3 srv_verify "$WORK/srv1.json" "$T" "$KB/solutions/linear_relu.c" --seed 7 --dump "$WORK/ds1"
 check "no server yet: ok with a helper of its own ($RC, server $(server_of "$WORK/srv1.json"))" \
 	ok_via "$WORK/srv1.json" False
 sock_up() { ls "$SRV"/stitch-ref-*/ref-*.sock >/dev/null 2>&1; }
 check "the first verify started a server" wait_for 120 sock_up
 check "in a folder only this user may enter" \
 	sh -c "[ \"\$(stat -c %a \"$SRV\"/stitch-ref-*)\" = 700 ]"
-srv_verify "$WORK/srv2.json" "$T" "$KB/solutions/linear_relu.c" --seed 7 --dump "$WORK/ds2"
+CUDA_VISIBLE_DEVICES=4 srv_verify "$WORK/srv2.json" "$T" "$KB/solutions/linear_relu.c" --seed 7 --dump "$WORK/ds2"
 check "the next verify attaches to it: ok ($RC, server $(server_of "$WORK/srv2.json"))" \
 	ok_via "$WORK/srv2.json" True
+# The program runs on the verify's GPUs (a serve slot's, else the verify's own), not on those of
+# the verify that started the server.
+visible_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["reference_runner"].get("visible_devices"))' "$1"; }
+check "a helper of its own sees the verify's CUDA_VISIBLE_DEVICES ($(visible_of "$WORK/srv1.json"))" \
+	[ "$(visible_of "$WORK/srv1.json")" = 3 ]
+check "the server's child sees its verify's, not the server's ($(visible_of "$WORK/srv2.json"))" \
+	[ "$(visible_of "$WORK/srv2.json")" = 4 ]
 check "through the server, --seed 7 draws the same inputs" python3 - "$WORK/ds1" "$WORK/ds2" <<'EOF'
 import json, struct, sys
 def x0(path):
