@@ -198,28 +198,9 @@ static st_status take_reply(vx_live *L, double deadline, st_err *err)
 	return s;
 }
 
-/* The verify's environment as a JSON object: a server's child takes it over (the GPUs it may
- * see, above all), having been forked from a process another verify started. */
-static json_t *env_object(const vx_live *L)
-{
-	json_t *env = json_object();
-	for (char **e = environ; env && e && *e; e++) {
-		const char *eq = strchr(*e, '=');
-		char name[256];
-		if (!eq || (size_t)(eq - *e) >= sizeof name)
-			continue;
-		memcpy(name, *e, (size_t)(eq - *e));
-		name[eq - *e] = '\0';
-		json_object_set_new(env, name, json_string(eq + 1));
-	}
-	if (env && L->devices[0])
-		json_object_set_new(env, "CUDA_VISIBLE_DEVICES", json_string(L->devices));
-	return env;
-}
-
-/* The environment of a helper of our own: ours, with the slot's CUDA_VISIBLE_DEVICES where it has
- * one (built before the fork: a multi-threaded parent's child may only exec). `own` holds that
- * entry. NULL: out of memory; anything but environ is freed by the caller. */
+/* The environment a helper runs with: ours, with the slot's CUDA_VISIBLE_DEVICES where it has one
+ * (built before any fork: a multi-threaded parent's child may only exec). `own` holds that entry.
+ * NULL: out of memory; anything but environ is freed by the caller. */
 static char **helper_env(const vx_live *L, char *own, size_t len)
 {
 	if (!L->devices[0])
@@ -239,6 +220,23 @@ static char **helper_env(const vx_live *L, char *own, size_t len)
 	return envp;
 }
 
+/* A helper's environment (helper_env) as a JSON object: a server's child takes it over (the GPUs
+ * it may see, above all), having been forked from a process another verify started. */
+static json_t *env_object(char *const *envp)
+{
+	json_t *env = json_object();
+	for (char *const *e = envp; env && e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		char name[256];
+		if (!eq || (size_t)(eq - *e) >= sizeof name)
+			continue;
+		memcpy(name, *e, (size_t)(eq - *e));
+		name[eq - *e] = '\0';
+		json_object_set_new(env, name, json_string(eq + 1));
+	}
+	return env;
+}
+
 /* A child of this user's warm server (ref_server.h): attached, or -1 (nothing held) when the
  * server does not answer at once. Its child answers the attach right after the fork, so a server
  * that is gone wrong (a listener that never accepts, or one dying as we connected) costs this
@@ -246,8 +244,11 @@ static char **helper_env(const vx_live *L, char *own, size_t len)
  * caller a new server for the next verify. */
 static int attach(vx_live *L, const st_task *t, int fd)
 {
-	char task_dir[PATH_MAX];
-	json_t *env = realpath(t->dir, task_dir) ? env_object(L) : NULL;
+	char task_dir[PATH_MAX], visible[sizeof L->devices + 32];
+	char **envp = helper_env(L, visible, sizeof visible);
+	json_t *env = envp && realpath(t->dir, task_dir) ? env_object(envp) : NULL;
+	if (envp != environ)
+		free(envp);
 	if (!env) {
 		close(fd);
 		return -1;
