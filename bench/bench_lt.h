@@ -1,6 +1,6 @@
 /* What the cuBLASLt benchmark programs in bench/ share: the status check (a failed call prints
- * where and why, and the function returns 1), one attribute of an algorithm's configuration, and
- * the float order qsort takes medians with. */
+ * where and why, and the function returns 1), the heuristic's preference, one attribute of an
+ * algorithm's configuration, and the float order qsort takes medians with. */
 #ifndef ST_BENCH_LT_H
 #define ST_BENCH_LT_H
 
@@ -26,6 +26,26 @@ static inline unsigned lt_config(const cublasLtMatmulAlgo_t *a,
 	if (cublasLtMatmulAlgoConfigGetAttribute(a, attr, &v, sizeof v, &got) != CUBLAS_STATUS_SUCCESS)
 		return 0xffffffffu;
 	return v;
+}
+
+/* A heuristic preference for at most `workspace` bytes of workspace, A and B aligned to align_ab
+ * bytes, C and D to align_cd; 1 (said where) on failure. */
+static inline int lt_preference(cublasLtMatmulPreference_t *pref, uint64_t workspace,
+                                uint32_t align_ab, uint32_t align_cd)
+{
+	LK(cublasLtMatmulPreferenceCreate(pref));
+	LK(cublasLtMatmulPreferenceSetAttribute(*pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+	                                        &workspace, sizeof workspace));
+	const struct {
+		cublasLtMatmulPreferenceAttributes_t attr;
+		const uint32_t *v;
+	} al[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_ab},
+	          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_ab},
+	          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd},
+	          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd}};
+	for (int i = 0; i < 4; i++)
+		LK(cublasLtMatmulPreferenceSetAttribute(*pref, al[i].attr, al[i].v, sizeof *al[i].v));
+	return 0;
 }
 
 static inline int lt_cmp_float(const void *a, const void *b)

@@ -43,19 +43,8 @@ static int offers(bench *b, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
                   cublasLtMatmulHeuristicResult_t *res, int *found)
 {
 	cublasLtMatmulPreference_t pref;
-	uint64_t wsb = WORKSPACE;
-	uint32_t a16 = 16;
-	LK(cublasLtMatmulPreferenceCreate(&pref));
-	LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-	                                        sizeof wsb));
-	LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a16,
-	                                        sizeof a16));
-	LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a16,
-	                                        sizeof a16));
-	LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-	                                        &align_d, sizeof align_d));
-	LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-	                                        &align_d, sizeof align_d));
+	if (lt_preference(&pref, WORKSPACE, 16, align_d))
+		return 1;
 	LK(cublasLtMatmulAlgoGetHeuristic(b->lt, op, la, lb, ld, ld, pref, OFFERS, res, found));
 	cublasLtMatmulPreferenceDestroy(pref);
 	return 0;

@@ -73,19 +73,11 @@ int main(int argc, char **argv)
 	    layout(&lc, N, M, (int32_t)batch, M * N))
 		return 1;
 	cublasLtMatmulPreference_t pref;
-	uint64_t wsb = WORKSPACE;
 	uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-	uint32_t align = 16;
-	LK(cublasLtMatmulPreferenceCreate(&pref));
-	LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-	                                        sizeof wsb));
+	if (lt_preference(&pref, WORKSPACE, 16, 16))
+		return 1;
 	LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red,
 	                                        sizeof red));
-	cublasLtMatmulPreferenceAttributes_t al[] = {
-		CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-		CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-	for (int i = 0; i < 4; i++)
-		LK(cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align));
 	cublasLtMatmulHeuristicResult_t res[OFFERS];
 	int found = 0;
 	LK(cublasLtMatmulAlgoGetHeuristic(lt, op, lb, la, lc, lc, pref, OFFERS, res, &found));
