@@ -27,11 +27,19 @@ json.dump({"steps": [{"openai_text": text(s)} for s in steps]}, open(out, "w"))
 PY
 }
 
-# run_eval NAME MODEL MODE K R STEP...: one evaluation against a fresh fake server
+# run_eval NAME MODEL MODE K R STEP...: one evaluation against a fresh fake server, exit 0
 run_eval() {
 	local name=$1 model=$2 mode=$3 k=$4 r=$5
 	shift 5
 	script "$WORK/$name.script.json" "$@"
+	fake_eval "$name" "$model" "$mode" "$k" "$r" 0
+}
+
+# fake_eval NAME MODEL MODE K R WANT_RC [ARG...]: one evaluation against a fresh fake server
+# answering from $WORK/NAME.script.json, with extra eval arguments; its exit status must be WANT_RC
+fake_eval() {
+	local name=$1 model=$2 mode=$3 k=$4 r=$5 want=$6
+	shift 6
 	: >"$WORK/$name.port"
 	"$FAKE" "$WORK/$name.script.json" --log "$WORK/$name.fake.log" >"$WORK/$name.port" \
 		2>"$WORK/$name.fake.err" &
@@ -42,10 +50,10 @@ run_eval() {
 	port=$(head -n 1 "$WORK/$name.port")
 	[ "$mode" = oneshot ] || rounds=(--rounds "$r")
 	"$STITCH" eval --model "openai-compat:http://127.0.0.1:$port/v1:$model" --mode "$mode" \
-		--samples "$k" "${rounds[@]}" --out "$WORK/$name" --parallel 1 "${EVAL_OPTS[@]}" \
+		--samples "$k" "${rounds[@]}" --out "$WORK/$name" --parallel 1 "${EVAL_OPTS[@]}" "$@" \
 		>"$WORK/$name.out" 2>"$WORK/$name.err"
 	local rc=$?
-	check "$name: eval exits 0 ($rc: $(tail -n 2 "$WORK/$name.err"))" [ "$rc" -eq 0 ]
+	check "$name: eval exits $want ($rc: $(tail -n 2 "$WORK/$name.err"))" [ "$rc" -eq "$want" ]
 	kill "$pid"
 	wait "$pid" 2>/dev/null
 	# the agent loop's verdicts (its trajectories) go to lib.sh's schema check; oneshot and refine

@@ -75,7 +75,7 @@ static void own_table(eval_args *a, st_opt *t)
 		 "sampling temperature, 0 to 2", 0, 2},
 		{ST_OPT_FLAG, .name = "replay", 0, &a->replay, NULL,
 		 "answers from OUT's cache only (no endpoint needed; a missing\n"
-		 "answer is a no_answer sample)"},
+		 "answer is a no_answer round, left out of the scores)"},
 		{ST_OPT_STRING, .name = "db", 0, &a->db, "FILE",
 		 "leaderboard store (SQLite)", .unset = "$STITCH_EVAL_DB, else\n"
 		 "$XDG_DATA_HOME/stitch/eval.db or ~/.local/share/stitch/eval.db"},
@@ -396,8 +396,9 @@ static void summary(const eval_args *a, const eval_ctx *c, const json_t *scores,
 	const json_t *unjudged = json_object_get(scores, "unjudged");
 	if (json_array_size(unjudged)) {
 		const json_t *u = json_array_get(unjudged, 0);
-		printf("not judged: %zu rounds, left out of every score: the verifier or the task failed, "
-		       "not the model (first: %s: %s; see scores.json)\n", json_array_size(unjudged),
+		printf("not judged: %zu rounds, left out of every score: the model's endpoint gave no "
+		       "answer, or the verifier or the task failed (first: %s: %s; see scores.json)\n",
+		       json_array_size(unjudged),
 		       json_string_value(json_object_get(u, "task")),
 		       json_string_value(json_object_get(u, "reason")));
 	}

@@ -256,7 +256,8 @@ static int import_kernelbench(int argc, char **argv)
 		printf("; eager %.4f ms", eager);
 	if (comp > 0)
 		printf(", torch.compile %.4f ms", comp);
-	printf("\nverify a solution with: stitch verify %s SOLUTION.cu\n", out);
+	printf("\nverify a solution with: stitch verify %s SOLUTION.cu\n"
+	       "  (C for the CPU: stitch verify --backend host %s SOLUTION.c)\n", out, out);
 	st_task_free(&t);
 	return ST_EXIT_OK;
 }

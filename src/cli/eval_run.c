@@ -118,20 +118,41 @@ static void add_row(eval_ctx *c, eval_item *it, json_t *row, int round, const ch
 	}
 }
 
-/* A verify that failed for the machine (no GPU, a baseline that broke) stops the whole run:
- * every later sample would fail the same way and be scored as the model's fault. */
-static int env_failed(eval_ctx *c, st_status s, const st_err *e)
+/* Stops the whole run for a failure of the setup, not of the model: every later sample would
+ * fail the same way and be scored as the model's fault. The first reason is the one reported. */
+static void env_stop(eval_ctx *c, st_status s, const char *msg)
 {
-	if (s != ST_E_NODEVICE && s != ST_E_SYSTEM)
-		return 0;
 	pthread_mutex_lock(&c->mu);
 	if (!c->stop) {
 		c->stop = 1;
 		c->env_status = s;
-		snprintf(c->env_error, sizeof c->env_error, "%s", e->msg);
+		snprintf(c->env_error, sizeof c->env_error, "%s", msg);
 	}
 	pthread_mutex_unlock(&c->mu);
+}
+
+/* A verify that failed for the machine (no GPU, a baseline that broke) stops the run. */
+static int env_failed(eval_ctx *c, st_status s, const st_err *e)
+{
+	if (s != ST_E_NODEVICE && s != ST_E_SYSTEM)
+		return 0;
+	env_stop(c, s, e->msg);
 	return 1;
+}
+
+/* A request to the model that failed. Our side's failures (memory, the answer cache) and the
+ * endpoint refusing the run's setup (HTTP 401/403: the key; a request it cannot encode) stop the
+ * run, as a machine failure does. Anything else (the endpoint unreachable, timing out or failing
+ * after its retries, an answer missing from the cache under --replay) is a round with no answer:
+ * its row is kept as `no_answer` and left out of the scores (st_eval_scores), since the model
+ * never answered. Returns 1 when the run stops. */
+static int llm_failed(eval_ctx *c, st_status s, const st_err *e)
+{
+	if (s == ST_E_NOMEM || s == ST_E_SYSTEM || (s == ST_E_INVALID && !c->llm.replay)) {
+		env_stop(c, s, e->msg);
+		return 1;
+	}
+	return 0;
 }
 
 /* The sample's final row: for a conversation, its last round with code (what the loop ends
@@ -160,7 +181,7 @@ static void run_conversation(eval_worker *w, eval_item *it, st_llm_client *clien
 	st_llm_msg *msgs = calloc(2 * (size_t)R + 1, sizeof *msgs);
 	char **owned = calloc(2 * (size_t)R + 1, sizeof *owned);
 	if (!msgs || !owned) {
-		add_row(c, it, row_without_verdict(it, "no_answer", "out of memory"), 1, NULL);
+		env_stop(c, ST_E_NOMEM, "out of memory for a conversation");
 		free(msgs);
 		free(owned);
 		return;
@@ -173,9 +194,11 @@ static void run_conversation(eval_worker *w, eval_item *it, st_llm_client *clien
 		st_llm_response r;
 		memset(&r, 0, sizeof r);
 		st_err e;
-		if (st_llm_complete(client, &q, &r, &e)) {
-			add_row(c, it, row_without_verdict(it, "no_answer", e.msg), round, NULL);
-			break; /* the endpoint gave up after its retries: the conversation cannot go on */
+		st_status ls = st_llm_complete(client, &q, &r, &e);
+		if (ls) {
+			if (!llm_failed(c, ls, &e))
+				add_row(c, it, row_without_verdict(it, "no_answer", e.msg), round, NULL);
+			break; /* no answer to build on: the conversation cannot go on */
 		}
 		it->tokens_in += r.input_tokens;
 		it->tokens_out += r.output_tokens;
@@ -309,7 +332,7 @@ static void run_agent(eval_worker *w, eval_item *it)
 	st_err e;
 	st_status s = st_solve(&so, &report, &e);
 	if (s) {
-		if (!env_failed(c, s, &e))
+		if (!env_failed(c, s, &e) && !llm_failed(c, s, &e))
 			add_row(c, it, row_without_verdict(it, "no_answer", e.msg), 1, NULL);
 		if (json_array_size(it->rows))
 			json_object_set_new(json_array_get(it->rows, json_array_size(it->rows) - 1),
@@ -346,9 +369,8 @@ static void *eval_thread(void *arg)
 			break;
 		eval_item *it = &c->items[i];
 		it->rows = json_array();
-		if (cs) {
-			add_row(c, it, row_without_verdict(it, "no_answer", e.msg), 1, NULL);
-			json_object_set_new(json_array_get(it->rows, 0), "final", json_true());
+		if (cs) { /* no client (the answer cache, memory): no sample can be asked */
+			env_stop(c, cs, e.msg);
 		} else if (c->mode == EVAL_AGENT) {
 			run_agent(&w, it);
 		} else {

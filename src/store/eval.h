@@ -64,7 +64,8 @@ double st_eval_pass_at(int n, int c, int k);
  * correct, vs_reference, vs_expert, sol_fraction, suspicious, code) for K samples and R rounds:
  * {"tasks": {id: S}, "tiers": {"t1/": G, ...}, "overall": G, "suspicious": [...],
  * "unjudged": [...]}, as docs/eval.md describes. Rows of status "error" (the verifier or the task
- * failed) count in no score: they are listed under "unjudged". */
+ * failed) and "no_answer" (the model's endpoint never answered) count in no score: they are
+ * listed under "unjudged". */
 json_t *st_eval_scores(const json_t *rows, int K, int R);
 
 #endif

@@ -278,10 +278,11 @@ json_t *st_eval_scores(const json_t *rows, int K, int R)
 		const char *id = json_string_value(json_object_get(r, "task"));
 		if (!id)
 			continue;
-		/* A verify that ended in an error of the harness or the task judged nothing: the model
-		 * is neither blamed nor credited for it; the row is listed instead. */
+		/* A verify that ended in an error of the harness or the task judged nothing, and a
+		 * round the model's endpoint never answered (no_answer) gave it nothing to judge: the
+		 * model is neither blamed nor credited for either; the row is listed instead. */
 		const char *status = json_string_value(json_object_get(r, "status"));
-		if (status && !strcmp(status, "error")) {
+		if (status && (!strcmp(status, "error") || !strcmp(status, "no_answer"))) {
 			json_array_append_new(unjudged, json_pack("{s:s,s:O?,s:O?,s:O?}", "task", id, "sample",
 			                                          json_object_get(r, "sample"), "round",
 			                                          json_object_get(r, "round"), "reason",

@@ -141,6 +141,40 @@ fi
 rc=$?
 check "--compare of an unknown run: exit 2 ($rc) and says which" bash -c "[ $rc -eq 2 ] && grep -q \"'42'\" '$WORK/c42'"
 
+# ---- the endpoint fails -------------------------------------------------------------------------
+# steps NAME STEP...: a raw script, each STEP a JSON object of the fake server's (the last repeats)
+steps() {
+	local name=$1
+	shift
+	printf '{"steps": [%s]}' "$(IFS=,; echo "$*")" >"$WORK/$name.script.json"
+}
+WRONG=$(python3 -c 'import json,sys; print(json.dumps({"openai_text": "```c\n" + open(sys.argv[1]).read() + "```\n"}))' "$ANSWERS/scale_wrong.c")
+# sample 0 answers (wrongly: no timing), sample 1 gets HTTP 400, which is not retried: that round
+# is no_answer, left out of the scores, and the run goes on
+steps e-400 "$WRONG" '{"status": 400, "body": "{\"error\": {\"message\": \"prompt too long\"}}"}'
+fake_eval e-400 fake-a oneshot 2 1 0 --task t1/scale --no-db
+check "e-400: the unanswered round is no_answer, with the endpoint's words" python3 - "$WORK/e-400/results.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+got = [(r["sample"], r["status"], r["final"]) for r in rows]
+sys.exit(0 if got == [(0, "incorrect", True), (1, "no_answer", True)]
+         and "HTTP 400" in rows[1]["reason"] and "prompt too long" in rows[1]["reason"] else 1)
+PY
+E400='{"tasks/t1/scale/samples": 1, "tasks/t1/scale/compiled": 1, "tasks/t1/scale/correct": 0,
+      "overall/pass@1/compile": 1, "overall/pass@1/correct": 0}'
+check "e-400: scored on the answered sample only ($(expect_scores e-400 "$E400"))" expect_scores e-400 "$E400"
+check "e-400: listed as not judged" python3 - "$WORK/e-400/scores.json" <<'PY'
+import json, sys
+u = json.load(open(sys.argv[1]))["unjudged"]
+sys.exit(0 if len(u) == 1 and u[0]["sample"] == 1 else 1)
+PY
+check "e-400: the summary says so" grep -q "not judged: 1 rounds" "$WORK/e-400.out"
+# the endpoint refuses the key: the run stops (exit 3) and no row blames the model
+steps e-401 '{"status": 401, "body": "{\"error\": {\"message\": \"invalid api key\"}}"}'
+fake_eval e-401 fake-a oneshot 2 1 3 --task t1/scale --no-db
+check "e-401: says why it stopped" grep -q "stopped: .*HTTP 401.*invalid api key" "$WORK/e-401.err"
+check "e-401: no row" bash -c "! grep -q status '$WORK/e-401/results.jsonl' 2>/dev/null"
+
 # ---- bad input ----------------------------------------------------------------------------------
 "$STITCH" eval --backend host >/dev/null 2>"$WORK/e1"
 check "no --model: exit 2 ($?)" grep -q -- "--model" "$WORK/e1"

@@ -135,8 +135,10 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* A round whose verify failed for the verifier or the task (status "error") counts in no score:
- * not against the model (it was never judged) and not for it; it is listed as unjudged. */
+/* A round whose verify failed for the verifier or the task (status "error"), and one the model's
+ * endpoint never answered (status "no_answer"), counts in no score: not against the model (it
+ * was never judged) and not for it; it is listed as unjudged. An answer without code (no_code)
+ * is the model's and counts. */
 static void test_unjudged_rows(void **state)
 {
 	(void)state;
@@ -150,7 +152,12 @@ static void test_unjudged_rows(void **state)
 	    "{\"task\":\"t1/b\",\"tier\":1,\"sample\":0,\"round\":1,\"final\":true,"
 	    "\"status\":\"error\",\"compiled\":false,\"correct\":false},"
 	    "{\"task\":\"t1/b\",\"tier\":1,\"sample\":1,\"round\":1,\"final\":true,"
-	    "\"status\":\"error\",\"compiled\":false,\"correct\":false}]",
+	    "\"status\":\"error\",\"compiled\":false,\"correct\":false},"
+	    "{\"task\":\"t1/a\",\"tier\":1,\"sample\":2,\"round\":1,\"final\":true,"
+	    "\"status\":\"no_answer\",\"reason\":\"HTTP 503\",\"compiled\":false,"
+	    "\"correct\":false},"
+	    "{\"task\":\"t1/a\",\"tier\":1,\"sample\":3,\"round\":1,\"final\":true,"
+	    "\"status\":\"no_code\",\"compiled\":false,\"correct\":false}]",
 	    0, &je);
 	assert_non_null(rows);
 	json_t *s = st_eval_scores(rows, 2, 1);
@@ -158,14 +165,17 @@ static void test_unjudged_rows(void **state)
 	json_t *tasks = json_object_get(s, "tasks");
 	assert_int_equal(json_object_size(tasks), 1); /* t1/b was never judged */
 	json_t *a = json_object_get(tasks, "t1/a");
-	assert_int_equal(json_integer_value(json_object_get(a, "samples")), 1);
+	assert_int_equal(json_integer_value(json_object_get(a, "samples")), 2); /* ok, no_code */
 	assert_float_equal(json_number_value(json_object_get(json_object_get(a, "pass@1"), "correct")),
-	                   1.0, 1e-12);
+	                   0.5, 1e-12);
 	json_t *u = json_object_get(s, "unjudged");
-	assert_int_equal(json_array_size(u), 3);
+	assert_int_equal(json_array_size(u), 4);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(u, 0), "reason")),
 	                    "more than 64 tensors");
 	assert_true(json_is_null(json_object_get(json_array_get(u, 1), "reason")));
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(u, 3), "sample")), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(u, 3), "reason")),
+	                    "HTTP 503");
 	json_decref(s);
 	json_decref(rows);
 }
