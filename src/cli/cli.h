@@ -42,8 +42,9 @@ int st_cli_number(const char *opt, const char *v, double lo, double hi, double *
 /* The suite root: $STITCH_TASKS, else tasks/ under st_home(). */
 const char *st_cli_tasks_root(void);
 
-/* The commit stitch was built from, for a run's record: $STITCH_COMMIT, else `git rev-parse`
- * in st_home(), else null. */
+/* The commit of the checkout stitch runs from, for a run's record: $STITCH_COMMIT, else the
+ * checkout's HEAD (`abc1234`, `abc1234-dirty` when its tree has changes not committed), else
+ * null. */
 json_t *st_cli_commit_id(void);
 
 /* 1 when argv[i] is -h or --help. */

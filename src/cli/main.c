@@ -123,7 +123,10 @@ json_t *st_cli_commit_id(void)
 	if (env && *env)
 		return json_string(env);
 	char cmd[PATH_MAX + 64];
-	snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse --short HEAD 2>/dev/null", st_home());
+	/* --dirty: a run from a tree with changes not committed is not a run of that commit */
+	snprintf(cmd, sizeof cmd,
+	         "git -C '%s' describe --always --dirty --abbrev=7 --exclude='*' 2>/dev/null",
+	         st_home());
 	FILE *p = popen(cmd, "r");
 	char buf[64] = "";
 	if (p) {
