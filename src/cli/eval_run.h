@@ -44,13 +44,14 @@ typedef struct eval_ctx {
 	st_verify_slot slot;     /* where the samples verify: gpu_lock, so measuring stays alone */
 	int next, finished, stop;
 	char device[128];        /* the GPU (or CPU) the first verdict names, for the record */
-	st_status env_status;    /* a verify that failed for the machine, not the candidate */
+	st_status env_status;    /* what stopped the run: the machine or the setup, not the model */
 	char env_error[1024];
 } eval_ctx;
 
 /* Run every item with `parallel` threads: each asks the model (concurrently with the others)
- * and verifies what it gets (measurements one at a time). ST_OK, or the environment error that
- * stopped the run (no GPU, a broken baseline); items done before it keep their rows. */
+ * and verifies what it gets (measurements one at a time). ST_OK, or the error that stopped the
+ * run (no GPU, a broken baseline, the endpoint refusing the key, the answer cache); items done
+ * before it keep their rows. */
 st_status eval_run(eval_ctx *c, int parallel, st_err *err);
 
 /* OUT/<task id with '/' as '_'>. */
