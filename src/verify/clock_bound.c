@@ -41,10 +41,26 @@ static double median_of(const st_batch_rec *r, int n, double rtt_ms, double harn
 	return q;
 }
 
+/* The batches' wall time over their time less the waits for a CPU, clamped to [1, 4]: the
+ * parent's and the runner's waits are summed and may overlap, so a busy host's figure is capped
+ * rather than believed without bound. */
+static double stretch_of(const st_batch_rec *r, int n)
+{
+	double took = 0, waited = 0;
+	for (int i = 0; i < n; i++)
+		if (r[i].n > 0 && r[i].took_ms > 0) {
+			took += r[i].took_ms;
+			waited += r[i].waited_ms > 0 ? r[i].waited_ms : 0;
+		}
+	if (!(took > 0) || !(waited > 0))
+		return 1;
+	return took - waited > took / 4 ? took / (took - waited) : 4;
+}
+
 void st_clock_bound_compute(const st_batch_rec *sol, int ns, const st_batch_rec *base, int nb,
                             double rtt_ms, st_clock_bound *out)
 {
-	*out = (st_clock_bound){.rtt_ms = rtt_ms > 0 ? rtt_ms : 0};
+	*out = (st_clock_bound){.rtt_ms = rtt_ms > 0 ? rtt_ms : 0, .stretch = 1};
 	if (ns <= 0 || nb <= 0)
 		return;
 	ns = ns < MAX_BATCHES ? ns : MAX_BATCHES;
@@ -55,6 +71,7 @@ void st_clock_bound_compute(const st_batch_rec *sol, int ns, const st_batch_rec 
 	double x = median_of(sol, ns, out->rtt_ms, out->harness_ms, &se_s);
 	out->excess_ms = x > 0 ? x : 0;
 	out->noise_ms = 3 * sqrt(se_b * se_b + se_s * se_s);
+	out->stretch = stretch_of(sol, ns);
 	out->batches = ns;
 }
 
@@ -71,7 +88,9 @@ static double allowed(const st_clock_bound *b, double median_ms, double harness_
 
 double st_clock_bound_charge(const st_clock_bound *b, double median_ms, double harness_share)
 {
-	return b->batches && b->excess_ms > allowed(b, median_ms, harness_share) ? b->excess_ms : 0;
+	return b->batches && b->excess_ms > allowed(b, median_ms, harness_share)
+	       ? b->excess_ms * (b->stretch >= 1 ? b->stretch : 1)
+	       : 0;
 }
 
 int st_clock_bound_gross(const st_clock_bound *b, double median_ms, double harness_share)

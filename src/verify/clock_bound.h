@@ -25,6 +25,11 @@ typedef struct st_clock_bound {
 	int batches;       /* the solution's batches behind it */
 	double noise_ms;   /* three standard errors of excess_ms, from the spread of both solutions'
 	                    * per-batch figures: an excess below it may be chance */
+	double stretch;    /* the solution's batches' wall time over that time less their waits for
+	                    * a CPU, 1 to 4 (1 on an idle host): excess_ms is measured net of the
+	                    * waits, so it is what hidden work cost in CPU time; charged at this rate
+	                    * it costs what the same work inside the timed calls would have shown on
+	                    * their wall clock, the waits included, as an honest solution's does */
 } st_clock_bound;
 
 /* The bound of a solution's batches sol[0..ns) against the baseline's base[0..nb), with rtt_ms one
@@ -32,9 +37,9 @@ typedef struct st_clock_bound {
 void st_clock_bound_compute(const st_batch_rec *sol, int ns, const st_batch_rec *base, int nb,
                             double rtt_ms, st_clock_bound *out);
 
-/* What to add to a solution's median time of median_ms: the excess, where it is more than noise
- * (its standard errors, at least 2 us and 2 % of the call, and harness_share of the harness's own
- * work a call), else 0. */
+/* What to add to a solution's median time of median_ms: the excess times the stretch, where the
+ * excess is more than noise (its standard errors, at least 2 us and 2 % of the call, and
+ * harness_share of the harness's own work a call), else 0. */
 double st_clock_bound_charge(const st_clock_bound *b, double median_ms, double harness_share);
 
 /* Do the reports leave out so much (more than four times what they show, over 50 us a call, and

@@ -89,11 +89,11 @@ static double parent_clock(vctx *v, json_t *timing, double median)
 		return 0;
 	const sol *h = &v->sols[vx_held_to(v)];
 	json_object_set_new(timing, "parent_clock",
-	                    json_pack("{s:f,s:f,s:f,s:f,s:i,s:b,s:f,s:f}", "excess_ms", b.excess_ms,
-	                              "noise_ms", b.noise_ms, "harness_ms", b.harness_ms, "rtt_ms",
-	                              b.rtt_ms, "batches", b.batches, "confirmed", v->clock_confirmed,
-	                              "cpu_wait_ms", c->cpu_wait_ms, "baseline_cpu_wait_ms",
-	                              h->cpu_wait_ms));
+	                    json_pack("{s:f,s:f,s:f,s:f,s:i,s:b,s:f,s:f,s:f}", "excess_ms",
+	                              b.excess_ms, "noise_ms", b.noise_ms, "harness_ms", b.harness_ms,
+	                              "rtt_ms", b.rtt_ms, "batches", b.batches, "confirmed",
+	                              v->clock_confirmed, "cpu_wait_ms", c->cpu_wait_ms,
+	                              "baseline_cpu_wait_ms", h->cpu_wait_ms, "stretch", b.stretch));
 	double share = vx_harness_share(v);
 	if (st_clock_bound_gross(&b, median, share) && v->clock_confirmed) {
 		vx_fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond what the "

@@ -129,6 +129,43 @@ static void test_harness_share(void **state)
 	assert_true(st_clock_bound_gross(&b, 0.003, 0.25));
 }
 
+/* Work hidden on a busy host: its waits for a CPU are taken off the gap, so the excess is its CPU
+ * time; it is charged at the batches' stretch (wall over wall less waits), what the same work
+ * would have cost inside the timed calls, where an honest solution's waits stay in its times. */
+static void test_busy_host_charge_stretched(void **state)
+{
+	(void)state;
+	st_batch_rec base[12], sol[12];
+	for (int i = 0; i < 12; i++) {
+		base[i] = rec(100, 0.05, 0.02, 0.15, 0);
+		/* reports 1 us a call, hides 70 us of CPU work that took 140 us of wall time */
+		sol[i] = rec(100, 0.001, 0.02, 0.15, 0.14);
+		sol[i].waited_ms = 100 * 0.07;
+	}
+	st_clock_bound b;
+	st_clock_bound_compute(sol, 12, base, 12, 0.15, &b);
+	assert_true(b.excess_ms > 0.0699 && b.excess_ms < 0.0701);
+	double stretch = sol[0].took_ms / (sol[0].took_ms - sol[0].waited_ms);
+	assert_true(b.stretch > stretch - 1e-9 && b.stretch < stretch + 1e-9);
+	double charge = st_clock_bound_charge(&b, 0.001, 0);
+	assert_true(charge > 0.07 * stretch - 1e-9 && charge < 0.07 * stretch + 1e-9);
+	/* The tampering test stays on the excess itself, waits taken off: a busy host does not make
+	 * a gap gross. */
+	assert_true(st_clock_bound_gross(&b, 0.001, 0));
+	/* Waits of most of the wall time (the runner's and the parent's may overlap) cap at 4. */
+	for (int i = 0; i < 12; i++)
+		sol[i].waited_ms = 0.9 * sol[i].took_ms;
+	st_clock_bound_compute(sol, 12, base, 12, 0.15, &b);
+	assert_true(b.stretch == 4);
+	/* No waits: stretch 1, the excess charged as it is. */
+	for (int i = 0; i < 12; i++)
+		sol[i] = rec(100, 0.001, 0.02, 0.15, 0.07);
+	st_clock_bound_compute(sol, 12, base, 12, 0.15, &b);
+	assert_true(b.stretch == 1);
+	assert_true(st_clock_bound_charge(&b, 0.001, 0) > 0.0699 &&
+	            st_clock_bound_charge(&b, 0.001, 0) < 0.0701);
+}
+
 static void test_nothing_to_compare(void **state)
 {
 	(void)state;
@@ -147,6 +184,7 @@ int main(void)
 		cmocka_unit_test(test_harness_share),
 		cmocka_unit_test(test_hidden_work_is_charged),
 		cmocka_unit_test(test_busy_host_quarter),
+		cmocka_unit_test(test_busy_host_charge_stretched),
 		cmocka_unit_test(test_noisy_harness),
 		cmocka_unit_test(test_nothing_to_compare),
 	};
