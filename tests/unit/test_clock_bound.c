@@ -149,8 +149,8 @@ static void test_busy_host_charge_stretched(void **state)
 	assert_true(b.stretch > stretch - 1e-9 && b.stretch < stretch + 1e-9);
 	double charge = st_clock_bound_charge(&b, 0.001, 0);
 	assert_true(charge > 0.07 * stretch - 1e-9 && charge < 0.07 * stretch + 1e-9);
-	/* The tampering test stays on the excess itself, waits taken off: a busy host does not make
-	 * a gap gross. */
+	/* The tampering test reads the excess itself (CPU time, waits taken off), not the stretched
+	 * charge: the stretch changes what is paid, never what is called hacking. */
 	assert_true(st_clock_bound_gross(&b, 0.001, 0));
 	/* Waits of most of the wall time (the runner's and the parent's may overlap) cap at 4. */
 	for (int i = 0; i < 12; i++)
