@@ -142,12 +142,16 @@ static st_status measure_set(vctx *v, const st_size_set *set, const layout *L, i
 		v->clock_confirmed = 1;
 		s = vx_time_confirm(v, err);
 	}
+	if (timed)
+		vx_phase(v, "timing");
 	/* The audit of timed calls (a run of the reference, then a comparison on the CPU) measures
 	 * nothing: another verify measures meanwhile, unless a profile is still to be taken. */
 	if (measuring && !vx_profiling(v))
 		st_gpu_hold_release(&v->gpu);
-	if (!s && timed && v->o->timing && vx_usable(v, v->cand))
+	if (!s && timed && v->o->timing && vx_usable(v, v->cand)) {
 		s = vx_audit(v, L, set, err);
+		vx_phase(v, "audit");
+	}
 	if (!s && timed && v->o->timing && vx_usable(v, v->cand))
 		vx_timing_verdict(v, set, peaks);
 	if (timed)
