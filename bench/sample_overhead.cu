@@ -1,7 +1,8 @@
 /* What one timed sample costs besides the solution's own work, piece by piece, on the local GPU:
  * NVML clock and throttle-reason reads, an idle stream sync, the 2 x L2 flush (by memset and by
  * the runner's fill kernel), poisoning and regenerating a 128 MiB tensor and the digest an
- * untrusted candidate's runner commits of it after every timed call. The timing loop in
+ * untrusted candidate's runner commits of it after every timed call (on its own, and by events
+ * right behind a kernel that wrote the tensor, as in a timed batch). The timing loop in
  * backend_cuda.c pays these per sample, so this is where a slow verify of a short kernel is
  * explained. Prints medians in microseconds.
  * Usage: stitch-bench-overhead [MiB]   (tensor size, default 128) */
@@ -138,6 +139,23 @@ int main(int argc, char **argv)
 		t[i] = now_us() - a;
 	}
 	printf("digest of the tensor + sync %7.1f us\n", median(t));
+	/* As in a timed batch: the digest right behind the kernel that wrote the tensor, by events
+	 * (the GPU's time for it, with whatever of the tensor the L2 still holds). */
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	for (int i = 0; i < REPS; i++) {
+		st_prep_span span = {buf, bytes, 0};
+		CK((cudaError_t)st_cuda_fill(buf, ST_F32, (int64_t)(bytes / 4), 0, 0, 25, 0, 0, 1000 + i, s));
+		CK(cudaEventRecord(e0, s));
+		CK((cudaError_t)st_cuda_digest(&span, 1, sums, fill_blocks, s));
+		CK(cudaEventRecord(e1, s));
+		CK(cudaStreamSynchronize(s));
+		float ms = 0;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		t[i] = ms * 1e3;
+	}
+	printf("digest after a write (GPU) %8.1f us\n", median(t));
 	for (int i = 0; i < REPS; i++) {
 		double a = now_us();
 		CK(cudaDeviceSynchronize());

@@ -51,7 +51,8 @@ int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison,
 /* The digests a timing batch commits (common/digest.h): rb_digest_begin makes room for `calls`
  * calls of n_spans output spans each; rb_digest_add queues the word sums of call `call`'s spans,
  * after its sample and outside its timed window, without waiting for them (on the GPU they run
- * while the host prepares the next call); rb_digest_end waits and copies every sum out into
+ * while the host prepares the next call, beside the next call's fresh inputs, and end before its
+ * poison); rb_digest_end waits and copies every sum out into
  * sums[call * n_spans + k]. 0, or -1 with err on a device fault. */
 int rb_digest_begin(int calls, int n_spans, char *err, size_t len);
 int rb_digest_add(int call, const rb_span *spans, int n_spans, char *err, size_t len);

@@ -246,8 +246,11 @@ __device__ static uint64_t digest_load(const unsigned char *p, unsigned long lon
 /* The word sums of one span, this thread's share. A 16-byte aligned span is read 16 bytes at a
  * time, four loads in flight per thread before any is mixed: with one 8-byte load a thread and
  * the mixing between, too few bytes were in flight to keep HBM busy and a 128 MiB output took
- * about 0.1 ms, a call's worth of the softmax expert. The words past the last whole vector (and
- * every word of an unaligned span) go one by one. Same words, same sum, either way. */
+ * about 0.1 ms, a call's worth of the softmax expert. The vectors go from the last to the first:
+ * the digest runs right behind the call that wrote the span, front to back as a kernel mostly
+ * writes, so the span's tail is still in the L2 and read from there before the sweep evicts it
+ * (read front to back, the sweep evicted it first). The words past the last whole vector (and
+ * every word of an unaligned span) go one by one. Same words, same sum, any order. */
 __device__ static uint64_t digest_share(const unsigned char *p, unsigned long long bytes,
                                         unsigned long long tid, unsigned long long nth)
 {
@@ -255,21 +258,21 @@ __device__ static uint64_t digest_share(const unsigned char *p, unsigned long lo
 	unsigned long long j = 0;
 	if (!((uintptr_t)p & 15)) {
 		const ulonglong2 *q = (const ulonglong2 *)p;
-		unsigned long long vecs = bytes / 16, v = tid;
+		unsigned long long vecs = bytes / 16, v = tid, last = vecs - 1;
 		for (; v + 3 * nth < vecs; v += 4 * nth) {
 			ulonglong2 x[4];
 #pragma unroll
 			for (int u = 0; u < 4; u++)
-				x[u] = __ldcs(q + v + u * nth);
+				x[u] = __ldcs(q + (last - (v + u * nth)));
 #pragma unroll
 			for (int u = 0; u < 4; u++) {
-				unsigned long long w = 2 * (v + u * nth);
+				unsigned long long w = 2 * (last - (v + u * nth));
 				sum += st_digest_word(w, x[u].x) + st_digest_word(w + 1, x[u].y);
 			}
 		}
 		for (; v < vecs; v += nth) {
-			ulonglong2 x = __ldcs(q + v);
-			sum += st_digest_word(2 * v, x.x) + st_digest_word(2 * v + 1, x.y);
+			ulonglong2 x = __ldcs(q + (last - v));
+			sum += st_digest_word(2 * (last - v), x.x) + st_digest_word(2 * (last - v) + 1, x.y);
 		}
 		j = 2 * vecs;
 	}
