@@ -2,10 +2,11 @@
  * The work is cut into fixed chunks whose partial results are merged in chunk order, whatever
  * the thread count, so a verdict never depends on how many cores the parent had: floating-point
  * sums associate the same way, and ties for the worst element go to the lowest index. A block of
- * finite values takes a branch-free form of the per-element rule, which is where a verify of large
- * outputs spends most of its correctness phase; float32 outputs (the common case) are read there
- * as they lie, other types decoded block by block into doubles first. Either way every figure is
- * computed in double. */
+ * finite values takes a branch-free form of the per-element rule in vector registers (two lanes
+ * to an instruction, or four with AVX2: the same bits either way, compare_lanes.h), which is
+ * where a verify of large outputs spends most of its correctness phase and its audit; float32
+ * outputs (the common case) are read there as they lie, other types decoded block by block into
+ * doubles first. Either way every figure is computed in double. */
 #include "compare.h"
 
 #include <math.h>
@@ -131,14 +132,40 @@ static inline __attribute__((always_inline)) void lane_add(lane *l, double atol,
 	l->w2 += w * w;
 }
 
+/* The vector loop, per width (compare_lanes.h), and the widest this CPU runs. */
+typedef int (*lanes_fn)(const void *gv, const void *wv, int count, double atol, double rtol,
+                        double max_rel, lane *l);
+#define LW 2
+#include "compare_lanes.h"
+#undef LW
+/* ST_COMPARE_NARROW: the two-wide loop only (tests/CMakeLists.txt runs the tests on it too). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ST_COMPARE_NARROW)
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#define LW 4
+#include "compare_lanes.h"
+#undef LW
+#pragma GCC pop_options
+#define HAVE_LANES4 1
+#endif
+
+static lanes_fn lanes_for(int f32)
+{
+#ifdef HAVE_LANES4
+	if (__builtin_cpu_supports("avx2"))
+		return f32 ? lanes_f32_w4 : lanes_f64_w4;
+#endif
+	return f32 ? lanes_f32_w2 : lanes_f64_w2;
+}
+
 /* A block of finite values (nearly always): the rule of compare_element without its branches,
- * in LANES lanes (so the additions overlap and the compiler can use vector instructions), merged
- * in a fixed order: the same figures for any thread count. Returns 0, with *p unchanged, when a
- * value is not finite (its square then is not either): the caller takes that block element by
- * element. The largest relative error takes a division, so the lanes only note whether some
- * element might beat the largest so far, and such a block (rare once the maximum has grown) is
- * looked at again for it. Likewise the block's largest excess is looked up only when it beats
- * the worst so far, and its first index taken, as compare_element would. */
+ * in LANES lanes (so the additions overlap, and run in vector registers), merged in a fixed order:
+ * the same figures for any thread count. Returns 0, with *p unchanged, when a value is not
+ * finite (its square then is not either): the caller takes that block element by element. The
+ * largest relative error takes a division, so the lanes only note whether some element might
+ * beat the largest so far, and such a block (rare once the maximum has grown) is looked at again
+ * for it. Likewise the block's largest excess is looked up only when it beats the worst so far,
+ * and its first index taken, as compare_element would. */
 static inline __attribute__((always_inline)) int
 finite_block(const job *j, partial *p, int64_t base, const void *gv, const void *wv, int f32,
              int count)
@@ -148,12 +175,7 @@ finite_block(const job *j, partial *p, int64_t base, const void *gv, const void 
 #define AT(v, i) (f32 ? (double)((const float *)(v))[i] : ((const double *)(v))[i])
 	const double atol = j->atol, rtol = j->rtol, max_rel = p->max_rel;
 	lane l[LANES];
-	for (int k = 0; k < LANES; k++)
-		l[k] = (lane){0, 0, 0, -INFINITY, 0, 0};
-	int i = 0;
-	for (; i + LANES <= count; i += LANES)
-		for (int k = 0; k < LANES; k++)
-			lane_add(&l[k], atol, rtol, max_rel, AT(gv, i + k), AT(wv, i + k));
+	int i = lanes_for(f32)(gv, wv, count, atol, rtol, max_rel, l);
 	for (int k = 0; i < count; i++, k++)
 		lane_add(&l[k], atol, rtol, max_rel, AT(gv, i), AT(wv, i));
 	double sum_d2 = ((l[0].d2 + l[1].d2) + (l[2].d2 + l[3].d2)) +

@@ -5,6 +5,7 @@
  * believes it is checked, or one that does its work anywhere but in its timed calls, is caught. */
 #include <sys/random.h>
 
+#include "common/clock.h"
 #include "common/digest.h"
 #include "verify/verify_int.h"
 
@@ -38,23 +39,33 @@ static st_status stored_check(vctx *v, const layout *L, const st_size_set *set, 
 	return ST_OK;
 }
 
+/* Where the audit's time goes: the runners' replays, the parent's digests (its comparisons are
+ * counted in v->compare_s). */
+typedef struct audit_cost {
+	double replays_s, digest_s;
+} audit_cost;
+
 /* The digest of solution i's outputs in `slot` of its shared block, as a runner commits it. */
-static uint64_t outputs_digest(const vctx *v, const layout *L, int i, int slot)
+static uint64_t outputs_digest(const vctx *v, const layout *L, int i, int slot, audit_cost *ac)
 {
+	double t0 = st_now_s();
 	st_tensor t[MAX_TENSORS];
 	vx_views(v->task, L, v->sols[i].shm, slot, 0, t);
 	uint64_t d = 0;
 	for (int k = 0; k < v->task->n_outputs; k++)
 		d = st_digest_fold(d, (uint64_t)k, L->out_bytes[k],
 		                   st_digest_sum_threads(t[k].data, L->out_bytes[k], v->threads));
+	ac->digest_s += st_now_s() - t0;
 	return d;
 }
 
 /* The reference recomputes call `c` into its slot 0 while the candidate either re-runs it from its
  * seed on the buffer set it ran on (rerun) or copies out what that buffer set holds now, into
  * slot 1. 1 in *ok when both answered and the candidate is still usable. */
-static st_status replay(vctx *v, const st_commit *c, int rerun, int *ok, st_err *err)
+static st_status replay(vctx *v, const st_commit *c, int rerun, int *ok, audit_cost *ac,
+                        st_err *err)
 {
+	double t0 = st_now_s();
 	json_t *reqs[MAX_SOLS] = {0}, *reps[MAX_SOLS] = {0};
 	reqs[v->ref] = json_pack("{s:s,s:I,s:i,s:i,s:b}", "op", "run", "seed", (json_int_t)c->seed,
 	                         "set", 0, "slot", 0, "dump_inputs", v->task->validator != NULL);
@@ -66,13 +77,15 @@ static st_status replay(vctx *v, const st_commit *c, int rerun, int *ok, st_err 
 	json_decref(reqs[v->ref]);
 	json_decref(reqs[v->cand]);
 	*ok = !s && vx_usable(v, v->cand);
+	ac->replays_s += st_now_s() - t0;
 	return s;
 }
 
 /* The last call on one buffer set, chosen now: the bytes that set holds must be the ones its call
  * committed to (no recomputation, so this holds for a nondeterministic solution too) and right.
  * A solution that computes only when asked for its outputs committed to something else. */
-static st_status audit_held(vctx *v, const layout *L, const st_size_set *set, st_err *err)
+static st_status audit_held(vctx *v, const layout *L, const st_size_set *set, audit_cost *ac,
+                            st_err *err)
 {
 	const st_commits *cs = &v->sols[v->cand].commits;
 	unsigned char pick = 0;
@@ -82,12 +95,12 @@ static st_status audit_held(vctx *v, const layout *L, const st_size_set *set, st
 	while (k > 0 && cs->v[k].set != want)
 		k--;
 	int ok;
-	st_status s = replay(v, &cs->v[k], 0, &ok, err);
+	st_status s = replay(v, &cs->v[k], 0, &ok, ac, err);
 	if (s || !ok)
 		return s;
 	char why[1024] = "";
 	json_t *outs = json_array();
-	if (outputs_digest(v, L, v->cand, 1) != cs->v[k].digest)
+	if (outputs_digest(v, L, v->cand, 1, ac) != cs->v[k].digest)
 		vx_fail(v, "hacking", "the outputs a timed call left in its buffers are not the ones its "
 		        "runner committed to when the call ended: computed when asked for them, not in "
 		        "the call");
@@ -104,7 +117,8 @@ static st_status audit_held(vctx *v, const layout *L, const st_size_set *set, st
  * skipped, deferred past its digest or done only for the calls it expected to be checked cannot
  * match. A solution seen to be nondeterministic can legitimately give other bits on a re-run:
  * its re-runs are judged, their digests only counted. */
-static st_status audit_reruns(vctx *v, const layout *L, const st_size_set *set, st_err *err)
+static st_status audit_reruns(vctx *v, const layout *L, const st_size_set *set, audit_cost *ac,
+                              double compared, st_err *err)
 {
 	sol *c = &v->sols[v->cand];
 	int idx[AUDIT_CALLS], n = st_commits_pick(&c->commits, AUDIT_CALLS, idx), unmatched = 0;
@@ -112,14 +126,14 @@ static st_status audit_reruns(vctx *v, const layout *L, const st_size_set *set, 
 	for (int m = 0; m < n && !v->verdict_final; m++) {
 		const st_commit *cm = &c->commits.v[idx[m]];
 		int ok;
-		st_status s = replay(v, cm, 1, &ok, err);
+		st_status s = replay(v, cm, 1, &ok, ac, err);
 		if (s || !ok)
 			return s;
 		char why[1024] = "";
 		json_t *outs = json_array();
 		int right = vx_judge(v, L, set, v->cand, 1, outs, why, sizeof why);
 		json_decref(outs);
-		int same = outputs_digest(v, L, v->cand, 1) == cm->digest;
+		int same = outputs_digest(v, L, v->cand, 1, ac) == cm->digest;
 		if (!right)
 			vx_fail(v, "hacking", "timed call %d of %d, re-run from its seed after timing, returned "
 			        "a wrong answer although the checked calls were right: %s", idx[m] + 1,
@@ -132,8 +146,10 @@ static st_status audit_reruns(vctx *v, const layout *L, const st_size_set *set, 
 		unmatched += !same;
 	}
 	json_object_set_new(v->verdict, "audit",
-	                    json_pack("{s:i,s:i,s:i,s:b}", "timed_calls", c->commits.n, "rerun", n,
-	                              "digest_mismatches", unmatched, "digests_binding", !nondet));
+	                    json_pack("{s:i,s:i,s:i,s:b,s:{s:f,s:f,s:f}}", "timed_calls", c->commits.n,
+	                              "rerun", n, "digest_mismatches", unmatched, "digests_binding",
+	                              !nondet, "cost_s", "replays", ac->replays_s, "compare",
+	                              v->compare_s - compared, "digest", ac->digest_s));
 	if (nondet)
 		vx_flag(v, "timed_calls_digest_unchecked");
 	return ST_OK;
@@ -156,8 +172,10 @@ st_status vx_audit(vctx *v, const layout *L, const st_size_set *set, st_err *err
 	vx_progress(v, "audit of the candidate's timed calls: %d committed, the last held and %d "
 	            "re-run from their seeds", c->commits.n,
 	            c->commits.n < AUDIT_CALLS ? c->commits.n : AUDIT_CALLS);
-	st_status s = audit_held(v, L, set, err);
+	audit_cost ac = {0, 0};
+	double compared = v->compare_s;
+	st_status s = audit_held(v, L, set, &ac, err);
 	if (!s && !v->verdict_final)
-		s = audit_reruns(v, L, set, err);
+		s = audit_reruns(v, L, set, &ac, compared, err);
 	return s;
 }
