@@ -5,8 +5,8 @@
  * into a populated memfd block like the runner's, medians of REPS:
  *   pageable       cudaMemcpy into the block (the runner's path today)
  *   register+copy  cudaHostRegister of the block, the copy, cudaHostUnregister (per copy)
- *   pinned         the copy into the block registered once (the floor of the two above)
- *   staged T       the copy in chunks through two pinned buffers of CHUNK MiB, the next chunk's
+ *   pinned         the copy into the block registered once (register+copy without the pinning)
+ *   staged T       the copy in chunks through two pinned buffers of 8 MiB (CHUNK), the next chunk's
  *                  transfer under way while T threads copy the last one into the block
  * Run two at once (`stitch-bench-d2h & stitch-bench-d2h; wait`) for the audit's two runners.
  * Usage: stitch-bench-d2h [MiB (default 128)] */
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "bench_check.h"
+#include "bench_time.h"
 
 #define REPS 10
 #define CHUNK (8u << 20)
@@ -27,21 +28,7 @@
 
 static double now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int by_value(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, by_value);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+	return bench_now_us() / 1e3;
 }
 
 /* A block as the parent makes it: memfd, shared, every page touched. */
@@ -115,7 +102,7 @@ static int staged(unsigned char *dst, const unsigned char *dev, size_t bytes,
 
 static void report(const char *what, double *ms, size_t bytes)
 {
-	double m = median(ms, REPS);
+	double m = bench_median(ms, REPS);
 	printf("%-16s %8.2f ms  %6.1f GB/s\n", what, m, (double)bytes / m / 1e6);
 }
 

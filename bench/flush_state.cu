@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "bench_check.h"
+#include "bench_time.h"
 
 #define REPS 200
 
@@ -43,25 +44,6 @@ static __global__ void discard_kernel(char *buf, size_t lines)
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < lines;
 	     i += (size_t)gridDim.x * blockDim.x)
 		asm volatile("discard.global.L2 [%0], 128;" ::"l"(buf + i * 128) : "memory");
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, n, sizeof *v, cmp);
-	return v[n / 2];
-}
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
 enum { PREP_NONE, PREP_MEMSET, PREP_POISON, PREP_MEMSET_DISCARD, PREP_POISON_READ, N_PREP };
@@ -141,12 +123,12 @@ int main(void)
 	printf("preparation cost (wall, with sync): ");
 	for (int k = 1; k < N_PREP; k++) {
 		for (int i = 0; i < REPS; i++) {
-			double s = now_us();
+			double s = bench_now_us();
 			CK(prep(k, b, 128u << 20));
 			CK(cudaStreamSynchronize(g.s));
-			t[i] = now_us() - s;
+			t[i] = bench_now_us() - s;
 		}
-		printf("%s%d: %.1f us", k > 1 ? ", " : "", k, median(t, REPS));
+		printf("%s%d: %.1f us", k > 1 ? ", " : "", k, bench_median(t, REPS));
 	}
 	printf(" (poison: 128 MiB)\n");
 
@@ -167,7 +149,7 @@ int main(void)
 				CK(cudaEventElapsedTime(&ms, e0, e1));
 				t[i] = ms;
 			}
-			double ms = median(t, REPS);
+			double ms = bench_median(t, REPS);
 			double gbs = 2.0 * bytes / (ms * 1e-3) / 1e9;
 			printf("  %d %-70s %8.4f ms %6.0f GB/s %5.1f %% of peak\n", k, prep_name[k], ms, gbs,
 			       100 * gbs / peak);

@@ -15,26 +15,13 @@
 
 #include "../src/runner/cuda_kernels.h"
 #include "bench_check.h"
+#include "bench_time.h"
 
 #define REPS 300
 
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 static double median(double *v)
 {
-	qsort(v, REPS, sizeof *v, cmp);
-	return v[REPS / 2];
+	return bench_median(v, REPS);
 }
 
 
@@ -65,78 +52,78 @@ int main(int argc, char **argv)
 			unsigned mhz;
 			unsigned long long r;
 			for (int i = 0; i < REPS; i++) {
-				double a = now_us();
+				double a = bench_now_us();
 				clock(dev, 1, &mhz);
-				t[i] = now_us() - a;
+				t[i] = bench_now_us() - a;
 			}
 			printf("nvml clock read            %8.1f us\n", median(t));
 			for (int i = 0; i < REPS; i++) {
-				double a = now_us();
+				double a = bench_now_us();
 				reasons(dev, &r);
-				t[i] = now_us() - a;
+				t[i] = bench_now_us() - a;
 			}
 			printf("nvml throttle-reasons read %8.1f us\n", median(t));
 		}
 	}
 	for (int i = 0; i < REPS; i++) {
-		double a = now_us();
+		double a = bench_now_us();
 		CK(cudaStreamSynchronize(s));
-		t[i] = now_us() - a;
+		t[i] = bench_now_us() - a;
 	}
 	printf("idle stream sync           %8.1f us\n", median(t));
 	for (int i = 0; i < REPS; i++) {
-		double a = now_us();
+		double a = bench_now_us();
 		CK(cudaMemsetAsync(flush, i & 0xff, flush_len, s));
 		CK(cudaStreamSynchronize(s));
-		t[i] = now_us() - a;
+		t[i] = bench_now_us() - a;
 	}
 	printf("L2 flush (%zu MiB) + sync  %8.1f us\n", flush_len >> 20, median(t));
 	/* The runner's own flush: one fill kernel that holds every SM (backend_cuda.c). */
 	int fill_blocks = st_cuda_prep_blocks(p.multiProcessorCount, p.maxThreadsPerMultiProcessor);
 	for (int i = 0; i < REPS; i++) {
 		st_prep_span span = {flush, flush_len, (unsigned)i};
-		double a = now_us();
+		double a = bench_now_us();
 		CK((cudaError_t)st_cuda_prep(&span, 1, fill_blocks, s));
 		CK(cudaStreamSynchronize(s));
-		t[i] = now_us() - a;
+		t[i] = bench_now_us() - a;
 	}
 	printf("same by the runner's fill  %8.1f us\n", median(t));
 	for (int i = 0; i < REPS; i++) {
-		double a = now_us();
+		double a = bench_now_us();
 		CK(cudaMemsetAsync(buf, 0xff, bytes, s));
 		CK(cudaStreamSynchronize(s));
-		t[i] = now_us() - a;
+		t[i] = bench_now_us() - a;
 	}
 	printf("poison tensor + sync       %8.1f us\n", median(t));
 	for (int i = 0; i < REPS; i++) {
-		double a = now_us();
+		double a = bench_now_us();
 		CK((cudaError_t)st_cuda_fill(buf, ST_F32, (int64_t)(bytes / 4), 0, 0, 25, 0, 0, 1000 + i, s));
 		CK(cudaStreamSynchronize(s));
-		t[i] = now_us() - a;
+		t[i] = bench_now_us() - a;
 	}
 	printf("fill f32 normal + sync     %8.1f us\n", median(t));
 	for (int i = 0; i < REPS; i++) {
-		double a = now_us();
+		double a = bench_now_us();
 		CK((cudaError_t)st_cuda_fill(buf, ST_F32, (int64_t)(bytes / 4), 1, -1, 1, 0, 0, 1000 + i, s));
 		CK(cudaStreamSynchronize(s));
-		t[i] = now_us() - a;
+		t[i] = bench_now_us() - a;
 	}
 	printf("fill f32 uniform + sync    %8.1f us\n", median(t));
 	for (int i = 0; i < REPS; i++) {
-		double a = now_us();
+		double a = bench_now_us();
 		CK((cudaError_t)st_cuda_fill(buf, ST_BF16, (int64_t)(bytes / 2), 0, 0, 1, 0, 0, 1000 + i, s));
 		CK(cudaStreamSynchronize(s));
-		t[i] = now_us() - a;
+		t[i] = bench_now_us() - a;
 	}
 	printf("fill bf16 normal + sync    %8.1f us\n", median(t));
 	unsigned long long *sums;
 	CK(cudaMalloc((void **)&sums, sizeof *sums));
 	for (int i = 0; i < REPS; i++) {
 		st_prep_span span = {buf, bytes, 0};
-		double a = now_us();
+		double a = bench_now_us();
 		CK((cudaError_t)st_cuda_digest(&span, 1, sums, fill_blocks, s));
 		CK(cudaStreamSynchronize(s));
-		t[i] = now_us() - a;
+		t[i] = bench_now_us() - a;
 	}
 	printf("digest of the tensor + sync %7.1f us\n", median(t));
 	/* As in a timed batch: the digest right behind the kernel that wrote the tensor, by events
@@ -157,9 +144,9 @@ int main(int argc, char **argv)
 	}
 	printf("digest after a write (GPU) %8.1f us\n", median(t));
 	for (int i = 0; i < REPS; i++) {
-		double a = now_us();
+		double a = bench_now_us();
 		CK(cudaDeviceSynchronize());
-		t[i] = now_us() - a;
+		t[i] = bench_now_us() - a;
 	}
 	printf("idle device sync           %8.1f us\n", median(t));
 	return 0;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "bench_check.h"
+#include "bench_time.h"
 
 #define MAX_STREAMS 16
 #define SPINS 4        /* kernels per stream */
@@ -29,9 +30,7 @@ static __global__ void spin_kernel(long long cycles)
 
 static double now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+	return bench_now_us() / 1e3;
 }
 
 int main(void)
