@@ -208,7 +208,7 @@ static int add_names(scmp_filter_ctx ctx, uint32_t action, const char *const *na
 	return 0;
 }
 
-static int filter(char *err, size_t len)
+static int filter(int host_backend, char *err, size_t len)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
 	if (!ctx) {
@@ -225,9 +225,13 @@ static int filter(char *err, size_t len)
 		rc = add_names(ctx, SCMP_ACT_KILL_PROCESS, denied, sizeof denied / sizeof denied[0]);
 	/* clone makes threads (the driver and solutions make several), never a new process. clone3
 	 * passes its flags in memory a filter cannot read: it gets ENOSYS like any unlisted call,
-	 * and the C library falls back to clone. */
+	 * and the C library falls back to clone. The host backend has no driver, and a solution's
+	 * thread would run beside the runner's own work between calls (the digest, the reply),
+	 * where no clock sees it: deferred work could land before the digest on a busy host. So
+	 * there a solution runs on the runner's one thread, and pthread_create fails with EPERM. */
 	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+		rc = seccomp_rule_add(ctx, host_backend ? SCMP_ACT_ERRNO(EPERM) : SCMP_ACT_ALLOW,
+		                      SCMP_SYS(clone), 1,
 		                      SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(clone), 1,
@@ -276,5 +280,5 @@ int st_sandbox_apply(const st_sandbox_opts *o, st_sandbox_state *state, char *er
 		return -1;
 	}
 	state->fs_isolated = landlock(o->workdir);
-	return filter(err, len);
+	return filter(o->host_backend, err, len);
 }

@@ -10,7 +10,8 @@ typedef struct st_sandbox_opts {
 	unsigned uid;         /* when started as root, become this user and group (no passwd entry
 	                         needed): each runner gets its own, so runners cannot read each other */
 	const char *workdir;  /* the one folder it may write (and the only one outside the system's) */
-	int host_backend;     /* the host backend also gets an address-space limit */
+	int host_backend;     /* the host backend also gets an address-space limit, and its
+	                         solutions may not start threads */
 	double cpu_seconds;   /* RLIMIT_CPU; 0: 3600 */
 } st_sandbox_opts;
 

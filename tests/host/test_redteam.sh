@@ -57,6 +57,14 @@ check "sandbox alone: an unlisted call gets ENOSYS (status $(field "$WORK/unl.js
 verify "$WORK/unl2.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/unlisted_call.c" --no-policy --no-sandbox
 check "no sandbox: the unlisted call goes through (status $(field "$WORK/unl2.json" status))" \
 	[ "$(field "$WORK/unl2.json" status)" = runtime_error ]
+# The host backend's solutions run on the runner's one thread: a thread is refused with EPERM
+# (the fixture then computes the answer itself), so no work can run beside the runner's digest.
+verify "$WORK/thr.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/thread_refused.c" --no-policy
+check "sandbox alone: a host solution's thread is refused (status $(field "$WORK/thr.json" status))" \
+	[ "$(field "$WORK/thr.json" status)" = ok ]
+verify "$WORK/thr2.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/thread_refused.c" --no-policy --no-sandbox
+check "no sandbox: the thread starts (status $(field "$WORK/thr2.json" status))" \
+	[ "$(field "$WORK/thr2.json" status)" = runtime_error ]
 # A runner whose clock was rewritten from inside reports a tenth of each call; the parent's own
 # clock sees the rest and the lie buys nothing (lib.sh's paid_for). The same work without the
 # rewrite passes: slowness alone is no crime.

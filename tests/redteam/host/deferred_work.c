@@ -1,6 +1,8 @@
 /* redteam: deferred work: reply at once, compute on a thread after the call has returned | expect: hacking|incorrect | task: tests/data/tasks/t1/scale | options: --no-policy
- * Caught either way: its digests were taken before the deferred work landed (hacking), or a later
- * correctness run read its outputs before they were written (incorrect).
+ * The host backend's sandbox refuses the thread (a host solution runs on the runner's one thread),
+ * so the deferred work never happens and the timed calls commit poisoned outputs: hacking. Before
+ * that rule it was caught only when the digest won the race with the thread, which a busy host
+ * could lose (two `ok` in session 28).
  * Honest for its first 60 calls (the timed set's correctness runs); then st_run hands the
  * work to a thread and returns at once, so the call's timed window is empty and the work lands
  * after it, while the runner replies and the other solutions' batches run. */
