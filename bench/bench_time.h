@@ -1,8 +1,10 @@
-/* The clock and the median of the stand-alone benchmark programs in bench/. */
+/* The clock, the median and the size argument of the stand-alone benchmark programs in bench/. */
 #ifndef ST_BENCH_TIME_H
 #define ST_BENCH_TIME_H
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static inline double bench_now_us(void)
@@ -23,6 +25,20 @@ static inline double bench_median(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof *v, bench_by_value);
 	return v[n / 2];
+}
+
+/* The optional first argument, a size in MiB (1 to 65536, default dflt); 0 after printing the
+ * usage line (--help, or anything else). */
+static inline size_t bench_mib_arg(int argc, char **argv, size_t dflt, const char *usage)
+{
+	if (argc < 2)
+		return dflt;
+	char *end;
+	unsigned long v = strtoul(argv[1], &end, 10);
+	if (argc == 2 && *argv[1] >= '0' && *argv[1] <= '9' && !*end && v >= 1 && v <= 65536)
+		return (size_t)v;
+	fprintf(stderr, "%s\n", usage);
+	return 0;
 }
 
 #endif

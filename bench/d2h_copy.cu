@@ -108,7 +108,9 @@ static void report(const char *what, double *ms, size_t bytes)
 
 int main(int argc, char **argv)
 {
-	size_t mib = argc > 1 ? (size_t)atol(argv[1]) : 128;
+	size_t mib = bench_mib_arg(argc, argv, 128, "usage: stitch-bench-d2h [MiB, 1 to 65536 (default 128)]");
+	if (!mib)
+		return 2;
 	size_t bytes = mib << 20;
 	unsigned char *dev, *pin[2], *blk = shared_block(bytes);
 	if (!blk)

@@ -27,7 +27,9 @@ static double median(double *v)
 
 int main(int argc, char **argv)
 {
-	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 128;
+	size_t mib = bench_mib_arg(argc, argv, 128, "usage: stitch-bench-overhead [MiB, 1 to 65536 (default 128)]");
+	if (!mib)
+		return 2;
 	size_t bytes = mib << 20;
 	cudaDeviceProp p;
 	CK(cudaSetDevice(0));
