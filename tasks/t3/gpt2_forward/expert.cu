@@ -39,6 +39,26 @@
     fprintf(stderr, TAG ": %s:%d: %s (%s): cuBLAS status %d (%s)\n", __FILE__, __LINE__, #call, \
             why, (int)s_, cublasLtGetStatusString(s_)); return 1; } } while (0)
 
+/* A launch as a programmatic dependent of the kernel before it in the stream (sm_90 on): its
+ * blocks are placed while that kernel's last ones run and wait in grid_dep_wait, which takes the
+ * launch gap (2-3 us in the layers graph) off the critical path. Captured into the graph as a
+ * programmatic edge. pdl 0: a plain launch. */
+template <typename... Params, typename... Args>
+static cudaError_t launch_pdl(int pdl, void (*kernel)(Params...), dim3 grid, dim3 block,
+                              size_t smem, cudaStream_t s, Args... args) {
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = &attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 typedef __nv_bfloat16 bf16;
 
 #define CH 768       /* channels: the LayerNorm kernels keep a row in registers */
@@ -88,10 +108,36 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+/* A kernel launched as a programmatic dependent (launch_pdl) starts while the kernel before it
+ * ends; this waits for that kernel's writes. Whatever a block reads that the kernel before did not
+ * write (weights) it loads before the wait. A no-op without the launch attribute, and before
+ * sm_90. */
+__device__ __forceinline__ void grid_dep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+/* The LayerNorm weight and bias chunks a lane uses, loaded ahead of the row (they are the same
+ * for every row, and their load then overlaps the row's instead of following the reductions). */
+typedef struct {
+    uint4 w[LN_VEC], b[LN_VEC];
+} ln_wb;
+
+__device__ __forceinline__ ln_wb ln_load_wb(const bf16 *__restrict__ w, const bf16 *__restrict__ b,
+                                            int lane) {
+    ln_wb r;
+#pragma unroll
+    for (int i = 0; i < LN_VEC; i++) {
+        r.w[i] = *(const uint4 *)(w + (lane + 32 * i) * 8);
+        r.b[i] = *(const uint4 *)(b + (lane + 32 * i) * 8);
+    }
+    return r;
+}
+
 /* h = LN(v) * w + b for the row a warp holds; lane owns 16-byte chunks lane, lane + 32, ... */
-__device__ __forceinline__ void ln_store(const float v[LN_VEC][8], const bf16 *__restrict__ w,
-                                         const bf16 *__restrict__ b, bf16 *__restrict__ hrow,
-                                         int lane) {
+__device__ __forceinline__ void ln_store(const float v[LN_VEC][8], const ln_wb &wb,
+                                         bf16 *__restrict__ hrow, int lane) {
     float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < LN_VEC; i++)
@@ -109,8 +155,8 @@ __device__ __forceinline__ void ln_store(const float v[LN_VEC][8], const bf16 *_
     for (int i = 0; i < LN_VEC; i++) {
         const int c = (lane + 32 * i) * 8;
         float wf[8], bf[8], o[8];
-        unpack8(*(const uint4 *)(w + c), wf);
-        unpack8(*(const uint4 *)(b + c), bf);
+        unpack8(wb.w[i], wf);
+        unpack8(wb.b[i], bf);
 #pragma unroll
         for (int e = 0; e < 8; e++) o[e] = (v[i][e] - mean) * rstd * wf[e] + bf[e];
         *(uint4 *)(hrow + c) = pack8(o);
@@ -121,12 +167,14 @@ __global__ void __launch_bounds__(32 * LN_ROWS)
 ln_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ w, const bf16 *__restrict__ b,
           bf16 *__restrict__ h, int N) {
     const int lane = threadIdx.x & 31, row = blockIdx.x * LN_ROWS + (threadIdx.x >> 5);
+    const ln_wb wb = ln_load_wb(w, b, lane);
+    grid_dep_wait();
     if (row >= N) return;
     const bf16 *xr = x + (size_t)row * CH;
     float v[LN_VEC][8];
 #pragma unroll
     for (int i = 0; i < LN_VEC; i++) unpack8(*(const uint4 *)(xr + (lane + 32 * i) * 8), v[i]);
-    ln_store(v, w, b, h + (size_t)row * CH, lane);
+    ln_store(v, wb, h + (size_t)row * CH, lane);
 }
 
 /* x = bf16(wte[token] + wpe[t]) and h = LN1 of layer 0 of it, which is the stored x, rounded */
@@ -137,6 +185,7 @@ embed_ln_kernel(const int *__restrict__ tokens, const bf16 *__restrict__ wte,
                 int T, int V) {
     const int lane = threadIdx.x & 31, row = blockIdx.x * LN_ROWS + (threadIdx.x >> 5);
     if (row >= N) return;
+    const ln_wb wb = ln_load_wb(w, b, lane);
     /* out-of-range tokens are the caller's bug; clamping keeps it from becoming a fault */
     const int tok = min(max(tokens[row], 0), V - 1), t = row % T;
     const bf16 *er = wte + (size_t)tok * CH, *pr = wpe + (size_t)t * CH;
@@ -154,7 +203,7 @@ embed_ln_kernel(const int *__restrict__ tokens, const bf16 *__restrict__ wte,
         *(uint4 *)(xr + c) = r;
         unpack8(r, v[i]);
     }
-    ln_store(v, w, b, h + (size_t)row * CH, lane);
+    ln_store(v, wb, h + (size_t)row * CH, lane);
 }
 
 /* The logit columns the matmuls leave out of row r: [0, v0) and [v0 + width, V). The matmuls'
@@ -1064,6 +1113,7 @@ hp_attn_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ C
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     }
     __syncthreads();
+    grid_dep_wait(); /* the qkv GEMM's output, and the end of its reads of h, which is att */
     if (threadIdx.x / 32 == 8) {
         if (threadIdx.x % 32 == 0) hp_producer<D>(base, slot, &tq, &tk, &tv, pr);
         return;
@@ -1199,9 +1249,9 @@ static int hp_launch(const hp_state *h, bf16 *att, int64_t B, int64_t T, int64_t
     pr.hpg = h->hpg;
     pr.scale_log2 = 1.4426950408889634f / sqrtf((float)D);
     const int64_t grid = HP_PERSISTENT && n_items > h->n_sms ? h->n_sms : n_items;
-    hp_attn_kernel<D><<<(unsigned)grid, HP_THREADS, hp_cfg<D>::SMEM, stream>>>(
-        h->map[0], h->map[1], h->map[2], pr);
-    const cudaError_t e = cudaGetLastError();
+    const cudaError_t e = launch_pdl(1, hp_attn_kernel<D>, dim3((unsigned)grid), dim3(HP_THREADS),
+                                     (size_t)hp_cfg<D>::SMEM, stream, h->map[0], h->map[1],
+                                     h->map[2], pr);
     if (e != cudaSuccess)
         fprintf(stderr, TAG ": hp_attn_kernel<%d> launch (grid %lld, %d threads, %d bytes of "
                 "shared memory): %s\n", D, (long long)grid, HP_THREADS, hp_cfg<D>::SMEM,
@@ -1258,6 +1308,7 @@ typedef struct {
     int64_t res_v0[RES], res_n[RES]; /* first vocabulary column and rows of each class */
     int64_t res_w;                   /* columns every class's matmul computes */
     int use_residue;    /* see RESIDUE_MIN_N */
+    int pdl;            /* sm_90 on: the graph's own kernels are programmatic dependents */
     cudaGraph_t graph;
     cudaGraphExec_t exec;
 } gpt_ctx;
@@ -1388,8 +1439,9 @@ static int enqueue_layers(gpt_ctx *c, cudaStream_t s) {
         if (run_gemm(c, c->desc[l][G_ATTPROJ], &c->lay[G_ATTPROJ], &c->lay[G_ATTPROJ].algo,
                      c->attprojw + l * C * C, c->h, c->x, s))
             return 1;
-        ln_kernel<<<ln_grid, 32 * LN_ROWS, 0, s>>>(c->x, c->ln2w + l * C, c->ln2b + l * C, c->h, (int)N);
-        if (launch_check("LN2 kernel launch")) return 1;
+        CUDA_CHECK(launch_pdl(c->pdl, ln_kernel, ln_grid, dim3(32 * LN_ROWS), 0, s,
+                              (const bf16 *)c->x, c->ln2w + l * C, c->ln2b + l * C, c->h, (int)N),
+                   "LN2 kernel launch");
         if (run_gemm(c, c->desc[l][G_FC], &c->lay[G_FC], &c->lay[G_FC].algo,
                      c->fcw + l * 4 * C * C, c->h, c->fch, s))
             return 1;
@@ -1398,8 +1450,9 @@ static int enqueue_layers(gpt_ctx *c, cudaStream_t s) {
             return 1;
         const bf16 *w = l + 1 < c->L ? c->ln1w + (l + 1) * C : c->lnfw;
         const bf16 *b = l + 1 < c->L ? c->ln1b + (l + 1) * C : c->lnfb;
-        ln_kernel<<<ln_grid, 32 * LN_ROWS, 0, s>>>(c->x, w, b, c->h, (int)N);
-        if (launch_check("LN1/LN_f kernel launch")) return 1;
+        CUDA_CHECK(launch_pdl(c->pdl, ln_kernel, ln_grid, dim3(32 * LN_ROWS), 0, s,
+                              (const bf16 *)c->x, w, b, c->h, (int)N),
+                   "LN1/LN_f kernel launch");
     }
     return 0;
 }
@@ -1496,6 +1549,10 @@ static int init_ctx(gpt_ctx *c, const st_config *cfg, const st_tensor *P, int32_
                "attention kernel shared memory");
     /* the Hopper attention where it can run (before the capture: it syncs and allocates) */
     c->hp = hp_init<HD>(c->qkv, c->h, B, T, c->NH);
+    int dev = 0, major = 0;
+    c->pdl = cudaGetDevice(&dev) == cudaSuccess &&
+             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+             major >= 9;
     CUBLAS_CHECK(cublasLtCreate(&c->lt), "cuBLASLt handle");
 
     /* per-layer descriptors: the bias pointer is a descriptor attribute */
