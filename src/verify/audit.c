@@ -39,10 +39,10 @@ static st_status stored_check(vctx *v, const layout *L, const st_size_set *set, 
 	return ST_OK;
 }
 
-/* Where the audit's time goes: the runners' replays, the parent's digests (its comparisons are
- * counted in v->compare_s). */
+/* Where the audit's time goes: the runners' replays, the parent's digests, and v->compare_s when
+ * the audit began (its comparisons are counted in v->compare_s with the verify's others). */
 typedef struct audit_cost {
-	double replays_s, digest_s;
+	double replays_s, digest_s, compare_s_at_start;
 } audit_cost;
 
 /* The digest of solution i's outputs in `slot` of its shared block, as a runner commits it. */
@@ -118,7 +118,7 @@ static st_status audit_held(vctx *v, const layout *L, const st_size_set *set, au
  * match. A solution seen to be nondeterministic can legitimately give other bits on a re-run:
  * its re-runs are judged, their digests only counted. */
 static st_status audit_reruns(vctx *v, const layout *L, const st_size_set *set, audit_cost *ac,
-                              double compared, st_err *err)
+                              st_err *err)
 {
 	sol *c = &v->sols[v->cand];
 	int idx[AUDIT_CALLS], n = st_commits_pick(&c->commits, AUDIT_CALLS, idx), unmatched = 0;
@@ -149,7 +149,7 @@ static st_status audit_reruns(vctx *v, const layout *L, const st_size_set *set, 
 	                    json_pack("{s:i,s:i,s:i,s:b,s:{s:f,s:f,s:f}}", "timed_calls", c->commits.n,
 	                              "rerun", n, "digest_mismatches", unmatched, "digests_binding",
 	                              !nondet, "cost_s", "replays", ac->replays_s, "compare",
-	                              v->compare_s - compared, "digest", ac->digest_s));
+	                              v->compare_s - ac->compare_s_at_start, "digest", ac->digest_s));
 	if (nondet)
 		vx_flag(v, "timed_calls_digest_unchecked");
 	return ST_OK;
@@ -172,10 +172,9 @@ st_status vx_audit(vctx *v, const layout *L, const st_size_set *set, st_err *err
 	vx_progress(v, "audit of the candidate's timed calls: %d committed, the last held and %d "
 	            "re-run from their seeds", c->commits.n,
 	            c->commits.n < AUDIT_CALLS ? c->commits.n : AUDIT_CALLS);
-	audit_cost ac = {0, 0};
-	double compared = v->compare_s;
+	audit_cost ac = {0, 0, v->compare_s};
 	st_status s = audit_held(v, L, set, &ac, err);
 	if (!s && !v->verdict_final)
-		s = audit_reruns(v, L, set, &ac, compared, err);
+		s = audit_reruns(v, L, set, &ac, err);
 	return s;
 }
