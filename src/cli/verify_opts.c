@@ -36,7 +36,7 @@ void st_verify_opt_table(st_verify_opts *o, int *quiet, int profile, st_opt *t)
 	const st_opt table[] = {
 		{ST_OPT_ENUM, .name = "backend", 0, &o->backend, "B",
 		 profile ? "cuda, the only one here: CUPTI records GPU activity"
-		         : "cuda or host (C solutions on the CPU; no GPU needed)",
+		         : "cuda or host (C solutions on the CPU, one thread; no GPU needed)",
 		 .values = profile ? cuda_only : backends},
 		{ST_OPT_STRING, .name = "arch", 0, &o->arch, "A",
 		 "target architecture, e.g. sm_90a", .unset = "the GPU's own"},

@@ -49,22 +49,21 @@ if grep -q '"fs_isolated": true' "$WORK/fs.json"; then
 else
 	echo "note: this kernel has no Landlock; file confinement not tested here"
 fi
-# The filter is an allow-list: a call on neither list fails with ENOSYS (and only then does the
-# fixture compute the right answer); unsandboxed, the same call succeeds and the fixture errs.
-verify "$WORK/unl.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/unlisted_call.c" --no-policy
-check "sandbox alone: an unlisted call gets ENOSYS (status $(field "$WORK/unl.json" status))" \
-	[ "$(field "$WORK/unl.json" status)" = ok ]
-verify "$WORK/unl2.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/unlisted_call.c" --no-policy --no-sandbox
-check "no sandbox: the unlisted call goes through (status $(field "$WORK/unl2.json" status))" \
-	[ "$(field "$WORK/unl2.json" status)" = runtime_error ]
-# The host backend's solutions run on the runner's one thread: a thread is refused with EPERM
-# (the fixture then computes the answer itself), so no work can run beside the runner's digest.
-verify "$WORK/thr.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/thread_refused.c" --no-policy
-check "sandbox alone: a host solution's thread is refused (status $(field "$WORK/thr.json" status))" \
-	[ "$(field "$WORK/thr.json" status)" = ok ]
-verify "$WORK/thr2.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/thread_refused.c" --no-policy --no-sandbox
-check "no sandbox: the thread starts (status $(field "$WORK/thr2.json" status))" \
-	[ "$(field "$WORK/thr2.json" status)" = runtime_error ]
+# A fixture that computes the right answer only when the sandbox refused it something: `ok` with
+# the sandbox, runtime_error without it. sandbox_refuses FIXTURE WHAT_IS_REFUSED WHAT_GOES_THROUGH
+sandbox_refuses() {
+	verify "$WORK/$1.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/$1.c" --no-policy
+	check "sandbox alone: $2 (status $(field "$WORK/$1.json" status))" \
+		[ "$(field "$WORK/$1.json" status)" = ok ]
+	verify "$WORK/$1.off.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$FIX/$1.c" --no-policy --no-sandbox
+	check "no sandbox: $3 (status $(field "$WORK/$1.off.json" status))" \
+		[ "$(field "$WORK/$1.off.json" status)" = runtime_error ]
+}
+# The filter is an allow-list: a call on neither list fails with ENOSYS.
+sandbox_refuses unlisted_call "an unlisted call gets ENOSYS" "the unlisted call goes through"
+# The host backend's solutions run on the runner's one thread: a thread is refused with EPERM, so
+# no work can run beside the runner's digest.
+sandbox_refuses thread_refused "a host solution's thread is refused" "the thread starts"
 # A runner whose clock was rewritten from inside reports a tenth of each call; the parent's own
 # clock sees the rest and the lie buys nothing (lib.sh's paid_for). The same work without the
 # rewrite passes: slowness alone is no crime.
