@@ -13,6 +13,11 @@ static inline double bench_now_us(void)
 	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+static inline double bench_now_ms(void)
+{
+	return bench_now_us() / 1e3;
+}
+
 static inline int bench_by_value(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;

@@ -26,11 +26,6 @@
 #define CHUNK (8u << 20)
 #define MAX_THREADS 8
 
-static double now_ms(void)
-{
-	return bench_now_us() / 1e3;
-}
-
 /* A block as the parent makes it: memfd, shared, every page touched. */
 static unsigned char *shared_block(size_t bytes)
 {
@@ -129,36 +124,36 @@ int main(int argc, char **argv)
 	double ms[REPS];
 
 	for (int r = 0; r < REPS; r++) {
-		double t0 = now_ms();
+		double t0 = bench_now_ms();
 		CK(cudaMemcpy(blk, dev, bytes, cudaMemcpyDeviceToHost));
-		ms[r] = now_ms() - t0;
+		ms[r] = bench_now_ms() - t0;
 	}
 	report("pageable", ms, bytes);
 
 	for (int r = 0; r < REPS; r++) {
-		double t0 = now_ms();
+		double t0 = bench_now_ms();
 		CK(cudaHostRegister(blk, bytes, cudaHostRegisterDefault));
 		CK(cudaMemcpy(blk, dev, bytes, cudaMemcpyDeviceToHost));
 		CK(cudaHostUnregister(blk));
-		ms[r] = now_ms() - t0;
+		ms[r] = bench_now_ms() - t0;
 	}
 	report("register+copy", ms, bytes);
 
 	CK(cudaHostRegister(blk, bytes, cudaHostRegisterDefault));
 	for (int r = 0; r < REPS; r++) {
-		double t0 = now_ms();
+		double t0 = bench_now_ms();
 		CK(cudaMemcpy(blk, dev, bytes, cudaMemcpyDeviceToHost));
-		ms[r] = now_ms() - t0;
+		ms[r] = bench_now_ms() - t0;
 	}
 	CK(cudaHostUnregister(blk));
 	report("pinned", ms, bytes);
 
 	for (int threads = 1; threads <= 4; threads *= 2) {
 		for (int r = 0; r < REPS; r++) {
-			double t0 = now_ms();
+			double t0 = bench_now_ms();
 			if (staged(blk, dev, bytes, pin, done, s, threads))
 				return 1;
-			ms[r] = now_ms() - t0;
+			ms[r] = bench_now_ms() - t0;
 		}
 		char what[32];
 		snprintf(what, sizeof what, "staged %d", threads);

@@ -28,17 +28,12 @@ static __global__ void spin_kernel(long long cycles)
 	}
 }
 
-static double now_ms(void)
-{
-	return bench_now_us() / 1e3;
-}
-
 int main(void)
 {
 	const char *env = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-	double t0 = now_ms();
+	double t0 = bench_now_ms();
 	CK(cudaFree(0));
-	double ctx_ms = now_ms() - t0;
+	double ctx_ms = bench_now_ms() - t0;
 	int clock_khz = 0;
 	CK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
 	if (clock_khz <= 0) {
