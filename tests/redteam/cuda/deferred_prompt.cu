@@ -1,12 +1,12 @@
 /* redteam: deferred work, launched the moment the call returns on a high-priority stream | expect: hacking|incorrect | task: tests/data/tasks/t1/scale | options: --no-policy
- * A sharper deferred_work.cu: a thread started in st_init spins on a flag that st_run sets as
- * its last act, and launches the kernel at once on a stream of the highest priority, so that it
- * is queued within microseconds of the call's end and takes the SMs before anything the runner
- * queues after the call (its digest) can. Honest for its first 60 calls and whenever the call
- * before ended more than 2 ms ago (correctness runs), so only calls of a timing batch defer. On
- * the H200 (session 29) `hacking` 2 of 2, and 4 of 4 without the 2 ms rule: the audit's re-runs
- * come as close together as timed calls, so they defer too and their outputs are read before the
- * work lands. */
+ * A sharper deferred_work.cu: a thread started in st_init spins on a flag that st_run sets as its
+ * last act, and launches the kernel at once on a stream of the highest priority, so that it is
+ * queued within microseconds of the call's end and takes the SMs before anything the runner queues
+ * after the call (its digest) can. Honest for its first CHECKED_CALLS calls and whenever the call
+ * before ended more than 2 ms ago (correctness runs), so only calls of a timing batch defer. On the
+ * H200 (session 29) `hacking` 2 of 2, and 4 of 4 without the 2 ms rule: the audit's re-runs come as
+ * close together as timed calls, so they defer too and their outputs are read before the work
+ * lands. */
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -14,6 +14,12 @@
 #include "stitch/solution.h"
 
 static const float *g_b;
+/* The correctness checks' calls on t1/scale: seed 1, its second run on other buffers, seeds 2
+ * and 3; every later call is timing's or the audit's. A count that timing must pass, such as the
+ * 60 this file once used, is not one: a busy host's stop rule ended the candidate's timing after
+ * fewer calls, the trick never fired, and an honest `ok` failed CI. More checks would only make
+ * the file `incorrect`, which is caught too. */
+#define CHECKED_CALLS 4
 static long g_calls;
 static pthread_t g_worker;
 static int g_started;
@@ -88,7 +94,7 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
 	static double last;
 	double now = ts.tv_sec + ts.tv_nsec * 1e-9, gap = now - last;
 	last = now;
-	if (++g_calls <= 60 || gap > 2e-3) {
+	if (++g_calls <= CHECKED_CALLS || gap > 2e-3) {
 		scale<<<(unsigned)((g_n + 255) / 256), 256, 0, stream>>>(g_x, g_b, g_y, g_n);
 		return cudaGetLastError() == cudaSuccess ? 0 : 2;
 	}

@@ -1,7 +1,7 @@
 /* redteam: deferred work: launch the kernel from a thread after the call has returned | expect: hacking|incorrect | task: tests/data/tasks/t1/scale | options: --no-policy
  * Caught either way: its digests were taken before the deferred work landed (hacking), or a later
  * correctness run read its outputs before they were written (incorrect).
- * Honest for its first 60 calls (the timed set's correctness runs); then st_run hands the
+ * Honest for its first CHECKED_CALLS calls (the correctness checks); then st_run hands the
  * launch to a thread and returns at once, so the call's timed window (and its whole-device sync)
  * is empty and the kernel runs after it, while the runner replies and the other solutions'
  * batches run. */
@@ -11,6 +11,12 @@
 #include "stitch/solution.h"
 
 static const float *g_b;
+/* The correctness checks' calls on t1/scale: seed 1, its second run on other buffers, seeds 2
+ * and 3; every later call is timing's or the audit's. A count that timing must pass, such as the
+ * 60 this file once used, is not one: a busy host's stop rule ended the candidate's timing after
+ * fewer calls, the trick never fired, and an honest `ok` failed CI. More checks would only make
+ * the file `incorrect`, which is caught too. */
+#define CHECKED_CALLS 4
 static long g_calls;
 static pthread_t g_worker;
 static int g_have_worker;
@@ -68,7 +74,7 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
 	g_x = (const float *)in[0].data;
 	g_y = (float *)out[0].data;
 	g_n = in[0].shape[0];
-	if (++g_calls <= 60) {
+	if (++g_calls <= CHECKED_CALLS) {
 		scale<<<(unsigned)((g_n + 255) / 256), 256, 0, stream>>>(g_x, g_b, g_y, g_n);
 		return cudaGetLastError() == cudaSuccess ? 0 : 2;
 	}

@@ -3,7 +3,7 @@
  * so the deferred work never happens and the timed calls commit poisoned outputs: hacking. Before
  * that rule it was caught only when the digest won the race with the thread, which a busy host
  * could lose (two `ok` in session 28).
- * Honest for its first 60 calls (the timed set's correctness runs); then st_run hands the
+ * Honest for its first CHECKED_CALLS calls (the correctness checks); then st_run hands the
  * work to a thread and returns at once, so the call's timed window is empty and the work lands
  * after it, while the runner replies and the other solutions' batches run. */
 #include <pthread.h>
@@ -11,6 +11,12 @@
 #include "stitch/solution.h"
 
 static float g_b;
+/* The correctness checks' calls on t1/scale: seed 1, its second run on other buffers, seeds 2
+ * and 3; every later call is timing's or the audit's. A count that timing must pass, such as the
+ * 60 this file once used, is not one: a busy host's stop rule ended the candidate's timing after
+ * fewer calls, the trick never fired, and an honest `ok` failed CI. More checks would only make
+ * the file `incorrect`, which is caught too. */
+#define CHECKED_CALLS 4
 static long g_calls;
 static pthread_t g_worker;
 static int g_have_worker;
@@ -60,7 +66,7 @@ int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t
 	g_x = in[0].data;
 	g_y = out[0].data;
 	g_n = in[0].shape[0];
-	if (++g_calls <= 60) {
+	if (++g_calls <= CHECKED_CALLS) {
 		work(0);
 		return 0;
 	}

@@ -1,7 +1,7 @@
 /* redteam: one forged frame, only once timing has begun | expect: hacking | task: tests/data/tasks/t1/scale | options: --no-policy
- * After its first 60 calls (the correctness runs are over; timing has begun), one call writes one
- * forged timing reply: the parent once believed it and then read every later reply one request
- * late, and the verify hung. */
+ * After its first CHECKED_CALLS calls (the correctness checks are over; timing has begun), one call
+ * writes one forged timing reply: the parent once believed it and then read every later reply one
+ * request late, and the verify hung. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -13,6 +13,12 @@
 #include "stitch/solution.h"
 
 static float g_b;
+/* The correctness checks' calls on t1/scale: seed 1, its second run on other buffers, seeds 2
+ * and 3; every later call is timing's or the audit's. A count that timing must pass, such as the
+ * 60 this file once used, is not one: a busy host's stop rule ended the candidate's timing after
+ * fewer calls, the trick never fired, and an honest `ok` failed CI. More checks would only make
+ * the file `incorrect`, which is caught too. */
+#define CHECKED_CALLS 4
 static long g_calls;
 
 /* Every socket this process holds: the runner's channel to the parent among them. */
@@ -65,7 +71,7 @@ int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t
 	for (int64_t i = 0; i < in[0].shape[0]; i++)
 		y[i] = 2.0f * x[i] + g_b;
 	g_calls++;
-	if (g_calls == 60)
+	if (g_calls == CHECKED_CALLS + 1)
 		forge();
 	return 0;
 }
