@@ -11,6 +11,7 @@
 
 #define AUDIT_CALLS 3 /* re-runs: a solution that skips a fraction f of its calls escapes with
                        * probability (1 - f)^3 */
+#define AUDIT_REPEATED 2 /* re-runs of calls whose digest another call committed to too */
 
 /* An imported task has no reference to recompute a timed call: instead, after timing, one more
  * timed call (the same request as the others, so nothing tells it apart) runs on the inputs of
@@ -112,43 +113,64 @@ static st_status audit_held(vctx *v, const layout *L, const st_size_set *set, au
 	return ST_OK;
 }
 
-/* Timed calls picked at random now that all have run, each re-run from its seed: its answer must
- * be right, and its outputs' digest the one committed during timing. A call whose work was
- * skipped, deferred past its digest or done only for the calls it expected to be checked cannot
- * match. A solution seen to be nondeterministic can legitimately give other bits on a re-run:
+/* Call idx of the candidate's commits re-run from its seed after timing: its answer must be right,
+ * and its outputs' digest the one committed during timing. *unmatched counts the digests that
+ * differ. A solution seen to be nondeterministic can legitimately give other bits on a re-run:
  * its re-runs are judged, their digests only counted. */
+static st_status rerun_call(vctx *v, const layout *L, const st_size_set *set, int idx,
+                            int *unmatched, audit_cost *ac, st_err *err)
+{
+	sol *c = &v->sols[v->cand];
+	const st_commit *cm = &c->commits.v[idx];
+	int ok;
+	st_status s = replay(v, cm, 1, &ok, ac, err);
+	if (s || !ok)
+		return s;
+	char why[1024] = "";
+	json_t *outs = json_array();
+	int right = vx_judge(v, L, set, v->cand, 1, outs, why, sizeof why);
+	json_decref(outs);
+	int same = outputs_digest(v, L, v->cand, 1, ac) == cm->digest;
+	if (!right)
+		vx_fail(v, "hacking", "timed call %d of %d, re-run from its seed after timing, returned "
+		        "a wrong answer although the checked calls were right: %s", idx + 1,
+		        c->commits.n, why);
+	else if (!same && !vx_has_flag(v, "nondeterministic"))
+		vx_fail(v, "hacking", "timed call %d of %d committed to outputs that a re-run from its "
+		        "seed does not reproduce (the solution is deterministic): the timed call did "
+		        "not compute its answer (work skipped, deferred, or done only when checked)",
+		        idx + 1, c->commits.n);
+	*unmatched += !same;
+	return ST_OK;
+}
+
+/* Timed calls picked at random now that all have run, each re-run (rerun_call); then up to
+ * AUDIT_REPEATED of the calls whose digest another call also committed to (st_commits_repeated):
+ * calls that skipped their work all leave the same poisoned buffers, while an honest solution
+ * repeats itself only where its outputs hardly depend on the inputs. A call whose work was
+ * skipped, deferred past its digest or done only for the calls it expected to be checked cannot
+ * match. */
 static st_status audit_reruns(vctx *v, const layout *L, const st_size_set *set, audit_cost *ac,
                               st_err *err)
 {
 	sol *c = &v->sols[v->cand];
-	int idx[AUDIT_CALLS], n = st_commits_pick(&c->commits, AUDIT_CALLS, idx), unmatched = 0;
-	int nondet = vx_has_flag(v, "nondeterministic");
-	for (int m = 0; m < n && !v->verdict_final; m++) {
-		const st_commit *cm = &c->commits.v[idx[m]];
-		int ok;
-		st_status s = replay(v, cm, 1, &ok, ac, err);
-		if (s || !ok)
+	int idx[AUDIT_CALLS + AUDIT_REPEATED];
+	int n = st_commits_pick(&c->commits, AUDIT_CALLS, idx), unmatched = 0;
+	int rep = st_commits_repeated(&c->commits, AUDIT_REPEATED, idx, n, idx + n);
+	if (rep < 0)
+		return st_err_set(err, ST_E_NOMEM, "out of memory for the audit's %d digests",
+		                  c->commits.n);
+	for (int m = 0; m < n + rep && !v->verdict_final; m++) {
+		st_status s = rerun_call(v, L, set, idx[m], &unmatched, ac, err);
+		if (s || !vx_usable(v, v->cand))
 			return s;
-		char why[1024] = "";
-		json_t *outs = json_array();
-		int right = vx_judge(v, L, set, v->cand, 1, outs, why, sizeof why);
-		json_decref(outs);
-		int same = outputs_digest(v, L, v->cand, 1, ac) == cm->digest;
-		if (!right)
-			vx_fail(v, "hacking", "timed call %d of %d, re-run from its seed after timing, returned "
-			        "a wrong answer although the checked calls were right: %s", idx[m] + 1,
-			        c->commits.n, why);
-		else if (!same && !nondet)
-			vx_fail(v, "hacking", "timed call %d of %d committed to outputs that a re-run from its "
-			        "seed does not reproduce (the solution is deterministic): the timed call did "
-			        "not compute its answer (work skipped, deferred, or done only when checked)",
-			        idx[m] + 1, c->commits.n);
-		unmatched += !same;
 	}
+	int nondet = vx_has_flag(v, "nondeterministic");
 	json_object_set_new(v->verdict, "audit",
-	                    json_pack("{s:i,s:i,s:i,s:b,s:{s:f,s:f,s:f}}", "timed_calls", c->commits.n,
-	                              "rerun", n, "digest_mismatches", unmatched, "digests_binding",
-	                              !nondet, "cost_s", "replays", ac->replays_s, "compare",
+	                    json_pack("{s:i,s:i,s:i,s:i,s:b,s:{s:f,s:f,s:f}}", "timed_calls",
+	                              c->commits.n, "rerun", n + rep, "rerun_repeated", rep,
+	                              "digest_mismatches", unmatched, "digests_binding", !nondet,
+	                              "cost_s", "replays", ac->replays_s, "compare",
 	                              v->compare_s - ac->compare_s_at_start, "digest", ac->digest_s));
 	if (nondet)
 		vx_flag(v, "timed_calls_digest_unchecked");

@@ -48,3 +48,47 @@ int st_commits_pick(const st_commits *c, int k, int *idx)
 	}
 	return m;
 }
+
+typedef struct keyed {
+	uint64_t digest;
+	int i;
+} keyed;
+
+static int by_digest(const void *a, const void *b)
+{
+	const keyed *x = a, *y = b;
+	return x->digest < y->digest ? -1 : x->digest > y->digest;
+}
+
+int st_commits_repeated(const st_commits *c, int k, const int *skip, int n_skip, int *idx)
+{
+	if (c->n < 2 || k < 1)
+		return 0;
+	keyed *v = malloc((size_t)c->n * sizeof *v);
+	if (!v)
+		return -1;
+	for (int i = 0; i < c->n; i++)
+		v[i] = (keyed){c->v[i].digest, i};
+	qsort(v, (size_t)c->n, sizeof *v, by_digest);
+	int seen = 0, m = 0;
+	for (int j = 0; j < c->n; j++) {
+		int repeated = (j > 0 && v[j - 1].digest == v[j].digest) ||
+		               (j + 1 < c->n && v[j + 1].digest == v[j].digest);
+		int skipped = 0;
+		for (int q = 0; q < n_skip; q++)
+			skipped |= skip[q] == v[j].i;
+		if (!repeated || skipped)
+			continue;
+		/* reservoir sampling: each repeated call ends up among the k with the same chance */
+		if (m < k)
+			idx[m++] = v[j].i;
+		else {
+			uint64_t r = random_u64() % (uint64_t)(seen + 1);
+			if (r < (uint64_t)k)
+				idx[r] = v[j].i;
+		}
+		seen++;
+	}
+	free(v);
+	return m;
+}

@@ -27,4 +27,10 @@ void st_commits_free(st_commits *c);
  * that nothing the runner saw predicts them) into idx[]; returns how many. */
 int st_commits_pick(const st_commits *c, int k, int *idx);
 
+/* Calls whose digest another call also committed to: outputs the same for other fresh inputs,
+ * which a call that skipped its work leaves (its poisoned buffers, the same every time) and an
+ * honest one only where its outputs hardly depend on the inputs. Up to k of them, none among
+ * skip[0..n_skip), chosen at random, into idx[]; returns how many, or -1 when memory runs out. */
+int st_commits_repeated(const st_commits *c, int k, const int *skip, int n_skip, int *idx);
+
 #endif

@@ -1,6 +1,7 @@
 /* The committed calls of a runner's timing batches: every call's seed is the one the runner drew
- * its inputs from (st_call_seed of the batch seed and its index), its buffer set alternates, and
- * the audit's picks are distinct calls. */
+ * its inputs from (st_call_seed of the batch seed and its index), its buffer set alternates, the
+ * audit's picks are distinct calls, and the calls whose digest another call committed to are
+ * found across batches. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,8 +43,52 @@ static void test_batches(void **state)
 	assert_null(c.v);
 }
 
+static int has(const int *idx, int n, int want)
+{
+	for (int i = 0; i < n; i++)
+		if (idx[i] == want)
+			return 1;
+	return 0;
+}
+
+static void test_repeated(void **state)
+{
+	(void)state;
+	st_commits c = {0};
+	/* 1 and 3 come back, also across a batch's end: calls 0, 2 (1), 3, 5, 6 (3); the rest are
+	 * once each */
+	uint64_t a[6] = {1, 2, 1, 3, 5, 3}, b[3] = {3, 9, 11};
+	assert_int_equal(st_commits_add_batch(&c, 1, 6, a), 0);
+	assert_int_equal(st_commits_add_batch(&c, 2, 3, b), 0);
+	int idx[8];
+	int m = st_commits_repeated(&c, 8, NULL, 0, idx);
+	assert_int_equal(m, 5);
+	assert_true(has(idx, m, 0) && has(idx, m, 2) && has(idx, m, 3) && has(idx, m, 5) &&
+	            has(idx, m, 6));
+	int skip[2] = {5, 0};
+	m = st_commits_repeated(&c, 8, skip, 2, idx);
+	assert_int_equal(m, 3);
+	assert_true(has(idx, m, 2) && has(idx, m, 3) && has(idx, m, 6));
+	/* at most k, each one of the repeated calls, and over many draws every one of them */
+	int seen[9] = {0};
+	for (int r = 0; r < 300; r++) {
+		assert_int_equal(st_commits_repeated(&c, 1, NULL, 0, idx), 1);
+		assert_true(idx[0] >= 0 && idx[0] < 9);
+		seen[idx[0]] = 1;
+	}
+	assert_true(seen[0] && seen[2] && seen[3] && seen[5] && seen[6]);
+	assert_false(seen[1] || seen[4] || seen[7] || seen[8]);
+	/* every digest once: nothing */
+	st_commits d = {0};
+	uint64_t e[4] = {7, 8, 9, 10};
+	assert_int_equal(st_commits_add_batch(&d, 3, 4, e), 0);
+	assert_int_equal(st_commits_repeated(&d, 8, NULL, 0, idx), 0);
+	st_commits_free(&d);
+	st_commits_free(&c);
+}
+
 int main(void)
 {
-	const struct CMUnitTest tests[] = {cmocka_unit_test(test_batches)};
+	const struct CMUnitTest tests[] = {cmocka_unit_test(test_batches), cmocka_unit_test(test_repeated)};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
