@@ -9,6 +9,8 @@ typedef struct st_sample {
 	double wall_ms; /* host wall time from launch to whole-device sync */
 	int sm_mhz;     /* SM clock read right after the sample; 0 when unknown */
 	int throttled;  /* the driver reported a throttle reason other than idle during the sample */
+	double cpu_ms;  /* the runner thread's CPU time during the call (host backend), -1 where not
+	                 * measured; the parent believes it only from a trusted runner */
 } st_sample;
 
 typedef struct st_stop_rule {

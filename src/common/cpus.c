@@ -34,9 +34,10 @@ int st_cpus_share(int ways, int most)
 	return share < 1 ? 1 : share > most ? most : share;
 }
 
-double st_cpu_wait_ms(int pid)
+double st_cpu_on_ms(int pid, double *waited)
 {
 	char path[64];
+	*waited = -1;
 	if (pid > 0)
 		snprintf(path, sizeof path, "/proc/%d/schedstat", pid);
 	else
@@ -44,10 +45,20 @@ double st_cpu_wait_ms(int pid)
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return -1;
-	unsigned long long on_cpu, waited;
-	int ok = fscanf(f, "%llu %llu", &on_cpu, &waited) == 2;
+	unsigned long long on_cpu, wait;
+	int ok = fscanf(f, "%llu %llu", &on_cpu, &wait) == 2;
 	fclose(f);
-	return ok ? (double)waited / 1e6 : -1;
+	if (!ok)
+		return -1;
+	*waited = (double)wait / 1e6;
+	return (double)on_cpu / 1e6;
+}
+
+double st_cpu_wait_ms(int pid)
+{
+	double waited;
+	st_cpu_on_ms(pid, &waited);
+	return waited;
 }
 
 int st_cpus_parse(const char *s, cpu_set_t *set)

@@ -19,6 +19,11 @@ int st_cpus_share(int ways, int most);
  * /proc does not tell (a kernel without schedstats, hidepid). */
 double st_cpu_wait_ms(int pid);
 
+/* The same thread's time on a CPU (schedstat's first field, user and kernel time in ns), and in
+ * *waited its run_delay as st_cpu_wait_ms gives it; both from one read. -1 (and *waited -1)
+ * where /proc does not tell. */
+double st_cpu_on_ms(int pid, double *waited);
+
 /* The CPUs next to PCI device `bus` (e.g. "0000:1b:00.0", as CUDA names a GPU's bus; any case)
  * that this thread may use: sysfs's local_cpulist intersected with the affinity mask. Writes
  * them as a list ("0-15,32-47") into `list` and returns their count; 0 where sysfs does not say,

@@ -397,6 +397,7 @@ int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison,
 	float prep_ms = 0;
 	CK(cudaEventElapsedTime(&prep_ms, g_ev_prep, g_ev0), "cudaEventElapsedTime");
 	s->ms = ms;
+	s->cpu_ms = -1; /* the GPU's work is not the host thread's */
 	/* The clock started while the fill ran, some us into it (or, on a host slow to wake, after
 	 * it); the call's wall time is never less than its GPU time. */
 	s->wall_ms = t1 - t0 - prep_ms > ms ? t1 - t0 - prep_ms : ms;

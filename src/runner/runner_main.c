@@ -779,8 +779,11 @@ static json_t *op_time(json_t *req)
 			reply = fault_reply(rc < 0);
 			goto out;
 		}
-		json_array_append_new(samples, json_pack("[f,f,i,i]", s.ms, s.wall_ms, s.sm_mhz,
-		                                         s.throttled));
+		json_array_append_new(samples, s.cpu_ms >= 0 ? json_pack("[f,f,i,i,f]", s.ms, s.wall_ms,
+		                                                               s.sm_mhz, s.throttled,
+		                                                               s.cpu_ms)
+		                                             : json_pack("[f,f,i,i]", s.ms, s.wall_ms,
+		                                                         s.sm_mhz, s.throttled));
 		if (digest && rb_digest_add(i, poison, R.n_out, g_err, sizeof g_err)) {
 			reply = fault_reply(1);
 			goto out;

@@ -15,6 +15,10 @@ typedef struct st_batch_rec {
 	double took_ms;     /* request sent to reply read, on the parent's clock */
 	double reported_ms; /* the sum of the wall times the runner reported for its calls */
 	double waited_ms;   /* waits for a CPU (runner and parent) outside the reported calls */
+	double cpu_ms;      /* the runner's time on a CPU over the batch as the kernel counted it
+	                     * (host backend: its one thread is all it runs); 0 where not measured */
+	double call_cpu_ms; /* the sum of the CPU times the runner reported for its calls, -1 where
+	                     * it reported none; believed of a trusted runner only */
 } st_batch_rec;
 
 typedef struct st_clock_bound {
@@ -30,6 +34,17 @@ typedef struct st_clock_bound {
 	                    * waits, so it is what hidden work cost in CPU time; charged at this rate
 	                    * it costs what the same work inside the timed calls would have shown on
 	                    * their wall clock, the waits included, as an honest solution's does */
+	/* The same bound in CPU time, where the kernel counted the runners' (cpu_batches > 0): the
+	 * harness's CPU time per call is a trusted baseline's batch CPU less its calls' CPU (exact,
+	 * whatever the waits), and what a solution's runner spent on a CPU beyond that and its
+	 * reported wall times is work its reports left out. The wall-clock bound must keep the
+	 * baseline's harness work whole with its waits (its waits inside and outside its calls
+	 * cannot be told apart), which on an oversubscribed host lets a runner whose clock was
+	 * rewritten keep about half of what it hid; this one does not. Its excess is charged at
+	 * cpu_stretch, the solution's batches' wall time over their runner's CPU time (both counted
+	 * by the parent and the kernel, 1 to 4): what its CPU time cost on the wall clock. */
+	double cpu_harness_ms, cpu_excess_ms, cpu_noise_ms, cpu_stretch;
+	int cpu_batches;
 } st_clock_bound;
 
 /* The bound of a solution's batches sol[0..ns) against the baseline's base[0..nb), with rtt_ms one
@@ -39,13 +54,14 @@ void st_clock_bound_compute(const st_batch_rec *sol, int ns, const st_batch_rec 
 
 /* What to add to a solution's median time of median_ms: the excess times the stretch, where the
  * excess is more than noise (its standard errors, at least 2 us and 2 % of the call, and
- * harness_share of the harness's own work a call), else 0. */
+ * harness_share of the harness's own work a call; twice that share for the CPU-time bound), else
+ * 0; the larger of the wall-clock and the CPU-time bounds' where both are known. */
 double st_clock_bound_charge(const st_clock_bound *b, double median_ms, double harness_share);
 
 /* Do the reports leave out so much (more than four times what they show, over 50 us a call, and
  * twice what st_clock_bound_charge would let pass as noise with the same harness_share) that the
  * runner's clock or timing was tampered with? Asked twice, the second time of a confirmation
- * round, before a verdict says so. A gap that stays through a verify without being work (one
+ * round, before a verdict says so. Either bound, wall clock or CPU time, may say so. A gap that stays through a verify without being work (one
  * runner's harness slower than the other's) stays through the confirmation too: only the share
  * keeps it from being called tampering. */
 int st_clock_bound_gross(const st_clock_bound *b, double median_ms, double harness_share);

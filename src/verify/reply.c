@@ -41,6 +41,7 @@ int st_reply_add_samples(const json_t *rep, st_sample **samples, int *n, int *ca
 		d->wall_ms = json_number_value(json_array_get(row, 1));
 		d->sm_mhz = (int)json_integer_value(json_array_get(row, 2));
 		d->throttled = (int)json_integer_value(json_array_get(row, 3));
+		d->cpu_ms = json_array_size(row) == 5 ? json_number_value(json_array_get(row, 4)) : -1;
 	}
 	return 0;
 }
@@ -93,12 +94,13 @@ int st_reply_check_time(const json_t *rep, int n, int digests, uint64_t *out, ch
 		           json_is_array(rows) ? (long long)json_array_size(rows) : -1);
 	for (int k = 0; k < n; k++) {
 		const json_t *row = json_array_get(rows, (size_t)k);
-		if (json_array_size(row) != 4)
-			return bad(why, len, "sample %lld of %lld is not four numbers", k + 1, n);
-		for (int f = 0; f < 4; f++) {
+		size_t fields = json_array_size(row);
+		if (fields != 4 && fields != 5) /* the fifth: the call's CPU time (host backend) */
+			return bad(why, len, "sample %lld of %lld is not four or five numbers", k + 1, n);
+		for (int f = 0; f < (int)fields; f++) {
 			const json_t *x = json_array_get(row, (size_t)f);
 			double v = json_number_value(x);
-			if (!json_is_number(x) || !isfinite(v) || v < 0 || (f < 2 && v > 86400e3))
+			if (!json_is_number(x) || !isfinite(v) || v < 0 || (f != 2 && f != 3 && v > 86400e3))
 				return bad(why, len, "sample %lld of %lld has an impossible field", k + 1, n);
 		}
 	}

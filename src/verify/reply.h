@@ -19,8 +19,9 @@ const char *st_reply_string(const json_t *rep, const char *key);
  * or, with want 0 (no request outstanding), when it has no "id" at all; 0 otherwise. */
 int st_reply_id_matches(const json_t *rep, uint64_t want);
 
-/* Append the rows of the reply's "samples" array, each [ms, wall_ms, sm_mhz, throttled], to
- * *samples (of *n used and *cap allocated), growing it. No array reads as no rows; a row or
+/* Append the rows of the reply's "samples" array, each [ms, wall_ms, sm_mhz, throttled] and
+ * perhaps cpu_ms (-1 where a row has no fifth field), to *samples (of *n used and *cap
+ * allocated), growing it. No array reads as no rows; a row or
  * field of the wrong type reads as 0 (st_reply_check_time is what refuses such a batch). Returns
  * 0, or -1 when memory ran out or the count would not fit an int (nothing appended then). */
 int st_reply_add_samples(const json_t *rep, st_sample **samples, int *n, int *cap);
@@ -37,8 +38,8 @@ int st_reply_ms(const json_t *rep, void (*add)(void *ctx, const char *phase, dou
  * an object; otherwise -1, *out NULL and why[len] says what came instead. */
 int st_reply_profile(const json_t *rep, const json_t **out, char *why, size_t len);
 
-/* Does a timing batch's reply fit the request of n calls? Exactly n sample rows, each of four
- * numbers with ms and wall_ms finite, non-negative and at most a day; with `digests`, exactly n
+/* Does a timing batch's reply fit the request of n calls? Exactly n sample rows, each of four or
+ * five non-negative finite numbers, with ms, wall_ms and cpu_ms (the fifth) at most a day; with `digests`, exactly n
  * digests of 16 hex digits (common/digest.h), read into out[0..n) when out is not NULL. 0 when
  * it fits; otherwise -1 and why[len] says what does not. */
 int st_reply_check_time(const json_t *rep, int n, int digests, uint64_t *out, char *why,

@@ -302,6 +302,12 @@ double st_runner_cpu_wait_ms(const st_runner *r)
 	return r->pid > 0 && !r->ncu[0] ? st_cpu_wait_ms((int)r->pid) : -1;
 }
 
+double st_runner_cpu_on_ms(const st_runner *r)
+{
+	double waited;
+	return r->pid > 0 && !r->ncu[0] ? st_cpu_on_ms((int)r->pid, &waited) : -1;
+}
+
 /* A killed runner whose device context the driver is still tearing down is reaped by a detached
  * thread: nobody waits ~0.1 s for it, and no zombie is left in a long-running parent. */
 static void *reap_thread(void *arg)

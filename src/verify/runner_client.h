@@ -81,6 +81,8 @@ st_status st_runner_call(st_runner *r, const json_t *req, int pass_fd, json_t **
  * kernel's schedstat run_delay); -1 where /proc does not tell (no schedstats, hidepid, under
  * ncu). */
 double st_runner_cpu_wait_ms(const st_runner *r);
+/* Its main thread's time on a CPU so far, as the kernel counts it (st_cpu_on_ms); -1 likewise. */
+double st_runner_cpu_on_ms(const st_runner *r);
 /* Ask it to quit and kill its group once it has answered, without waiting for it to be gone: a
  * caller with several runners quits them all first, so their device teardowns overlap. */
 void st_runner_quit(st_runner *r);

@@ -41,10 +41,11 @@ static double waits_outside(const double w[4], double took_ms, double reported)
 	return out < outside ? out : outside;
 }
 
-/* Keep a batch's samples, its record for the parent-clock bound and its committed calls. */
+/* Keep a batch's samples, its record for the parent-clock bound and its committed calls;
+ * cpu_ms is the runner's time on a CPU over the batch (0 where not measured). */
 static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t seed,
                             const uint64_t *digests, double took_ms, const double w[4],
-                            st_err *err)
+                            double cpu_ms, st_err *err)
 {
 	sol *so = &v->sols[i];
 	int before = so->n_samples;
@@ -52,13 +53,16 @@ static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t s
 	                         &so->cap_samples) ||
 	    (digests && st_commits_add_batch(&so->commits, seed, n, digests)))
 		return st_err_set(err, ST_E_NOMEM, "out of memory for timing samples");
-	double reported = 0;
-	for (int k = before; k < so->n_samples; k++)
+	double reported = 0, call_cpu = 0;
+	for (int k = before; k < so->n_samples; k++) {
 		reported += so->samples[k].wall_ms;
+		call_cpu = call_cpu >= 0 && so->samples[k].cpu_ms >= 0 ? call_cpu + so->samples[k].cpu_ms
+		                                                       : -1;
+	}
 	double waited = waits_outside(w, took_ms, reported);
 	so->cpu_wait_ms += waited;
 	if (so->n_recs < MAX_GAPS)
-		so->recs[so->n_recs++] = (st_batch_rec){n, took_ms, reported, waited};
+		so->recs[so->n_recs++] = (st_batch_rec){n, took_ms, reported, waited, cpu_ms, call_cpu};
 	so->timing_wall_ms += took_ms;
 	so->n_batches++;
 	return ST_OK;
@@ -96,6 +100,10 @@ static st_status time_batch(vctx *v, int i, int n, st_err *err)
 	 * baseline's gap, kept whole, errs toward the candidate */
 	double w[4] = {so->trusted ? -1 : st_runner_cpu_wait_ms(&so->runner), -1,
 	               so->trusted ? -1 : st_cpu_wait_ms(0), -1};
+	/* On the host backend the runner's one thread does all its work on a CPU, so the kernel's
+	 * count of its CPU time over the batch bounds what it did (clock_bound.h) */
+	int count_cpu = !strcmp(v->o->backend, "host");
+	double on[2] = {count_cpu ? st_runner_cpu_on_ms(&so->runner) : -1, -1};
 	double t0 = st_now_s();
 	/* A batch may take longer than one request's limit, but never unboundedly so: `est` comes
 	 * from figures the runner reported. */
@@ -112,6 +120,7 @@ static st_status time_batch(vctx *v, int i, int n, st_err *err)
 	}
 	w[1] = w[0] >= 0 ? st_runner_cpu_wait_ms(&so->runner) : -1;
 	w[3] = w[2] >= 0 ? st_cpu_wait_ms(0) : -1;
+	on[1] = on[0] >= 0 ? st_runner_cpu_on_ms(&so->runner) : -1;
 	uint64_t *digests = so->committing ? malloc((size_t)n * sizeof *digests) : NULL;
 	char why[256];
 	if (so->committing && !digests)
@@ -119,7 +128,8 @@ static st_status time_batch(vctx *v, int i, int n, st_err *err)
 	else if (st_reply_check_time(rep, n, so->committing, digests, why, sizeof why))
 		s = bad_batch(v, i, why, err);
 	else
-		s = keep_batch(v, i, rep, n, seed, digests, took_ms, w, err);
+		s = keep_batch(v, i, rep, n, seed, digests, took_ms, w,
+		               on[0] >= 0 && on[1] > on[0] ? on[1] - on[0] : 0, err);
 	free(digests);
 	json_decref(rep);
 	return s;

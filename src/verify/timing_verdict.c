@@ -88,18 +88,26 @@ static double parent_clock(vctx *v, json_t *timing, double median)
 	if (!b.batches)
 		return 0;
 	const sol *h = &v->sols[vx_held_to(v)];
-	json_object_set_new(timing, "parent_clock",
-	                    json_pack("{s:f,s:f,s:f,s:f,s:i,s:b,s:f,s:f,s:f}", "excess_ms",
-	                              b.excess_ms, "noise_ms", b.noise_ms, "harness_ms", b.harness_ms,
-	                              "rtt_ms", b.rtt_ms, "batches", b.batches, "confirmed",
-	                              v->clock_confirmed, "cpu_wait_ms", c->cpu_wait_ms,
-	                              "baseline_cpu_wait_ms", h->cpu_wait_ms, "stretch", b.stretch));
+	json_t *pc = json_pack("{s:f,s:f,s:f,s:f,s:i,s:b,s:f,s:f,s:f}", "excess_ms", b.excess_ms,
+	                       "noise_ms", b.noise_ms, "harness_ms", b.harness_ms, "rtt_ms", b.rtt_ms,
+	                       "batches", b.batches, "confirmed", v->clock_confirmed, "cpu_wait_ms",
+	                       c->cpu_wait_ms, "baseline_cpu_wait_ms", h->cpu_wait_ms, "stretch",
+	                       b.stretch);
+	if (b.cpu_batches)
+		json_object_set_new(pc, "cpu", json_pack("{s:f,s:f,s:f,s:f}", "excess_ms",
+		                                         b.cpu_excess_ms, "noise_ms", b.cpu_noise_ms,
+		                                         "harness_ms", b.cpu_harness_ms, "stretch",
+		                                         b.cpu_stretch));
+	json_object_set_new(timing, "parent_clock", pc);
 	double share = vx_harness_share(v);
 	if (st_clock_bound_gross(&b, median, share) && v->clock_confirmed) {
+		int by_cpu = b.cpu_batches && b.cpu_excess_ms > b.excess_ms;
 		vx_fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond what the "
-		        "runner reported (%.4f ms) and the harness's own work (the %s's: %.4f ms), in the "
-		        "timing and again when timed alone to confirm: the runner's timing was tampered "
-		        "with from inside", b.excess_ms, median, h->role, b.harness_ms);
+		        "runner reported (%.4f ms) and the harness's own work (the %s's: %.4f ms)%s, in "
+		        "the timing and again when timed alone to confirm: the runner's timing was "
+		        "tampered with from inside", by_cpu ? b.cpu_excess_ms : b.excess_ms, median,
+		        h->role, by_cpu ? b.cpu_harness_ms : b.harness_ms,
+		        by_cpu ? " in the runner's CPU time as the kernel counted it" : "");
 		return 0;
 	}
 	double charge = st_clock_bound_charge(&b, median, share);

@@ -14,7 +14,22 @@
  * per call of work the reports leave out. */
 static st_batch_rec rec(int n, double call_ms, double h, double rtt, double hidden)
 {
-	return (st_batch_rec){n, n * (call_ms + h + hidden) + rtt, n * call_ms, 0};
+	return (st_batch_rec){n, n * (call_ms + h + hidden) + rtt, n * call_ms, 0, 0, -1};
+}
+
+/* A host runner's batch of n calls on a host whose CPUs are oversubscribed `stretch` times: each
+ * call takes cpu_ms of CPU time and cpu_ms * stretch of wall time, the harness harness_cpu a call
+ * (and that times stretch of wall), and the runner reports report_share of each call's wall time
+ * (1: honest; a tenth: a runner whose clock was rewritten). The kernel counts its CPU time and
+ * its waits; a trusted runner's calls also report their CPU time. */
+static st_batch_rec host_rec(int n, double cpu_ms, double harness_cpu, double stretch,
+                             double report_share)
+{
+	double wall = n * (cpu_ms + harness_cpu) * stretch + 0.05;
+	double reported = n * cpu_ms * stretch * report_share;
+	/* the waits outside the reported calls, as timing.c's share counts them */
+	double waited = (wall - wall / stretch) * (wall - reported) / wall;
+	return (st_batch_rec){n, wall, reported, waited, n * (cpu_ms + harness_cpu), n * cpu_ms};
 }
 
 static void test_honest_any_batch_size(void **state)
@@ -166,6 +181,63 @@ static void test_busy_host_charge_stretched(void **state)
 	            st_clock_bound_charge(&b, 0.001, 0) < 0.0701);
 }
 
+/* The CPU-time bound (host backend) on a host oversubscribed twice over: the wall-clock bound
+ * must keep the baseline's harness work whole with its waits, so a runner whose clock reports a
+ * tenth keeps much of its time; the kernel's count of its CPU time does not let it. An honest
+ * solution, its waits in its reported times and its runner's harness 10 % dearer than the
+ * baseline's, is charged nothing by it. */
+static void test_cpu_bound(void **state)
+{
+	(void)state;
+	st_batch_rec base[12], sol[12];
+	for (int i = 0; i < 12; i++) {
+		base[i] = host_rec(20, 1.0, 5.0, 2.0, 1);
+		base[i].waited_ms = 0; /* a trusted runner's waits are not counted (timing.c) */
+		sol[i] = host_rec(20, 3.0, 5.5, 2.0, 1);
+	}
+	st_clock_bound b;
+	st_clock_bound_compute(sol, 12, base, 12, 0.05, &b);
+	assert_true(b.cpu_batches == 12);
+	assert_true(b.cpu_harness_ms > 4.999 && b.cpu_harness_ms < 5.001);
+	assert_true(b.cpu_excess_ms == 0); /* 8.5 ms of CPU a call, 6 reported, 5 the harness's */
+	assert_true(st_clock_bound_charge(&b, 6.0, 0.25) == 0);
+	assert_false(st_clock_bound_gross(&b, 6.0, 0.25));
+	/* 30 ms of CPU a call (60 of wall, as an honest file's), reported as a tenth */
+	for (int i = 0; i < 12; i++)
+		sol[i] = host_rec(20, 30.0, 5.0, 2.0, 0.1);
+	st_clock_bound_compute(sol, 12, base, 12, 0.05, &b);
+	assert_true(b.cpu_excess_ms > 23.99 && b.cpu_excess_ms < 24.01); /* 35 - 6 - 5 */
+	assert_true(b.cpu_stretch > 1.999 && b.cpu_stretch < 2.001);
+	double charge = st_clock_bound_charge(&b, 6.0, 0.25);
+	assert_true(charge > 47.99); /* 6 reported + 48 charged: 0.9 of the honest file's 60 */
+	assert_true(charge >= b.excess_ms * b.stretch); /* at least what the wall clock says */
+	/* reporting a hundredth, the reports leave out far more than four times what they show */
+	for (int i = 0; i < 12; i++)
+		sol[i] = host_rec(20, 30.0, 5.0, 2.0, 0.01);
+	st_clock_bound_compute(sol, 12, base, 12, 0.05, &b);
+	assert_true(st_clock_bound_gross(&b, 0.6, 0.25));
+	for (int i = 0; i < 12; i++)
+		sol[i] = host_rec(20, 30.0, 5.0, 2.0, 0.1);
+	/* The CPU-time bound allows twice the wall clock's share of the harness (two runners' harness
+	 * CPU differs as their wall time does): a 30 % dearer harness is not charged by it, 60 % is. */
+	for (int i = 0; i < 12; i++)
+		sol[i] = host_rec(20, 3.0, 6.5, 1.0, 1);
+	st_clock_bound_compute(sol, 12, base, 12, 0.05, &b);
+	assert_true(b.cpu_excess_ms > 1.499 && b.cpu_excess_ms < 1.501);
+	b.excess_ms = 0; /* the wall clock's bound out of the way */
+	assert_true(st_clock_bound_charge(&b, 3.0, 0.25) == 0);
+	b.cpu_excess_ms = 3.0;
+	assert_true(st_clock_bound_charge(&b, 3.0, 0.25) > 2.99);
+	for (int i = 0; i < 12; i++)
+		sol[i] = host_rec(20, 30.0, 5.0, 2.0, 0.1);
+	/* A baseline batch without its calls' CPU time: no CPU-time bound, the wall clock's alone. */
+	base[3].call_cpu_ms = -1;
+	st_clock_bound_compute(sol, 12, base, 12, 0.05, &b);
+	assert_int_equal(b.cpu_batches, 0);
+	assert_true(b.cpu_excess_ms == 0);
+	assert_true(st_clock_bound_charge(&b, 6.0, 0.25) < charge);
+}
+
 static void test_nothing_to_compare(void **state)
 {
 	(void)state;
@@ -186,6 +258,7 @@ int main(void)
 		cmocka_unit_test(test_busy_host_quarter),
 		cmocka_unit_test(test_busy_host_charge_stretched),
 		cmocka_unit_test(test_noisy_harness),
+		cmocka_unit_test(test_cpu_bound),
 		cmocka_unit_test(test_nothing_to_compare),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,6 @@
 /* Unit tests of the CPU helpers a service places its workers with: CPU lists parsed and written
  * back, the CPUs next to a PCI device (here the dev machine's own devices, where sysfs has them),
- * and pinning a thread. */
+ * and pinning a thread; and the kernel's count of a thread's CPU time the timing checks read. */
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "common/cpus.h"
@@ -79,6 +80,35 @@ static void test_pin_and_near(void **state)
 }
 
 /* The runners' pin table (runner_client.c), which a service's workers read back for themselves. */
+static double thread_cpu_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* The kernel's count of this thread's time on a CPU moves with the CPU time it spends, as the
+ * thread's own CPU clock does; where /proc has no schedstat, both figures say so with -1. */
+static void test_cpu_on(void **state)
+{
+	(void)state;
+	double w0, w1;
+	double on0 = st_cpu_on_ms(0, &w0);
+	if (on0 < 0) {
+		assert_true(w0 == -1 && st_cpu_wait_ms(0) == -1);
+		skip();
+	}
+	assert_true(w0 >= 0);
+	double c0 = thread_cpu_ms();
+	volatile unsigned long x = 0;
+	while (thread_cpu_ms() - c0 < 30)
+		x += 1;
+	double spent = thread_cpu_ms() - c0, on1 = st_cpu_on_ms(0, &w1);
+	assert_true(on1 - on0 > 0.8 * spent && on1 - on0 < spent + 20);
+	assert_true(w1 >= w0);
+	assert_true(st_cpu_on_ms(99999999, &w1) == -1 && w1 == -1); /* no such process */
+}
+
 static void test_runner_pin_table(void **state)
 {
 	(void)state;
@@ -103,6 +133,7 @@ int main(void)
 		cmocka_unit_test(test_near_pci_bad_names),
 		cmocka_unit_test(test_pin_and_near),
 		cmocka_unit_test(test_runner_pin_table),
+		cmocka_unit_test(test_cpu_on),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

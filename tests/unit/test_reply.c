@@ -61,6 +61,16 @@ static void test_check_time(void **state)
 	json_array_set_new(row, 0, json_string("0.1"));
 	assert_int_equal(st_reply_check_time(r, 2, 0, NULL, why, sizeof why), -1);
 	json_array_set_new(row, 0, json_real(0.1));
+	json_array_append_new(row, json_real(0.4)); /* a fifth field, the call's CPU time: fine */
+	assert_int_equal(st_reply_check_time(r, 2, 0, NULL, why, sizeof why), 0);
+	json_array_set_new(row, 4, json_real(-1)); /* but not a negative one */
+	assert_int_equal(st_reply_check_time(r, 2, 0, NULL, why, sizeof why), -1);
+	json_array_set_new(row, 4, json_real(0.4));
+	json_array_append_new(row, json_real(0.4)); /* nor a sixth */
+	assert_int_equal(st_reply_check_time(r, 2, 0, NULL, why, sizeof why), -1);
+	assert_non_null(strstr(why, "not four or five numbers"));
+	json_array_remove(row, 5);
+	json_array_remove(row, 4);
 	json_array_remove(row, 3);
 	assert_int_equal(st_reply_check_time(r, 2, 0, NULL, why, sizeof why), -1);
 	json_decref(r);
@@ -103,6 +113,11 @@ static void test_add_samples(void **state)
 	assert_int_equal(st_reply_add_samples(r, &s, &n, &cap), 0);
 	assert_int_equal(n, 3);
 	assert_true(s[2].ms == 0.5 && s[2].wall_ms == 0.6 && s[2].sm_mhz == 1980);
+	assert_true(s[2].cpu_ms == -1); /* no fifth field: not measured */
+	json_array_append_new(json_array_get(json_object_get(r, "samples"), 1), json_real(0.25));
+	assert_int_equal(st_reply_add_samples(r, &s, &n, &cap), 0);
+	assert_true(s[4].cpu_ms == 0.25 && s[5].cpu_ms == -1);
+	n = 3;
 	/* Rows and fields of the wrong type read as 0; a short row's missing fields too. */
 	json_t *rows = json_object_get(r, "samples");
 	json_array_set_new(rows, 0, json_string("row"));
