@@ -5,7 +5,7 @@
 #define STITCH_TIMING_H
 
 typedef struct st_sample {
-	double ms;      /* CUDA event time on the solution's stream (host backend: CPU time) */
+	double ms;      /* CUDA event time on the solution's stream (host backend: wall time) */
 	double wall_ms; /* host wall time from launch to whole-device sync */
 	int sm_mhz;     /* SM clock read right after the sample; 0 when unknown */
 	int throttled;  /* the driver reported a throttle reason other than idle during the sample */
