@@ -61,9 +61,9 @@ double st_clock_bound_charge(const st_clock_bound *b, double median_ms, double h
 /* Do the reports leave out so much (more than four times what they show, over 50 us a call, and
  * twice what st_clock_bound_charge would let pass as noise with the same harness_share) that the
  * runner's clock or timing was tampered with? Asked twice, the second time of a confirmation
- * round, before a verdict says so. Either bound, wall clock or CPU time, may say so. A gap that stays through a verify without being work (one
- * runner's harness slower than the other's) stays through the confirmation too: only the share
- * keeps it from being called tampering. */
+ * round, before a verdict says so. Either bound, wall clock or CPU time, may say so. A gap that
+ * stays through a verify without being work (one runner's harness slower than the other's) stays
+ * through the confirmation too: only the share keeps it from being called tampering. */
 int st_clock_bound_gross(const st_clock_bound *b, double median_ms, double harness_share);
 
 #endif

@@ -39,9 +39,9 @@ int st_reply_ms(const json_t *rep, void (*add)(void *ctx, const char *phase, dou
 int st_reply_profile(const json_t *rep, const json_t **out, char *why, size_t len);
 
 /* Does a timing batch's reply fit the request of n calls? Exactly n sample rows, each of four or
- * five non-negative finite numbers, with ms, wall_ms and cpu_ms (the fifth) at most a day; with `digests`, exactly n
- * digests of 16 hex digits (common/digest.h), read into out[0..n) when out is not NULL. 0 when
- * it fits; otherwise -1 and why[len] says what does not. */
+ * five non-negative finite numbers, with ms, wall_ms and cpu_ms (the fifth) at most a day; with
+ * `digests`, exactly n digests of 16 hex digits (common/digest.h), read into out[0..n) when out
+ * is not NULL. 0 when it fits; otherwise -1 and why[len] says what does not. */
 int st_reply_check_time(const json_t *rep, int n, int digests, uint64_t *out, char *why,
                         size_t len);
 

@@ -89,6 +89,9 @@ static void test_repeated(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {cmocka_unit_test(test_batches), cmocka_unit_test(test_repeated)};
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_batches),
+		cmocka_unit_test(test_repeated),
+	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
