@@ -297,15 +297,10 @@ st_status st_runner_ncu_report(st_runner *r, double timeout_s, char **text, size
 	return ST_OK;
 }
 
-double st_runner_cpu_wait_ms(const st_runner *r)
+double st_runner_cpu_on_ms(const st_runner *r, double *waited)
 {
-	return r->pid > 0 && !r->ncu[0] ? st_cpu_wait_ms((int)r->pid) : -1;
-}
-
-double st_runner_cpu_on_ms(const st_runner *r)
-{
-	double waited;
-	return r->pid > 0 && !r->ncu[0] ? st_cpu_on_ms((int)r->pid, &waited) : -1;
+	*waited = -1;
+	return r->pid > 0 && !r->ncu[0] ? st_cpu_on_ms((int)r->pid, waited) : -1;
 }
 
 /* A killed runner whose device context the driver is still tearing down is reaped by a detached

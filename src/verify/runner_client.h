@@ -77,12 +77,10 @@ st_status st_runner_send(st_runner *r, const json_t *req, int pass_fd, st_err *e
 st_status st_runner_recv(st_runner *r, json_t **reply, double timeout_s, st_err *err);
 st_status st_runner_call(st_runner *r, const json_t *req, int pass_fd, json_t **reply,
                          double timeout_s, st_err *err);
-/* Milliseconds the runner's main thread has waited, runnable, for a CPU since it started (the
- * kernel's schedstat run_delay); -1 where /proc does not tell (no schedstats, hidepid, under
- * ncu). */
-double st_runner_cpu_wait_ms(const st_runner *r);
-/* Its main thread's time on a CPU so far, as the kernel counts it (st_cpu_on_ms); -1 likewise. */
-double st_runner_cpu_on_ms(const st_runner *r);
+/* The runner's main thread's time on a CPU so far, as the kernel counts it, and in *waited the
+ * milliseconds it has waited, runnable, for a CPU (schedstat's run_delay), from one read
+ * (st_cpu_on_ms); both -1 where /proc does not tell (no schedstats, hidepid, under ncu). */
+double st_runner_cpu_on_ms(const st_runner *r, double *waited);
 /* Ask it to quit and kill its group once it has answered, without waiting for it to be gone: a
  * caller with several runners quits them all first, so their device teardowns overlap. */
 void st_runner_quit(st_runner *r);

@@ -41,6 +41,17 @@ static double waits_outside(const double w[4], double took_ms, double reported)
 	return out < outside ? out : outside;
 }
 
+/* One read of the runner's schedstat at a batch's edge: its waits for a CPU (an untrusted
+ * runner's only, waits_outside) and its time on one (where count_cpu; clock_bound.h). */
+static void runner_cpu(const sol *so, int count_cpu, double *wait, double *on)
+{
+	double waited = -1, t = -1;
+	if (!so->trusted || count_cpu)
+		t = st_runner_cpu_on_ms(&so->runner, &waited);
+	*wait = so->trusted ? -1 : waited;
+	*on = count_cpu ? t : -1;
+}
+
 /* Keep a batch's samples, its record for the parent-clock bound and its committed calls;
  * cpu_ms is the runner's time on a CPU over the batch (0 where not measured). */
 static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t seed,
@@ -98,12 +109,12 @@ static st_status time_batch(vctx *v, int i, int n, st_err *err)
 	/* the waits for a CPU, counted for an untrusted runner's batches only: a long CPU-bound call
 	 * is preempted mostly inside it, so the share over-corrects a slow baseline's, and the
 	 * baseline's gap, kept whole, errs toward the candidate */
-	double w[4] = {so->trusted ? -1 : st_runner_cpu_wait_ms(&so->runner), -1,
-	               so->trusted ? -1 : st_cpu_wait_ms(0), -1};
+	double w[4] = {-1, -1, so->trusted ? -1 : st_cpu_wait_ms(0), -1};
 	/* On the host backend the runner's one thread does all its work on a CPU, so the kernel's
 	 * count of its CPU time over the batch bounds what it did (clock_bound.h) */
 	int count_cpu = !strcmp(v->o->backend, "host");
-	double on[2] = {count_cpu ? st_runner_cpu_on_ms(&so->runner) : -1, -1};
+	double on[2] = {-1, -1};
+	runner_cpu(so, count_cpu, &w[0], &on[0]);
 	double t0 = st_now_s();
 	/* A batch may take longer than one request's limit, but never unboundedly so: `est` comes
 	 * from figures the runner reported. */
@@ -118,9 +129,8 @@ static st_status time_batch(vctx *v, int i, int n, st_err *err)
 		json_decref(rep);
 		return s;
 	}
-	w[1] = w[0] >= 0 ? st_runner_cpu_wait_ms(&so->runner) : -1;
+	runner_cpu(so, count_cpu, &w[1], &on[1]);
 	w[3] = w[2] >= 0 ? st_cpu_wait_ms(0) : -1;
-	on[1] = on[0] >= 0 ? st_runner_cpu_on_ms(&so->runner) : -1;
 	uint64_t *digests = so->committing ? malloc((size_t)n * sizeof *digests) : NULL;
 	char why[256];
 	if (so->committing && !digests)
