@@ -56,17 +56,12 @@ __device__ __forceinline__ unsigned short add_piece(unsigned short a, unsigned s
 // ----------------------------------------------------------------------------
 // kernel
 
-/* Piece is uint4 (8 bf16), unsigned (2) or unsigned short (1); a row is `pieces` of them. */
-template <typename Piece>
-__global__ void __launch_bounds__(WARPS * 32)
-embed_kernel(const int *__restrict__ tokens, const Piece *__restrict__ wte,
-             const Piece *__restrict__ wpe, Piece *__restrict__ out, int rows, int T, int pieces) {
-    const int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= rows) return;
-    const int tok = tokens[row];
-    const Piece *a = wte + (size_t)tok * pieces;
-    const Piece *b = wpe + (size_t)(row % T) * pieces;
-    Piece *o = out + (size_t)row * pieces;
+/* One output row by one warp: o = a + b over `pieces` pieces, each lane issuing the loads of up
+ * to UNROLL pieces before adding any. Piece is uint4 (8 bf16), unsigned (2) or unsigned short
+ * (1). STREAM: streaming stores, so the output's lines are the first the L2 drops. */
+template <typename Piece, bool STREAM>
+__device__ __forceinline__ void add_row(const Piece *a, const Piece *b, Piece *o, int pieces,
+                                        int lane) {
     for (int base = lane; base < pieces; base += UNROLL * 32) {
         Piece va[UNROLL], vb[UNROLL];
 #pragma unroll
@@ -80,9 +75,25 @@ embed_kernel(const int *__restrict__ tokens, const Piece *__restrict__ wte,
 #pragma unroll
         for (int k = 0; k < UNROLL; k++) {
             const int p = base + 32 * k;
-            if (p < pieces) o[p] = add_piece(va[k], vb[k]);
+            if (p >= pieces) continue;
+            if (STREAM)
+                __stcs(o + p, add_piece(va[k], vb[k]));
+            else
+                o[p] = add_piece(va[k], vb[k]);
         }
     }
+}
+
+/* One warp per output row, in token order. */
+template <typename Piece>
+__global__ void __launch_bounds__(WARPS * 32)
+embed_kernel(const int *__restrict__ tokens, const Piece *__restrict__ wte,
+             const Piece *__restrict__ wpe, Piece *__restrict__ out, int rows, int T, int pieces) {
+    const int row = blockIdx.x * WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const int tok = tokens[row];
+    add_row<Piece, false>(wte + (size_t)tok * pieces, wpe + (size_t)(row % T) * pieces,
+                          out + (size_t)row * pieces, pieces, lane);
 }
 
 #ifndef WINDOW_MB
@@ -110,25 +121,8 @@ embed_window_kernel(const int *__restrict__ tokens, const uint4 *__restrict__ wt
             const int k = __ffs(mine) - 1;
             mine &= mine - 1;
             const int row = base + k, t = __shfl_sync(0xffffffffu, tok, k);
-            const uint4 *a = wte + (size_t)t * pieces;
-            const uint4 *b = wpe + (size_t)(row % T) * pieces;
-            uint4 *o = out + (size_t)row * pieces;
-            for (int p0 = lane; p0 < pieces; p0 += UNROLL * 32) {
-                uint4 va[UNROLL], vb[UNROLL];
-#pragma unroll
-                for (int u = 0; u < UNROLL; u++) {
-                    const int p = p0 + 32 * u;
-                    if (p < pieces) {
-                        va[u] = a[p];
-                        vb[u] = b[p];
-                    }
-                }
-#pragma unroll
-                for (int u = 0; u < UNROLL; u++) {
-                    const int p = p0 + 32 * u;
-                    if (p < pieces) __stcs(o + p, add_piece(va[u], vb[u]));
-                }
-            }
+            add_row<uint4, true>(wte + (size_t)t * pieces, wpe + (size_t)(row % T) * pieces,
+                                 out + (size_t)row * pieces, pieces, lane);
         }
     }
 }
