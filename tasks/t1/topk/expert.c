@@ -2,8 +2,9 @@
  * threads per row, phase by phase between the barriers, so that the host backend (and CI without
  * a GPU) checks its logic: the threshold from per-thread maxima, the candidate filter and its
  * overflow, the radix select with its tie accounting, the ordered collection of equal values, and
- * the bitonic network. Thread t owns the same elements as on the GPU (float4 q = t mod 256 when
- * cols % 4 == 0, element j = t mod 256 otherwise). Not tuned for speed. */
+ * the bitonic network (the GPU ranks up to 224 candidates by counting instead: the same order).
+ * Thread t owns the same elements as on the GPU (float4 q = t mod 256 when cols % 4 == 0,
+ * element j = t mod 256 otherwise). Not tuned for speed. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

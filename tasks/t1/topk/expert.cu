@@ -1,18 +1,25 @@
 /* Expert for t1/topk: the k largest elements of each row of x[rows, cols] (f32), largest first,
- * equal values by smaller column first, with one read of the row from DRAM. A block per row.
- * Ranks are 64-bit keys: an order-preserving unsigned image of the float's bits above, the
- * inverted column below, so a larger key is an earlier place and no two elements tie.
+ * equal values by smaller column first, with one read of the row from DRAM. Ranks are 64-bit
+ * keys: an order-preserving unsigned image of the float's bits above, the inverted column below,
+ * so a larger key is an earlier place and no two elements tie.
  *
- * Fast path (k <= 128): the first sweep parks the row in shared memory (rows up to 16K columns)
- * and gives each of the 256 threads the maximum of its own elements. The k-th largest of those
- * 256 maxima, T, is found with 32 block-wide counts (a bitwise binary search), and at least k
- * elements of the row are >= T: the k maxima themselves. On random rows only about k + k/8
- * elements pass (74 for k = 64 out of 8192); they go to a shared buffer, are sorted by a bitonic
- * network, and the first k are written. Rows that put more than 1024 elements over T (many equal
- * values) and k > 128 take the general path instead: radix select of the k-th largest key by four
- * 8-bit histogram passes over the cached row, then one ordered pass that keeps every element
- * above it and the lowest-column ones equal to it, then the same sort. Rows too wide for the cache
- * are read again from global memory (L2) in the later passes. */
+ * Per row, a block of 256 threads: each thread takes the maximum of its own elements; T, the k-th
+ * largest of those 256 maxima, is found by one warp bit by bit over the bits where the maxima
+ * differ (a warp-wide sum a step), and at least k elements of the row are >= T: the k maxima
+ * themselves. On random rows about k + k/8 elements pass (74 for k = 64 out of 8192); each is
+ * ranked by counting the candidates above it and written at its place. Up to 1024 candidates go
+ * through a bitonic network instead; more (a row of many equal values), or k > 128, take the
+ * general path: radix select of the k-th largest key by four 8-bit histogram passes over the row,
+ * one ordered pass that keeps every element above it and the lowest-column ones equal to it, then
+ * the network.
+ *
+ * Rows of up to 8192 columns, 16-byte aligned, with k <= 128 (the eval shape) go to persistent
+ * blocks, four to an SM: a row comes into shared memory by one bulk copy (cp.async before sm_90),
+ * each thread takes its float4s into registers, and the buffer takes the block's next row while
+ * this one is selected on; warp 0 searches T while the other seven rank the previous row's
+ * candidates. Other rows: a block per row, cached in shared memory up to 16,384 columns, else read
+ * again from global memory (L2) in the later passes. (On the H200, eval: 0.0717 ms for the load
+ * and maxima alone, 0.0845 with the threshold, 0.0874 with the candidates, 0.0988 whole.) */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -24,8 +31,18 @@
 #define THREADS 256
 #define WARPS (THREADS / 32)
 #define CAP 1024                 /* candidate buffer: also the largest k */
+#define RANK_MAX (THREADS - 32)  /* candidates ranked by counting, one a thread (not warp 0's) */
 #define FAST_MAX_K (THREADS / 2) /* T from 256 maxima keeps ~k(1 + 1/8) candidates up to here */
 #define CACHE_MAX_COLS 16384     /* 64 KiB row cache: 3 blocks per SM still fit */
+#define PIPE_MAX_COLS 8192       /* a 32 KiB row buffer (NBUF of them), four blocks an SM */
+#define PIPE_PER (PIPE_MAX_COLS / 4 / THREADS) /* float4s a thread holds */
+#ifndef NBUF
+#define NBUF 1 /* rows a block has in flight (2 and 3 were slower on the H200) */
+#endif
+#define PIPE_BLOCKS_PER_SM (NBUF == 1 ? 4 : NBUF == 2 ? 3 : 2)
+#ifndef TOPK_TMA
+#define TOPK_TMA 1 /* 0: cp.async on sm_90 too (tests/gpu/topk_selftest.cu times both) */
+#endif
 #define FULL_MASK 0xffffffffu
 
 #define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
@@ -38,7 +55,21 @@ typedef struct topk_ctx {
     int rows, cols, k;
     bool cache;      /* the row fits the shared-memory cache */
     size_t smem;     /* dynamic shared memory: the cache */
+    bool pipe;       /* k <= FAST_MAX_K and cols <= PIPE_MAX_COLS, cols % 4 == 0 */
+    int pipe_grid;   /* persistent blocks: as many as fit on the device at once, at most rows */
 } topk_ctx;
+
+/* A block's shared state besides the row: the candidates and the selection's counters. */
+struct __align__(16) topk_shared {
+    u64 buf[CAP];
+    unsigned hist[256];
+    uint32_t maxk[THREADS];     /* the threads' maxima, for the threshold */
+    uint32_t T;                 /* the threshold */
+    int count;                  /* candidates of a row */
+    int gt_count;
+    int wcnt[WARPS];
+    unsigned sel_digit, sel_above;
+};
 
 /* ------------------------------------------------------------------------------------------ */
 /* keys */
@@ -90,6 +121,83 @@ __device__ void sort_and_write(u64 *buf, int c, int k, float *vrow, int *irow) {
     }
 }
 
+/* The candidates buf[0, c) in order, by `n` threads numbered `self` from 0: a key's place is
+ * the number of keys above it (keys are distinct), so each thread counts for its own and writes
+ * it there when it is among the first k. No barrier: a few hundred shared-memory broadcasts
+ * against the network's 28 block-wide stages for 128 slots. */
+__device__ __forceinline__ void rank_and_write(const u64 *buf, int c, int k, float *vrow,
+                                               int *irow, int self, int n) {
+    const ulonglong2 *pairs = reinterpret_cast<const ulonglong2 *>(buf);
+    for (int i = self; i < c; i += n) {
+        const u64 key = buf[i];
+        int above = 0;
+        for (int j = 0; j < c / 2; j++) {
+            const ulonglong2 p = pairs[j];
+            above += (p.x > key) + (p.y > key);
+        }
+        if (c & 1) above += buf[c - 1] > key;
+        if (above < k) {
+            vrow[above] = key_value((uint32_t)(key >> 32));
+            irow[above] = (int)(0xffffffffu - (uint32_t)key);
+        }
+    }
+}
+
+/* The candidates buf[0, c) written in order: ranked when few, else sorted. */
+__device__ __forceinline__ void order_and_write(u64 *buf, int c, int k, float *vrow, int *irow) {
+    if (c <= RANK_MAX)
+        rank_and_write(buf, c, k, vrow, irow, threadIdx.x, THREADS);
+    else
+        sort_and_write(buf, c, k, vrow, irow);
+}
+
+/* T = the largest key with at least k (<= THREADS) of the block's THREADS keys maxk[] >= T:
+ * the k-th largest, which is one of the keys. Called by one warp, each lane holding 8 keys, bit
+ * by bit with a warp-wide sum a step; only the bits where the keys differ are searched: those
+ * above the highest bit where the smallest and largest key differ are every key's, and those
+ * below the lowest bit set in any key are 0 in all (15 steps at eval, where the maxima share
+ * their sign and exponent and are whole numbers). */
+__device__ uint32_t warp_kth_largest(const uint32_t *maxk, int k) {
+    const int lane = threadIdx.x & 31;
+    const uint4 a = reinterpret_cast<const uint4 *>(maxk)[2 * lane];
+    const uint4 b = reinterpret_cast<const uint4 *>(maxk)[2 * lane + 1];
+    const uint32_t key[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    uint32_t lo = key[0], hi = key[0], any = 0u;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        lo = min(lo, key[i]);
+        hi = max(hi, key[i]);
+        any |= key[i];
+    }
+    lo = __reduce_min_sync(FULL_MASK, lo);
+    hi = __reduce_max_sync(FULL_MASK, hi);
+    any = __reduce_or_sync(FULL_MASK, any);
+    if (lo == hi) return lo;
+    const int top = 31 - __clz((int)(lo ^ hi)), low = __ffs((int)any) - 1;
+    uint32_t T = lo & ~((2u << top) - 1u); /* the bits above `top` (none when top is 31) */
+    for (int bit = top; bit >= low; bit--) {
+        const uint32_t c = T | (1u << bit);
+        unsigned n = 0u;
+#pragma unroll
+        for (int i = 0; i < 8; i++) n += key[i] >= c;
+        if (__reduce_add_sync(FULL_MASK, n) >= (unsigned)k) T = c;
+    }
+    return T;
+}
+
+/* The k-th largest of the threads' keys mkey (warp_kth_largest), in every thread; two barriers,
+ * the first of which publishes what the block wrote before. The other warps wait. */
+__device__ uint32_t kth_largest(uint32_t mkey, int k, topk_shared &sh) {
+    sh.maxk[threadIdx.x] = mkey;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        const uint32_t T = warp_kth_largest(sh.maxk, k);
+        if (threadIdx.x == 0) sh.T = T;
+    }
+    __syncthreads();
+    return sh.T;
+}
+
 /* The element sweeps of the later passes, over the cache or the row in global memory. Thread t
  * visits the elements it loaded in the first sweep. */
 template <bool VEC, bool CACHE, typename F>
@@ -111,31 +219,85 @@ __device__ __forceinline__ void for_own_elements(const float *xr, const float *c
     }
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* kernel */
+/* The general path over a row the whole block can read (the cache published, or global memory).
+ * Radix select: the k-th largest value key K, 8 bits at a time from the top, and `remaining`,
+ * how many elements equal to K belong to the answer; then one ordered pass: every element above
+ * K (exactly n_gt of them) to buf[0, n_gt) in any order, the first `remaining` elements equal to
+ * K by column to buf[n_gt, k), ranked by a block-wide count of the equal elements before them. */
+template <bool VEC, bool CACHE>
+__device__ void select_general(const float *xr, const float *cache, int cols, int k,
+                               topk_shared &sh, float *vrow, int *irow) {
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    uint32_t prefix = 0u, mask = 0u;
+    int remaining = k;
+    if (t == 0) sh.gt_count = 0;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = t; i < 256; i += THREADS) sh.hist[i] = 0u;
+        __syncthreads();  /* also publishes the cache and gt_count on the first round */
+        for_own_elements<VEC, CACHE>(xr, cache, cols, [&](float v, int) {
+            const uint32_t key = value_key(v);
+            if ((key & mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & 255u], 1u);
+        });
+        __syncthreads();
+        if (t == 0) {
+            /* the largest digit d with (count above d) < remaining <= (count at or above d) */
+            unsigned above = 0u;
+            int d = 255;
+            for (; d > 0; d--) {
+                if (above + sh.hist[d] >= (unsigned)remaining) break;
+                above += sh.hist[d];
+            }
+            sh.sel_digit = (unsigned)d;
+            sh.sel_above = above;
+        }
+        __syncthreads();
+        prefix |= sh.sel_digit << shift;
+        mask |= 255u << shift;
+        remaining -= (int)sh.sel_above;
+    }
+    const uint32_t K = prefix;
+    const int n_gt = k - remaining;
 
-/* VEC: cols % 4 == 0 and x 16-byte aligned, so every row is. CACHE: the row fits the dynamic
- * shared memory. */
+    int taken = 0;  /* equal elements seen in earlier chunks; the same in every thread */
+    for (int base = 0; base < cols; base += THREADS) {
+        const int j = base + t;
+        const uint32_t key = j < cols ? value_key(CACHE ? cache[j] : xr[j]) : 0u;
+        if (j < cols && key > K) sh.buf[atomicAdd(&sh.gt_count, 1)] = rank_key(key, j);
+        const bool eq = j < cols && key == K;
+        const unsigned ball = __ballot_sync(FULL_MASK, eq);
+        if (lane == 0) sh.wcnt[warp] = __popc(ball);
+        __syncthreads();
+        int before = taken, total = 0;
+        for (int w = 0; w < WARPS; w++) {
+            if (w < warp) before += sh.wcnt[w];
+            total += sh.wcnt[w];
+        }
+        const int rank = before + __popc(ball & ((1u << lane) - 1u));
+        if (eq && rank < remaining) sh.buf[n_gt + rank] = rank_key(key, j);
+        taken += total;
+        __syncthreads();  /* wcnt is rewritten by the next chunk */
+    }
+    sort_and_write(sh.buf, k, k, vrow, irow);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* kernels */
+
+/* A block per row. VEC: cols % 4 == 0 and x 16-byte aligned, so every row is. CACHE: the row
+ * fits the dynamic shared memory. */
 template <bool VEC, bool CACHE>
 __global__ void __launch_bounds__(THREADS)
 topk_kernel(const float *__restrict__ x, float *__restrict__ values, int *__restrict__ indices,
             int cols, int k) {
     extern __shared__ float4 cache4[];
-    __shared__ u64 buf[CAP];
-    __shared__ unsigned hist[256];
-    __shared__ int count, gt_count;
-    __shared__ int wcnt[WARPS];
-    __shared__ unsigned sel_digit, sel_above;
+    __shared__ topk_shared sh;
 
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int t = threadIdx.x;
     const float *xr = x + (size_t)blockIdx.x * cols;
     float *cache = reinterpret_cast<float *>(cache4);
     float *vrow = values + (size_t)blockIdx.x * k;
     int *irow = indices + (size_t)blockIdx.x * k;
-    if (t == 0) {
-        count = 0;
-        gt_count = 0;
-    }
+    if (t == 0) sh.count = 0;
 
     /* sweep 1 (DRAM): the row into the cache, and this thread's maximum */
     float m = -INFINITY;
@@ -162,84 +324,202 @@ topk_kernel(const float *__restrict__ x, float *__restrict__ values, int *__rest
     const uint32_t mkey = any ? value_key(m) : 0u;  /* 0: no element, below every key */
 
     if (k <= FAST_MAX_K) {
-        /* T = the k-th largest of the 256 maxima, bit by bit: the largest T with at least k
-         * maxima >= T. The counts are barriers too, so the cache and count are published. */
-        uint32_t T = 0u;
-        for (int b = 31; b >= 0; b--) {
-            const uint32_t c = T | (1u << b);
-            if (__syncthreads_count(mkey >= c) >= k) T = c;
-        }
+        /* its barriers publish the cache and the count */
+        const uint32_t T = kth_largest(mkey, k, sh);
         /* as a float: v >= Tf exactly when value_key(v) >= T (T = 0: every element) */
         const float Tf = T == 0u ? -INFINITY : key_value(T);
         for_own_elements<VEC, CACHE>(xr, cache, cols, [&](float v, int j) {
             if (v >= Tf) {
-                const int p = atomicAdd(&count, 1);
-                if (p < CAP) buf[p] = rank_key(value_key(v), j);
+                const int p = atomicAdd(&sh.count, 1);
+                if (p < CAP) sh.buf[p] = rank_key(value_key(v), j);
             }
         });
         __syncthreads();
-        const int c = count;  /* the same in every thread */
+        const int c = sh.count;  /* the same in every thread */
         if (c <= CAP) {
-            sort_and_write(buf, c, k, vrow, irow);
+            order_and_write(sh.buf, c, k, vrow, irow);
             return;
         }
         /* too many candidates (a row of many equal values): no one reads buf any more */
     }
+    select_general<VEC, CACHE>(xr, cache, cols, k, sh, vrow, irow);
+}
 
-    /* General path. Radix select: the k-th largest value key K, 8 bits at a time from the top,
-     * and `remaining`, how many elements equal to K belong to the answer. */
-    uint32_t prefix = 0u, mask = 0u;
-    int remaining = k;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = t; i < 256; i += THREADS) hist[i] = 0u;
-        __syncthreads();  /* also publishes the cache on the first round */
-        for_own_elements<VEC, CACHE>(xr, cache, cols, [&](float v, int) {
-            const uint32_t key = value_key(v);
-            if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
-        });
-        __syncthreads();
-        if (t == 0) {
-            /* the largest digit d with (count above d) < remaining <= (count at or above d) */
-            unsigned above = 0u;
-            int d = 255;
-            for (; d > 0; d--) {
-                if (above + hist[d] >= (unsigned)remaining) break;
-                above += hist[d];
+/* Hopper (sm_90 on) fetches a row with one bulk copy (the TMA engine) that completes on an
+ * mbarrier; earlier GPUs with a group of 16-byte cp.async a thread. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && TOPK_TMA
+#define ROW_BULK 1
+#else
+#define ROW_BULK 0
+#endif
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+
+/* Starts the copy of a row into dst: the thread's own float4s as one group of copies (an empty
+ * group past the last row, so that every iteration waits on the same count), or one bulk copy
+ * by thread 0 that completes on *bar. */
+__device__ __forceinline__ void fetch_row(float4 *dst, const float4 *src, int n4, bool valid,
+                                          uint64_t *bar) {
+#if ROW_BULK
+    if (valid && threadIdx.x == 0) {
+        const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+        const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+        const unsigned bytes = (unsigned)n4 * 16u;
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b),
+                     "r"(bytes) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                     "[%0], [%1], %2, [%3];\n" ::"r"(d), "l"(src), "r"(bytes), "r"(b) : "memory");
+    }
+#else
+    (void)bar;
+    if (valid) {
+#pragma unroll
+        for (int j = 0; j < PIPE_PER; j++) {
+            const int q = threadIdx.x + j * THREADS;
+            if (q < n4) cp_async16(dst + q, src + q);
+        }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+/* Waits for the copy of the row fetched into the buffer whose barrier is *bar; `phase` is the
+ * parity of that buffer's use. With cp.async: all but the NBUF - 1 latest groups. */
+__device__ __forceinline__ void wait_row(uint64_t *bar, unsigned phase) {
+#if ROW_BULK
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT_%=;\n"
+                 "}\n" ::"r"(b), "r"(phase) : "memory");
+#else
+    (void)bar;
+    (void)phase;
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(NBUF - 1) : "memory");
+#endif
+}
+
+/* The row's candidates among a thread's float4s (those past the row's end not counted), as a bit
+ * for each of the 4 * PIPE_PER elements. */
+__device__ __forceinline__ unsigned candidate_mask(const float4 (&f)[PIPE_PER], int n4,
+                                                   float Tf) {
+    unsigned mask = 0u;
+#pragma unroll
+    for (int j = 0; j < PIPE_PER; j++) {
+        const unsigned m4 = (unsigned)(f[j].x >= Tf) | (unsigned)(f[j].y >= Tf) << 1 |
+                            (unsigned)(f[j].z >= Tf) << 2 | (unsigned)(f[j].w >= Tf) << 3;
+        if ((int)threadIdx.x + j * THREADS < n4) mask |= m4 << (4 * j);
+    }
+    return mask;
+}
+
+/* Persistent blocks over rows r = blockIdx.x, + gridDim.x, ... (cols % 4 == 0, <= PIPE_MAX_COLS,
+ * x 16-byte aligned, k <= FAST_MAX_K), NBUF rows fetched ahead into shared memory. A thread takes
+ * its float4s of the row into registers; once every thread has (the first barrier), the buffer
+ * takes the row NBUF further on, so NBUF rows are in flight while one is selected on. Three
+ * barriers a row: after the maxima; after the threshold, which warp 0 searches while the other
+ * seven rank and write the previous row's candidates; after the candidates. Rows of more than
+ * RANK_MAX candidates are ordered at once by the whole block; those that fall to the general path
+ * are read again from global memory (L2). */
+__global__ void __launch_bounds__(THREADS, PIPE_BLOCKS_PER_SM)
+topk_pipe_kernel(const float *__restrict__ x, float *__restrict__ values,
+                 int *__restrict__ indices, int rows, int cols, int k) {
+    extern __shared__ float4 rowbuf[];  /* [NBUF][n4] */
+    __shared__ topk_shared sh;
+    __shared__ uint64_t bar[NBUF];
+    const int t = threadIdx.x, n4 = cols >> 2;
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+#if ROW_BULK
+    if (t == 0) {
+        for (int i = 0; i < NBUF; i++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(
+                             (unsigned)__cvta_generic_to_shared(&bar[i])) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+#endif
+    for (int i = 0; i < NBUF; i++) {
+        const int r = blockIdx.x + i * gridDim.x;
+        fetch_row(rowbuf + i * n4, x4 + (size_t)r * n4, n4, r < rows, &bar[i]);
+    }
+    int prev_c = 0, prev_row = 0; /* the previous row's candidates, when still to be ranked */
+    unsigned use = 0;             /* rows this block has taken; buffer b's use is use / NBUF */
+    for (int row = blockIdx.x; row < rows; row += gridDim.x, use++) {
+        const int b = (int)(use % NBUF);
+        float4 *cur = rowbuf + b * n4;
+        wait_row(&bar[b], (use / NBUF) & 1u);
+        float4 f[PIPE_PER];
+        float m = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < PIPE_PER; j++) {
+            const int q = t + j * THREADS;
+            f[j] = q < n4 ? cur[q] : make_float4(0.f, 0.f, 0.f, 0.f);
+            if (q < n4) m = fmaxf(m, fmaxf(fmaxf(f[j].x, f[j].y), fmaxf(f[j].z, f[j].w)));
+        }
+        const int ahead = row + NBUF * gridDim.x;
+#if !ROW_BULK
+        fetch_row(cur, x4 + (size_t)ahead * n4, n4, ahead < rows, &bar[b]);
+#endif
+        sh.maxk[t] = t < n4 ? value_key(m) : 0u;
+        __syncthreads(); /* the maxima; every thread holds its float4s */
+        if (t < 32) {
+#if ROW_BULK
+            if (t == 0) fetch_row(cur, x4 + (size_t)ahead * n4, n4, ahead < rows, &bar[b]);
+#endif
+            if (t == 0) sh.count = 0; /* read by all before the barrier above */
+            const uint32_t T = warp_kth_largest(sh.maxk, k);
+            if (t == 0) sh.T = T;
+        } else if (prev_c > 0) {
+            rank_and_write(sh.buf, prev_c, k, values + (size_t)prev_row * k,
+                           indices + (size_t)prev_row * k, t - 32, THREADS - 32);
+        }
+        __syncthreads(); /* T; the previous row's candidates no longer needed */
+        const uint32_t T = sh.T;
+        const float Tf = T == 0u ? -INFINITY : key_value(T);
+        const unsigned mask = candidate_mask(f, n4, Tf);
+        if (mask) {
+            /* about k + k/8 candidates in the row: a few threads of each warp */
+            int p = atomicAdd(&sh.count, __popc(mask));
+#pragma unroll
+            for (int j = 0; j < PIPE_PER; j++) {
+                const unsigned m4 = (mask >> (4 * j)) & 15u;
+                if (m4 == 0u) continue;
+                const int col = 4 * (t + j * THREADS);
+                const float e[4] = {f[j].x, f[j].y, f[j].z, f[j].w};
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    if (m4 & (1u << i)) {
+                        if (p < CAP) sh.buf[p] = rank_key(value_key(e[i]), col + i);
+                        p++;
+                    }
+                }
             }
-            sel_digit = (unsigned)d;
-            sel_above = above;
         }
-        __syncthreads();
-        prefix |= sel_digit << shift;
-        mask |= 255u << shift;
-        remaining -= (int)sel_above;
-    }
-    const uint32_t K = prefix;
-    const int n_gt = k - remaining;
-
-    /* One ordered pass: every element above K (exactly n_gt of them) to buf[0, n_gt) in any
-     * order; the first `remaining` elements equal to K by column to buf[n_gt, k), ranked by a
-     * block-wide count of the equal elements before them. */
-    int taken = 0;  /* equal elements seen in earlier chunks; the same in every thread */
-    for (int base = 0; base < cols; base += THREADS) {
-        const int j = base + t;
-        const uint32_t key = j < cols ? value_key(CACHE ? cache[j] : xr[j]) : 0u;
-        if (j < cols && key > K) buf[atomicAdd(&gt_count, 1)] = rank_key(key, j);
-        const bool eq = j < cols && key == K;
-        const unsigned ball = __ballot_sync(FULL_MASK, eq);
-        if (lane == 0) wcnt[warp] = __popc(ball);
-        __syncthreads();
-        int before = taken, total = 0;
-        for (int w = 0; w < WARPS; w++) {
-            if (w < warp) before += wcnt[w];
-            total += wcnt[w];
+        __syncthreads(); /* the candidates */
+        const int c = sh.count;
+        prev_c = c <= RANK_MAX ? c : 0;
+        prev_row = row;
+        if (c > RANK_MAX) {
+            float *vrow = values + (size_t)row * k;
+            int *irow = indices + (size_t)row * k;
+            if (c <= CAP)
+                sort_and_write(sh.buf, c, k, vrow, irow);
+            else
+                select_general<true, false>(x + (size_t)row * cols, nullptr, cols, k, sh, vrow,
+                                            irow);
         }
-        const int rank = before + __popc(ball & ((1u << lane) - 1u));
-        if (eq && rank < remaining) buf[n_gt + rank] = rank_key(key, j);
-        taken += total;
-        __syncthreads();  /* wcnt is rewritten by the next chunk */
     }
-    sort_and_write(buf, k, k, vrow, irow);
+    if (prev_c > 0)
+        rank_and_write(sh.buf, prev_c, k, values + (size_t)prev_row * k,
+                       indices + (size_t)prev_row * k, t, THREADS);
+#if !ROW_BULK
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -266,6 +546,24 @@ static cudaError_t allow_smem(size_t smem) {
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 }
 
+/* The persistent kernel's grid: every block it can keep resident on the device, at most one per
+ * row. */
+static int pipe_setup(topk_ctx *c) {
+    const size_t smem = NBUF * (size_t)c->cols * sizeof(float);
+    int dev, sms, per_sm;
+    if (smem > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(topk_pipe_kernel,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, topk_pipe_kernel, THREADS,
+                                                             smem));
+    if (per_sm < 1) return 1;
+    const long long fit = (long long)per_sm * sms;
+    c->pipe_grid = fit < c->rows ? (int)fit : c->rows;
+    return 0;
+}
+
 extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
                        cudaStream_t stream, void **ctx) {
     (void)params; (void)stream;
@@ -290,6 +588,11 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
         free(c);
         return 1;
     }
+    c->pipe = k <= FAST_MAX_K && cols <= PIPE_MAX_COLS && cols % 4 == 0;
+    if (c->pipe && pipe_setup(c) != 0) {
+        free(c);
+        return 1;
+    }
     *ctx = c;
     return 0;
 }
@@ -307,7 +610,10 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
     /* the pointer may move between calls, so the float4 path is decided per call */
     const bool vec = c->cols % 4 == 0 && ((uintptr_t)x & 15) == 0;
     const int grid = c->rows;
-    if (c->cache) {
+    if (c->pipe && vec) {
+        topk_pipe_kernel<<<c->pipe_grid, THREADS, NBUF * (size_t)c->cols * sizeof(float), stream>>>(
+            x, values, indices, c->rows, c->cols, c->k);
+    } else if (c->cache) {
         if (vec)
             topk_kernel<true, true><<<grid, THREADS, c->smem, stream>>>(x, values, indices,
                                                                         c->cols, c->k);
