@@ -16,15 +16,7 @@
 #include <algorithm>
 #include <vector>
 
-#define CK(x)                                                                                \
-    do {                                                                                     \
-        cudaError_t e_ = (x);                                                                \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, \
-                    __LINE__, #x);                                                           \
-            exit(2);                                                                         \
-        }                                                                                    \
-    } while (0)
+#include "selftest_check.h"
 
 #define NHEADS 12
 #define CC (NHEADS * HD)

@@ -17,15 +17,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                            \
-    do {                                                                                 \
-        cudaError_t e_ = (x);                                                            \
-        if (e_ != cudaSuccess) {                                                         \
-            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, \
-                    __LINE__, #x);                                                       \
-            exit(2);                                                                     \
-        }                                                                                \
-    } while (0)
+#include "selftest_check.h"
 
 static uint64_t host_key(float v, int col) {
     uint32_t u;

@@ -28,15 +28,7 @@
 
 #define DD SELFTEST_D
 
-#define CK(x)                                                                            \
-    do {                                                                                 \
-        cudaError_t e_ = (x);                                                            \
-        if (e_ != cudaSuccess) {                                                         \
-            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, \
-                    __LINE__, #x);                                                       \
-            exit(2);                                                                     \
-        }                                                                                \
-    } while (0)
+#include "selftest_check.h"
 
 static float bf(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
