@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,14 +79,21 @@ int st_cli_number(const char *opt, const char *v, double lo, double hi, double *
 	return 0;
 }
 
+static char g_tasks_root[4200];
+static pthread_once_t g_tasks_root_once = PTHREAD_ONCE_INIT;
+
+static void tasks_root_find(void)
+{
+	snprintf(g_tasks_root, sizeof g_tasks_root, "%s/tasks", st_home());
+}
+
 const char *st_cli_tasks_root(void)
 {
-	static char root[4200];
 	const char *env = getenv("STITCH_TASKS");
 	if (env && *env)
 		return env;
-	snprintf(root, sizeof root, "%s/tasks", st_home());
-	return root;
+	pthread_once(&g_tasks_root_once, tasks_root_find); /* serve's threads ask at once */
+	return g_tasks_root;
 }
 
 int st_cli_wants_help(int argc, char **argv)

@@ -3,6 +3,7 @@
 
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,15 +11,17 @@
 
 #include "fs.h"
 
-const char *st_home(void)
+/* Worked out once under pthread_once: snprintf clears its target's first byte before it
+ * writes, so a second thread filling the same buffer made a reader see "" for a moment. */
+static char g_home[PATH_MAX];
+static pthread_once_t g_home_once = PTHREAD_ONCE_INIT;
+
+static void home_find(void)
 {
-	static char home[PATH_MAX];
-	if (home[0])
-		return home;
 	const char *env = getenv("STITCH_HOME");
 	if (env && *env) {
-		snprintf(home, sizeof home, "%s", env);
-		return home;
+		snprintf(g_home, sizeof g_home, "%s", env);
+		return;
 	}
 	char exe[PATH_MAX], probe[PATH_MAX + 64];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -28,12 +31,17 @@ const char *st_home(void)
 		char *parent = dirname(dir);
 		snprintf(probe, sizeof probe, "%s/include/stitch/solution.h", parent);
 		if (access(probe, R_OK) == 0) {
-			snprintf(home, sizeof home, "%s", parent);
-			return home;
+			snprintf(g_home, sizeof g_home, "%s", parent);
+			return;
 		}
 	}
-	snprintf(home, sizeof home, "%s", STITCH_SOURCE_DIR);
-	return home;
+	snprintf(g_home, sizeof g_home, "%s", STITCH_SOURCE_DIR);
+}
+
+const char *st_home(void)
+{
+	pthread_once(&g_home_once, home_find);
+	return g_home;
 }
 
 int st_python_helper(const char *script, char *py, size_t py_len, char *helper,

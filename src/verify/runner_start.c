@@ -21,26 +21,33 @@
 #include "common/fs.h"
 #include "profile/ncu.h"
 
+/* Worked out once: a worker's threads start runners at the same moment, and a folder being
+ * written by one thread while another reads it once gave "/stitch-runner-host". */
+static char g_runner_dir[PATH_MAX];
+static pthread_once_t g_runner_dir_once = PTHREAD_ONCE_INIT;
+
+static void runner_dir_find(void)
+{
+	const char *env = getenv("STITCH_RUNNER_DIR");
+	if (env && *env) { /* a runner starts in its own folder: a relative path would not hold */
+		if (env[0] == '/' || !realpath(env, g_runner_dir))
+			snprintf(g_runner_dir, sizeof g_runner_dir, "%s", env);
+		return;
+	}
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0) {
+		snprintf(g_runner_dir, sizeof g_runner_dir, ".");
+		return;
+	}
+	exe[n] = 0;
+	snprintf(g_runner_dir, sizeof g_runner_dir, "%s", dirname(exe));
+}
+
 const char *st_runner_dir(void)
 {
-	static char dir[PATH_MAX];
-	const char *env = getenv("STITCH_RUNNER_DIR");
-	if (env && *env && env[0] == '/')
-		return env;
-	if (env && *env) { /* a runner starts in its own folder: a relative path would not hold */
-		if (!dir[0] && !realpath(env, dir))
-			snprintf(dir, sizeof dir, "%s", env);
-		return dir;
-	}
-	if (!dir[0]) {
-		char exe[PATH_MAX];
-		ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-		if (n <= 0)
-			return ".";
-		exe[n] = 0;
-		snprintf(dir, sizeof dir, "%s", dirname(exe));
-	}
-	return dir;
+	pthread_once(&g_runner_dir_once, runner_dir_find);
+	return g_runner_dir;
 }
 
 /* st_runner_pin's table: devices string -> CPU list. */
