@@ -169,6 +169,22 @@ static st_status want_type(loader *L, json_t *v, const char *field, json_type ty
 	return ok ? ST_OK : bad(L, field, "expected %s", names[type]);
 }
 
+/* v as an array: its length, and that many zeroed elements of `size` bytes in *out (NULL when it
+ * is empty). The caller stores *out in the task at once, so a later error frees it with the task. */
+static st_status array_elems(loader *L, json_t *v, const char *field, size_t size, size_t *n,
+                             void **out)
+{
+	*n = 0;
+	*out = NULL;
+	st_status s = want_type(L, v, field, JSON_ARRAY);
+	if (s)
+		return s;
+	*n = json_array_size(v);
+	if (*n && !(*out = calloc(*n, size)))
+		return no_memory(L);
+	return ST_OK;
+}
+
 /* A required string member, copied. */
 static st_status get_string(loader *L, json_t *obj, const char *parent, const char *key,
                             char **out)
@@ -270,17 +286,14 @@ static st_status load_hidden(loader *L, json_t *sizes)
 	json_t *h = json_object_get(sizes, "hidden");
 	if (!h || json_is_null(h))
 		return ST_OK;
-	st_status s = want_type(L, h, "sizes.hidden", JSON_ARRAY);
+	size_t n;
+	void *mem = NULL;
+	st_status s = array_elems(L, h, "sizes.hidden", sizeof *L->t->hidden, &n, &mem);
+	L->t->hidden = mem;
 	if (s)
 		return s;
-	size_t n = json_array_size(h);
-	if (n == 0)
-		return ST_OK;
 	if (n > SETS_MAX - 2)
 		return bad(L, "sizes.hidden", "more than %d sets", SETS_MAX - 2);
-	L->t->hidden = calloc(n, sizeof *L->t->hidden);
-	if (!L->t->hidden)
-		return no_memory(L);
 	for (size_t i = 0; i < n; i++) {
 		char f[FIELD_MAX], label[32];
 		field_index(f, "sizes.hidden", i);
@@ -562,19 +575,16 @@ static st_status load_tensors(loader *L, json_t *root, const char *key, int is_o
                               st_tensor_spec **out, int *count)
 {
 	json_t *arr;
+	size_t n;
+	void *mem = NULL;
 	st_status s = member(L, root, "", key, 1, &arr);
 	if (!s)
-		s = want_type(L, arr, key, JSON_ARRAY);
+		s = array_elems(L, arr, key, sizeof **out, &n, &mem);
+	*out = mem;
 	if (s)
 		return s;
-	size_t n = json_array_size(arr);
 	if (is_output && n == 0)
 		return bad(L, key, "needs at least one output");
-	if (n == 0)
-		return ST_OK;
-	*out = calloc(n, sizeof **out);
-	if (!*out)
-		return no_memory(L);
 	for (size_t i = 0; i < n; i++) {
 		char f[FIELD_MAX];
 		field_index(f, key, i);
@@ -675,15 +685,12 @@ static st_status load_cost(loader *L, json_t *root)
 /* An array of distinct library names from the known list. */
 static st_status load_libraries(loader *L, json_t *arr, const char *field, char ***out, int *n)
 {
-	st_status s = want_type(L, arr, field, JSON_ARRAY);
+	size_t count;
+	void *mem = NULL;
+	st_status s = array_elems(L, arr, field, sizeof **out, &count, &mem);
+	*out = mem;
 	if (s)
 		return s;
-	size_t count = json_array_size(arr);
-	if (count == 0)
-		return ST_OK;
-	*out = calloc(count, sizeof **out);
-	if (!*out)
-		return no_memory(L);
 	for (size_t i = 0; i < count; i++) {
 		char f[FIELD_MAX], known[128];
 		json_t *v = json_array_get(arr, i);
@@ -738,17 +745,16 @@ static st_status load_policy(loader *L, json_t *root)
 static st_status load_archs(loader *L, json_t *root)
 {
 	json_t *arr;
+	size_t n;
+	void *mem = NULL;
 	st_status s = member(L, root, "", "archs", 1, &arr);
 	if (!s)
-		s = want_type(L, arr, "archs", JSON_ARRAY);
+		s = array_elems(L, arr, "archs", sizeof *L->t->archs, &n, &mem);
+	L->t->archs = mem;
 	if (s)
 		return s;
-	size_t n = json_array_size(arr);
 	if (n == 0)
 		return bad(L, "archs", "needs at least one architecture, e.g. \"sm_90a\"");
-	L->t->archs = calloc(n, sizeof *L->t->archs);
-	if (!L->t->archs)
-		return no_memory(L);
 	for (size_t i = 0; i < n; i++) {
 		char f[FIELD_MAX];
 		json_t *v = json_array_get(arr, i);
@@ -797,17 +803,16 @@ static st_status optional_file(loader *L, json_t *obj, const char *parent, const
 static st_status load_experts(loader *L, json_t *sol)
 {
 	json_t *arr;
+	size_t n;
+	void *mem = NULL;
 	st_status s = member(L, sol, "solutions", "experts", 1, &arr);
 	if (!s)
-		s = want_type(L, arr, "solutions.experts", JSON_ARRAY);
+		s = array_elems(L, arr, "solutions.experts", sizeof *L->t->experts, &n, &mem);
+	L->t->experts = mem;
 	if (s)
 		return s;
-	size_t n = json_array_size(arr);
 	if (n == 0)
 		return bad(L, "solutions.experts", "needs at least one expert solution");
-	L->t->experts = calloc(n, sizeof *L->t->experts);
-	if (!L->t->experts)
-		return no_memory(L);
 	for (size_t i = 0; i < n; i++) {
 		char f[FIELD_MAX];
 		field_index(f, "solutions.experts", i);
@@ -935,14 +940,14 @@ static st_status params_digest(loader *L, json_t *d)
 /* The stored form's seed files: "seeds": [FILE, ...]. */
 static st_status stored_seeds(loader *L, json_t *v)
 {
-	st_status s = want_type(L, v, "data.seeds", JSON_ARRAY);
+	size_t n;
+	void *mem = NULL;
+	st_status s = array_elems(L, v, "data.seeds", sizeof *L->t->data_seeds, &n, &mem);
+	L->t->data_seeds = mem;
 	if (s)
 		return s;
-	size_t n = json_array_size(v);
 	if (n < 1 || n > 100)
 		return bad(L, "data.seeds", "needs 1 to 100 files, has %zu", n);
-	if (!(L->t->data_seeds = calloc(n, sizeof *L->t->data_seeds)))
-		return no_memory(L);
 	for (size_t i = 0; i < n; i++) {
 		char f[FIELD_MAX];
 		field_index(f, "data.seeds", i);

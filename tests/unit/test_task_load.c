@@ -324,6 +324,24 @@ static const struct bad_case bad_cases[] = {
 	 "{}", "params", "expected an array"},
 	{"\"uniform\", \"lo\": -1", "\"uniform\", \"lo\": 2", "params[0].init", "needs lo < hi"},
 	{"\"name\": \"w\"", "\"name\": \"w-1\"", "params[0].name", "not a valid name"},
+	/* every array member: the wrong type, and empty where it must not be */
+	{"[{\"rows\": 1000, \"cols\": 3001}, {\"rows\": 3, \"cols\": 65536}]",
+	 "{\"rows\": 1000, \"cols\": 3001}", "sizes.hidden", "expected an array"},
+	{"\"experts\": [\"expert.cu\"]", "\"experts\": \"expert.cu\"", "solutions.experts",
+	 "expected an array"},
+	{"\"experts\": [\"expert.cu\"]", "\"experts\": []", "solutions.experts",
+	 "needs at least one expert"},
+	{"\"libraries\": [\"cublas\"]}", "\"libraries\": \"cublas\"}", "policy.libraries",
+	 "expected an array"},
+	{"\"libraries\": [\"cublas\", \"cublasLt\"]", "\"libraries\": [\"cublas\", \"cublas\"]",
+	 "solutions.libraries[1]", "listed twice"},
+	{"\"archs\": [\"sm_90a\", \"sm_100a\"]", "\"archs\": \"sm_90a\"", "archs",
+	 "expected an array"},
+	{"\"outputs\": [{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [\"rows\", \"cols\"],\n"
+	 "               \"tol\": {\"atol\": 1e-6, \"rtol\": 1e-4}},\n"
+	 "              {\"name\": \"s\", \"dtype\": \"f32\", \"shape\": [\"rows\"],\n"
+	 "               \"tol\": {\"nmse\": 1e-5}}]", "\"outputs\": []", "outputs",
+	 "needs at least one output"},
 };
 
 static void test_malformed(void **state)
