@@ -1,11 +1,13 @@
 /* stitch redteam: verify every red-team solution (one exploit per file, tests/redteam/<backend>/)
  * and check that each gets the verdict its header demands; print `caught N of M`.
- * Header, on the file's first line:
+ * Header, on the file's first line, fields split by " | ":
  *   / * redteam: <exploit> | expect: <status>[|<status>...] | task: <task folder or id>
- *       [| options: --no-policy]
- * `--no-policy` runs the file with the source check off, for exploits whose point is that the
- * runtime defences hold on their own (a forged protocol frame, a closed channel). A file without
- * a readable header is a failure, never a skip. */
+ *       [| speedup_at_most: X] [| options: --no-policy]
+ * `speedup_at_most` is for an exploit whose answers are right but whose aim is a speedup it has
+ * not earned (slowing its baselines): caught only when its speedup over the reference is at most
+ * X too. `--no-policy` runs the file with the source check off, for exploits whose point is that
+ * the runtime defences hold on their own (a forged protocol frame, a closed channel). A file
+ * without a readable header is a failure, never a skip. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,8 @@ typedef struct rt_case {
 	char exploit[200];
 	char expect[120];
 	char task[300];
-	int no_policy; /* options: --no-policy */
+	int no_policy;          /* options: --no-policy */
+	double speedup_at_most; /* 0: no bound */
 } rt_case;
 
 static void trim(char *s)
@@ -35,25 +38,20 @@ static void trim(char *s)
 	memmove(s, s + k, strlen(s + k) + 1);
 }
 
-/* Copy the text between `from` and `to` (or the line's end) out of line. */
-static int field(const char *line, const char *from, const char *to, char *out, size_t len)
+/* One header field "key: value" into out; 0 when `field` is that key's. */
+static int header_field(const char *field, const char *key, char *out, size_t len)
 {
-	const char *a = strstr(line, from);
-	if (!a)
+	size_t k = strlen(key);
+	if (strncmp(field, key, k) || field[k] != ':')
 		return -1;
-	a += strlen(from);
-	const char *b = to ? strstr(a, to) : NULL;
-	size_t n = b ? (size_t)(b - a) : strcspn(a, "\n");
-	if (n >= len)
-		n = len - 1;
-	memcpy(out, a, n);
-	out[n] = 0;
+	snprintf(out, len, "%s", field + k + 1);
 	trim(out);
-	return out[0] ? 0 : -1;
+	return 0;
 }
 
 static int parse_header(const char *path, rt_case *c)
 {
+	memset(c, 0, sizeof *c);
 	snprintf(c->file, sizeof c->file, "%s", path);
 	FILE *f = fopen(path, "r");
 	char line[1024] = "";
@@ -62,15 +60,30 @@ static int parse_header(const char *path, rt_case *c)
 	if (!fgets(line, sizeof line, f))
 		line[0] = 0;
 	fclose(f);
-	char options[120] = "";
-	int has_options = strstr(line, " | options:") != NULL;
-	if (field(line, "redteam:", " | expect:", c->exploit, sizeof c->exploit) ||
-	    field(line, "expect:", " | task:", c->expect, sizeof c->expect) ||
-	    field(line, "task:", has_options ? " | options:" : NULL, c->task, sizeof c->task) ||
-	    (has_options && field(line, "options:", NULL, options, sizeof options)))
+	char *at = strstr(line, "redteam:"), options[120] = "", bound[32] = "";
+	if (!at)
+		return -1;
+	for (char *field = at; field;) {
+		char *next = strstr(field, " | ");
+		if (next) {
+			*next = 0;
+			next += 3;
+		}
+		if (header_field(field, "redteam", c->exploit, sizeof c->exploit) &&
+		    header_field(field, "expect", c->expect, sizeof c->expect) &&
+		    header_field(field, "task", c->task, sizeof c->task) &&
+		    header_field(field, "options", options, sizeof options) &&
+		    header_field(field, "speedup_at_most", bound, sizeof bound))
+			return -1; /* a field this harness does not know */
+		field = next;
+	}
+	if (!c->exploit[0] || !c->expect[0] || !c->task[0])
+		return -1;
+	char *end = bound;
+	if (bound[0] && !((c->speedup_at_most = strtod(bound, &end)) > 0 && !*end))
 		return -1;
 	c->no_policy = !strcmp(options, "--no-policy");
-	return has_options && !c->no_policy ? -1 : 0; /* an option this harness does not know */
+	return options[0] && !c->no_policy ? -1 : 0; /* an option this harness does not know */
 }
 
 static int expected(const char *list, const char *status)
@@ -125,7 +138,11 @@ static void usage(FILE *f)
 	st_verify_opt_table(&o, &quiet, 0, ver);
 	fprintf(f, "usage: stitch redteam [options]\n\n"
 	           "Verify every exploit in tests/redteam/<backend>/ (or --dir) and check that each\n"
-	           "gets the verdict its first line demands; print a table and 'caught N of M'.\n\n"
+	           "gets the verdict its first line demands; print a table and 'caught N of M'.\n"
+	           "The first line: /* redteam: WHAT | expect: STATUS[|STATUS...] | task: TASK\n"
+	           "[| speedup_at_most: X] [| options: --no-policy]; with speedup_at_most, a file\n"
+	           "is caught only when its speedup over the reference is at most X as well (an\n"
+	           "exploit with right answers that slows its baselines).\n\n"
 	           "options:\n");
 	st_opt_usage(f, own);
 	st_opt_usage(f, ver);
@@ -182,6 +199,7 @@ int cmd_redteam(int argc, char **argv)
 		rt_case c;
 		const char *base = strrchr(files[k], '/') ? strrchr(files[k], '/') + 1 : files[k];
 		char got[64] = "unclassified", reason[600] = "no 'redteam: | expect: | task:' header";
+		char shown[96] = ""; /* got, and the speedup where the header bounds it */
 		int ok = 0;
 		double wall = 0, deadline = 0;
 		json_t *verdict = NULL; /* the whole verdict, for --json */
@@ -211,6 +229,16 @@ int cmd_redteam(int argc, char **argv)
 				snprintf(reason, sizeof reason, "%.500s", err.msg);
 			}
 			ok = rc == ST_EXIT_OK && expected(c.expect, got);
+			double vs_ref = json_number_value(json_object_get(json_object_get(v, "speedup"),
+			                                                  "vs_reference"));
+			if (c.speedup_at_most > 0 && vs_ref > 0)
+				snprintf(shown, sizeof shown, "%s at %.2fx", got, vs_ref);
+			if (ok && c.speedup_at_most > 0 && !(vs_ref > 0 && vs_ref <= c.speedup_at_most)) {
+				ok = 0;
+				snprintf(reason, sizeof reason, "right answers, but %.2fx the reference where at "
+				         "most %.2fx was earned: its baselines were slowed", vs_ref,
+				         c.speedup_at_most);
+			}
 			json_decref(v);
 		} else {
 			snprintf(c.exploit, sizeof c.exploit, "?");
@@ -226,7 +254,7 @@ int cmd_redteam(int argc, char **argv)
 		else {
 			json_decref(verdict);
 			printf("%-7s %-24s %-18s got %-14s %s\n", ok ? "caught" : "MISSED", base, c.expect,
-			       got, c.exploit);
+			       shown[0] ? shown : got, c.exploit);
 		}
 		fflush(stdout);
 	}

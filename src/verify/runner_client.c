@@ -8,6 +8,7 @@
 #include "runner_client.h"
 #include "reply.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -103,10 +104,65 @@ static st_status protocol_fault(st_runner *r, st_err *err, const char *fmt, ...)
 	return st_err_set(err, ST_E_IO, "%s", r->death);
 }
 
+/* Is every thread of process pid stopped ('T', or 't' under a tracer), or unable to run code of
+ * its own until it stops: inside a system call that cannot be interrupted ('D': it stops on its
+ * way out, and what it is finishing was asked for before), or gone ('Z', 'X')? */
+static int all_stopped(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return 0;
+	int all = 1, seen = 0;
+	for (struct dirent *e; all && (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char stat[128], line[512];
+		snprintf(stat, sizeof stat, "/proc/%d/task/%.20s/stat", (int)pid, e->d_name);
+		FILE *f = fopen(stat, "r");
+		if (!f)
+			continue; /* a thread that ended meanwhile */
+		const char *close_paren = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+		fclose(f);
+		all = close_paren && close_paren[1] == ' ' && close_paren[2] &&
+		      strchr("TtDZX", close_paren[2]);
+		seen++;
+	}
+	closedir(d);
+	return all && seen > 0;
+}
+
+int st_runner_freeze(st_runner *r)
+{
+	if (!r->alive || r->pid <= 0 || r->ncu[0])
+		return -1;
+	if (!r->frozen && kill(-r->pid, SIGSTOP))
+		return -1;
+	r->frozen = 1;
+	/* SIGSTOP is delivered when each thread next enters the kernel or is interrupted: on a CPU
+	 * of its own, within microseconds */
+	for (int k = 0; k < 400; k++) {
+		if (all_stopped(r->pid))
+			return 1;
+		struct timespec ts = {0, 50000};
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+void st_runner_thaw(st_runner *r)
+{
+	if (r->frozen && r->pid > 0)
+		kill(-r->pid, SIGCONT);
+	r->frozen = 0;
+}
+
 st_status st_runner_send(st_runner *r, const json_t *req, int pass_fd, st_err *err)
 {
 	if (!r->alive)
 		return st_err_set(err, ST_E_IO, "%s", r->death);
+	st_runner_thaw(r);
 	/* Between a reply and the next request an honest runner says nothing. */
 	if (pending(r->sock))
 		return protocol_fault(r, err, "it sent a frame nobody asked for");

@@ -26,6 +26,7 @@ typedef struct st_runner {
 	uint64_t want_id;   /* the id the reply being waited for must carry; 0 for the hello */
 	int protocol_fault; /* it broke the protocol (a frame nobody asked for, a wrong id, a broken
 	                     * or oversized frame, its end of the channel closed while it lived) */
+	int frozen;         /* stopped by st_runner_freeze, until the next request or thaw */
 } st_runner;
 
 #define ST_RUNNER_SANDBOX 1 /* lock it down (src/runner/sandbox.c) before any solution loads */
@@ -81,6 +82,14 @@ st_status st_runner_call(st_runner *r, const json_t *req, int pass_fd, json_t **
  * milliseconds it has waited, runnable, for a CPU (schedstat's run_delay), from one read
  * (st_cpu_on_ms); both -1 where /proc does not tell (no schedstats, hidepid, under ncu). */
 double st_runner_cpu_on_ms(const st_runner *r, double *waited);
+/* Stop every thread of the runner (SIGSTOP to its group) and wait, 20 ms at most, until the
+ * kernel shows each one stopped (or inside an uninterruptible call, which it leaves stopped):
+ * while another solution is timed, nothing of this one runs on a CPU or hands the GPU new work,
+ * whatever it hooked. 1 when seen stopped, 0 when asked to stop but not seen to (no /proc),
+ * -1 when not asked (not alive, under ncu). The next request thaws it (st_runner_send), as
+ * st_runner_thaw does. */
+int st_runner_freeze(st_runner *r);
+void st_runner_thaw(st_runner *r);
 /* Ask it to quit and kill its group once it has answered, without waiting for it to be gone: a
  * caller with several runners quits them all first, so their device teardowns overlap. */
 void st_runner_quit(st_runner *r);

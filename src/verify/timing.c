@@ -79,9 +79,27 @@ static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t s
 	return ST_OK;
 }
 
+/* Before a baseline's batch (or a round trip to it), the candidate's runner is stopped: a
+ * candidate that kept a CPU busy, or the GPU, whenever it was not timed (a hook on the runner's
+ * receive, a thread) would slow its baselines and so raise its own speedup and the harness cost
+ * its batches are held to. Its next request thaws it. Stopped, nothing of it runs on a CPU or
+ * launches; GPU work it queued before is a known limit (docs/architecture.md). */
+static void stop_candidate(vctx *v, int i)
+{
+	sol *c = &v->sols[v->cand];
+	if (i == v->cand || c->trusted || !vx_addressed(v, v->cand))
+		return;
+	int seen = st_runner_freeze(&c->runner);
+	if (seen >= 0) {
+		v->stopped_batches++;
+		v->stopped_seen += seen;
+	}
+}
+
 static st_status time_batch(vctx *v, int i, int n, st_err *err)
 {
 	sol *so = &v->sols[i];
+	stop_candidate(v, i);
 	double est = 1.0;
 	if (so->n_samples) {
 		st_stats st;
@@ -153,6 +171,7 @@ static void measure_rtt(vctx *v)
 	int b = vx_held_to(v);
 	if (b < 0 || !vx_addressed(v, b))
 		return;
+	stop_candidate(v, b);
 	json_t *ping = json_pack("{s:s}", "op", "ping");
 	double best = -1;
 	for (int k = 0; k < 5; k++) {

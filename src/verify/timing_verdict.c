@@ -196,6 +196,10 @@ void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 			        "runs where the timer cannot see it", st.wall_median, st.median,
 			        v->sols[held_to].role, ref_beyond);
 	}
+	if (v->stopped_batches)
+		json_object_set_new(timing, "candidate_stopped",
+		                    json_pack("{s:i,s:i}", "batches", v->stopped_batches, "seen_stopped",
+		                              v->stopped_seen));
 	double charge = med[v->cand] > 0 ? parent_clock(v, timing, med[v->cand]) : 0;
 	if (charge > 0) { /* the candidate's time is what the parent's clock says it took */
 		json_t *cj = json_object_get(timing, "candidate");

@@ -126,6 +126,9 @@ typedef struct vctx {
 	double deadline;       /* st_now_s() by which the verify ends, whatever the candidate does */
 	double rtt_ms;         /* one bare round trip to the baseline's runner (clock_bound.h) */
 	int clock_confirmed;   /* the candidate was timed again to confirm a gross parent-clock gap */
+	int stopped_batches;   /* the baselines' batches and round trips timed with the candidate's
+	                        * runner asked to stop (timing.c, stop_candidate) */
+	int stopped_seen;      /* of those, the ones where it was seen stopped */
 } vctx;
 
 /* verify.c: st_verify, and for the ncu pass (under_ncu = 1) the same verify with the

@@ -34,6 +34,21 @@ check "redteam: the informed forger is hacking" grep -q "^caught  informed_forge
 check "redteam: every verify within its deadline ($(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); w=max(r, key=lambda x: x["wall_s"]); print("longest %s %.1f s of %.0f s" % (w["file"], w["wall_s"], w["deadline_s"]))' "$WORK/rt.json" 2>&1))" \
 	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r and all(0 < x["wall_s"] <= x["deadline_s"] for x in r if x["got"] != "forbidden") else 1)' "$WORK/rt.json"
 
+# Sabotage: right answers, and a CPU kept busy whenever the candidate is not timed. On a machine
+# of one CPU the baselines' calls (some 12 ms at t2/fma's eval size) shared it with the busy loop
+# and took twice their time: 1.7x the reference for a file that is 0.8x (docs/architecture.md).
+# Their batches are timed with the candidate's runner stopped, so it gains nothing.
+one_cpu=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
+taskset -c "$one_cpu" "$STITCH" verify --json "${FAST[@]}" --time-set eval --min-time 60 \
+	"$STITCH_SRC/tests/data/tasks/t2/fma" "$STITCH_SRC/tests/redteam/host/sabotage_spin.c" \
+	>"$WORK/sabotage.json" 2>"$WORK/sabotage.err"
+verdicts_keep "$WORK/sabotage.json"
+check "sabotage on one CPU: ok, the baselines timed with it stopped, no unearned speedup ($(python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); print(v["status"], v["timing"].get("candidate_stopped"), "%.2fx the reference" % v["speedup"]["vs_reference"])' "$WORK/sabotage.json" 2>&1))" \
+	python3 -c 'import json,sys
+v = json.load(open(sys.argv[1]))
+s = v["timing"]["candidate_stopped"]
+sys.exit(0 if v["status"] == "ok" and s["batches"] > 0 and s["seen_stopped"] == s["batches"] and v["speedup"]["vs_reference"] <= 1.3 else 1)' "$WORK/sabotage.json"
+
 # The sandbox on its own (source check off): the raw system calls are caught at run time, the
 # raw open of /tmp is refused; and without the sandbox the same socket exploit gets through.
 verify "$WORK/sb.json" "$STITCH_SRC/tests/data/tasks/t1/scale" "$STITCH_SRC/tests/redteam/host/socket_inet.c" --no-policy
