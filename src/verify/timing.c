@@ -100,6 +100,9 @@ static st_status time_batch(vctx *v, int i, int n, st_err *err)
 {
 	sol *so = &v->sols[i];
 	stop_candidate(v, i);
+	/* the candidate's own batch: awake before its window opens, so the wake-up is not in it */
+	if (i == v->cand)
+		st_runner_thaw(&so->runner);
 	double est = 1.0;
 	if (so->n_samples) {
 		st_stats st;
