@@ -19,6 +19,8 @@ typedef struct st_batch_rec {
 	                     * (host backend: its one thread is all it runs); 0 where not measured */
 	double call_cpu_ms; /* the sum of the CPU times the runner reported for its calls, -1 where
 	                     * it reported none; believed of a trusted runner only */
+	double event_ms;    /* the sum of the times it reported for its calls (the samples' ms, on
+	                     * the GPU its events'): batch_mean.h */
 } st_batch_rec;
 
 typedef struct st_clock_bound {

@@ -64,16 +64,18 @@ static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t s
 	                         &so->cap_samples) ||
 	    (digests && st_commits_add_batch(&so->commits, seed, n, digests)))
 		return st_err_set(err, ST_E_NOMEM, "out of memory for timing samples");
-	double reported = 0, call_cpu = 0;
+	double reported = 0, call_cpu = 0, event = 0;
 	for (int k = before; k < so->n_samples; k++) {
 		reported += so->samples[k].wall_ms;
+		event += so->samples[k].ms;
 		call_cpu = call_cpu >= 0 && so->samples[k].cpu_ms >= 0 ? call_cpu + so->samples[k].cpu_ms
 		                                                       : -1;
 	}
 	double waited = waits_outside(w, took_ms, reported);
 	so->cpu_wait_ms += waited;
 	if (so->n_recs < MAX_GAPS)
-		so->recs[so->n_recs++] = (st_batch_rec){n, took_ms, reported, waited, cpu_ms, call_cpu};
+		so->recs[so->n_recs++] = (st_batch_rec){n, took_ms, reported, waited, cpu_ms, call_cpu,
+		                                        event};
 	so->timing_wall_ms += took_ms;
 	so->n_batches++;
 	return ST_OK;

@@ -14,7 +14,7 @@
  * per call of work the reports leave out. */
 static st_batch_rec rec(int n, double call_ms, double h, double rtt, double hidden)
 {
-	return (st_batch_rec){n, n * (call_ms + h + hidden) + rtt, n * call_ms, 0, 0, -1};
+	return (st_batch_rec){n, n * (call_ms + h + hidden) + rtt, n * call_ms, 0, 0, -1, n * call_ms};
 }
 
 /* A host runner's batch of n calls on a host whose CPUs are oversubscribed `stretch` times: each
@@ -29,7 +29,8 @@ static st_batch_rec host_rec(int n, double cpu_ms, double harness_cpu, double st
 	double reported = n * cpu_ms * stretch * report_share;
 	/* the waits outside the reported calls, as timing.c's share counts them */
 	double waited = (wall - wall / stretch) * (wall - reported) / wall;
-	return (st_batch_rec){n, wall, reported, waited, n * (cpu_ms + harness_cpu), n * cpu_ms};
+	return (st_batch_rec){n, wall, reported, waited, n * (cpu_ms + harness_cpu), n * cpu_ms,
+	                       reported};
 }
 
 static void test_honest_any_batch_size(void **state)
