@@ -42,6 +42,13 @@ ST_DIGEST_HD uint64_t st_call_seed(uint64_t batch_seed, uint64_t i)
 	return x ^ (x >> 31);
 }
 
+/* The seed buffer set `set` is filled from when a timing request carries "fill": the task's host
+ * generator's inputs are kept through timing, and the parent re-makes a timed call's from this. */
+ST_DIGEST_HD uint64_t st_fill_seed(uint64_t fill, int set)
+{
+	return st_call_seed(fill ^ 0xf111f111f111f111ull, (uint64_t)set);
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif

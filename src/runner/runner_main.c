@@ -727,23 +727,32 @@ static json_t *op_time(json_t *req)
 	if (n < 1 || n > 100000)
 		return reply_fail("harness", "time: n out of range");
 	/* Timing alternates between both buffer sets; one that no call has filled yet gets inputs
-	 * of its own, so no sample ever runs on uninitialised memory. */
+	 * of its own, so no sample ever runs on uninitialised memory. "fill": both sets filled
+	 * anew from st_fill_seed(fill, set), which the parent knows (a task's host generator's
+	 * inputs are kept through timing: the audit re-makes them from these seeds). */
+	json_t *jfill = json_object_get(req, "fill");
 	for (int s = 0; s < N_SETS; s++)
-		if (!R.in_ready[s]) {
-			if (generate_inputs(s, st_mix64(R.param_seed ^ (0x5eedull + (uint64_t)s))))
+		if (!R.in_ready[s] || json_is_integer(jfill)) {
+			uint64_t fs = json_is_integer(jfill)
+			            ? st_fill_seed((uint64_t)json_integer_value(jfill), s)
+			            : st_mix64(R.param_seed ^ (0x5eedull + (uint64_t)s));
+			if (generate_inputs(s, fs))
 				return reply_fail("harness", g_err);
 			R.in_ready[s] = 1;
 		}
 	/* With a seed, every timed call gets fresh inputs and poisoned outputs (before the timed
 	 * window): a cache keyed by input contents never hits, and the parent can check a timed
-	 * call's result afterwards. Inputs a task's host generator makes are too slow to redo. */
+	 * call's result afterwards. Inputs a task's host generator makes are too slow to redo: they
+	 * are kept ("reused"), but the outputs are still poisoned and committed, so a call that
+	 * skips its work on inputs it has seen leaves the poison in what it committed to. */
 	json_t *jseed = json_object_get(req, "seed");
 	int fresh = json_is_integer(jseed) && !R.staging;
+	int reused = json_is_integer(jseed) && R.staging;
 	/* "given": the inputs the parent put into the shared block, for a timed call it checks. */
 	int given = json_is_true(json_object_get(req, "given"));
-	/* Each call's outputs are digested with fresh or given inputs unless the parent says it
-	 * audits nothing of this runner's ("digest": false, a trusted expert's batches). */
-	int digest = (fresh || given) && !json_is_false(json_object_get(req, "digest"));
+	/* Each call's outputs are digested unless the parent says it audits nothing of this
+	 * runner's ("digest": false, a trusted expert's batches). */
+	int digest = (fresh || given || reused) && !json_is_false(json_object_get(req, "digest"));
 	uint64_t seed = (uint64_t)json_integer_value(jseed);
 	/* Every way out goes through `out`, which frees the poison list and the samples not
 	 * handed to the reply. */
@@ -760,9 +769,9 @@ static json_t *op_time(json_t *req)
 	}
 	for (int i = 0; i < n; i++) {
 		timed_set = i % N_SETS;
-		if (fresh || given) {
+		if (fresh || given || reused) {
 			if (given ? given_inputs(timed_set)
-			          : generate_inputs(timed_set, st_call_seed(seed, (uint64_t)i))) {
+			    : fresh ? generate_inputs(timed_set, st_call_seed(seed, (uint64_t)i)) : 0) {
 				reply = reply_fail("harness", g_err);
 				goto out;
 			}
@@ -770,8 +779,8 @@ static json_t *op_time(json_t *req)
 				poison[k] = (rb_span){R.out[timed_set][k].data, tensor_bytes(&R.out[timed_set][k])};
 		}
 		st_sample s;
-		int rc = rb_time_sample(run_timed, NULL, poison, fresh || given ? R.n_out : 0, &s, g_err,
-		                        sizeof g_err);
+		int rc = rb_time_sample(run_timed, NULL, poison, fresh || given || reused ? R.n_out : 0,
+		                        &s, g_err, sizeof g_err);
 		if (rc) {
 			/* above 0: st_run's own error code; below: the harness's fault (fatal) */
 			if (rc > 0)

@@ -19,6 +19,18 @@ int st_commits_add_batch(st_commits *c, uint64_t batch_seed, int n, const uint64
 	return 0;
 }
 
+int st_commits_add_kept(st_commits *c, const uint64_t set_seed[2], int n,
+                        const uint64_t *digests)
+{
+	if (n < 0 || c->n > INT_MAX - n)
+		return -1;
+	if (ST_GROW(c->v, c->cap, c->n + n, 256))
+		return -1;
+	for (int i = 0; i < n; i++)
+		c->v[c->n++] = (st_commit){set_seed[i % 2], digests[i], i % 2};
+	return 0;
+}
+
 void st_commits_free(st_commits *c)
 {
 	free(c->v);

@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 typedef struct st_commit {
-	uint64_t seed;   /* the call's inputs: st_call_seed(batch seed, index in batch) */
+	uint64_t seed;   /* the call's inputs: st_call_seed(batch seed, index in batch), or for kept
+	                  * inputs its buffer set's fill seed */
 	uint64_t digest; /* what the runner committed its outputs to */
 	int set;         /* the buffer set it ran on (index in batch % 2) */
 } st_commit;
@@ -21,6 +22,10 @@ typedef struct st_commits {
 /* Append a batch of n calls sent with batch_seed, whose digests (checked already, see
  * st_reply_check_time) are digests[0..n). 0, or -1 when memory runs out (nothing appended). */
 int st_commits_add_batch(st_commits *c, uint64_t batch_seed, int n, const uint64_t *digests);
+/* The same for a task whose inputs its host generator makes: they are kept through timing, so
+ * call i's are buffer set i % 2's, filled from set_seed[i % 2] (st_fill_seed). */
+int st_commits_add_kept(st_commits *c, const uint64_t set_seed[2], int n,
+                        const uint64_t *digests);
 void st_commits_free(st_commits *c);
 
 /* Choose min(k, c->n) distinct calls uniformly at random (from the kernel's random source, so

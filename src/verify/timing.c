@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/cpus.h"
+#include "common/digest.h"
 #include "verify/reply.h"
 #include "verify/verify_int.h"
 
@@ -60,9 +61,12 @@ static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t s
 {
 	sol *so = &v->sols[i];
 	int before = so->n_samples;
+	uint64_t kept[2] = {st_fill_seed(v->fill, 0), st_fill_seed(v->fill, 1)};
 	if (st_reply_add_samples(rep, &so->samples, &so->n_samples,
 	                         &so->cap_samples) ||
-	    (digests && st_commits_add_batch(&so->commits, seed, n, digests)))
+	    (digests && (vx_task_staged(v->task) ? st_commits_add_kept(&so->commits, kept, n, digests)
+	                                          : st_commits_add_batch(&so->commits, seed, n,
+	                                                                 digests))))
 		return st_err_set(err, ST_E_NOMEM, "out of memory for timing samples");
 	double reported = 0, call_cpu = 0, event = 0;
 	for (int k = before; k < so->n_samples; k++) {
@@ -122,12 +126,18 @@ static st_status time_batch(vctx *v, int i, int n, st_err *err)
 	 * harness work the parent's clock takes off the candidate's batches is measured on batches
 	 * that do the same (clock_bound.h). The expert's are neither: it skips the digests' read of
 	 * its outputs (a sixth of a call's wall time for an output of 128 MiB). */
-	so->committing = !v->sols[v->cand].trusted && !vx_task_staged(v->task) &&
+	so->committing = !v->sols[v->cand].trusted &&
 	                 (i == v->cand || i == v->ref || i == v->calib);
 	if (!v->sols[v->cand].trusted) {
 		seed = vx_next_seed(v);
 		json_object_set_new(req, "seed", json_integer((json_int_t)seed));
 		json_object_set_new(req, "digest", json_boolean(so->committing));
+		/* Inputs of a task's host generator are kept through timing, made from seeds the
+		 * parent chose: every runner's the same, and a timed call re-made from them. */
+		if (vx_task_staged(v->task) && !so->filled) {
+			json_object_set_new(req, "fill", json_integer((json_int_t)v->fill));
+			so->filled = 1;
+		}
 	}
 	/* the waits for a CPU, counted for an untrusted runner's batches only: a long CPU-bound call
 	 * is preempted mostly inside it, so the share over-corrects a slow baseline's, and the
@@ -251,6 +261,7 @@ st_status vx_time_all(vctx *v, const st_size_set *set, st_err *err)
 	vx_progress(v, "timing on set %s (%d solution%s, interleaved%s)", set->label, shown,
 	            shown > 1 ? "s" : "", shown < n ? ", beside the harness's null calls" : "");
 	measure_rtt(v);
+	v->fill = vx_next_seed(v);
 	for (int m = 0; m < n; m++) /* warm-up: caches, clocks, lazy module loading */
 		if (vx_addressed(v, order[m])) {
 			st_status s = time_batch(v, order[m], 3, err);

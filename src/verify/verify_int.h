@@ -73,7 +73,9 @@ typedef struct sol {
 	double cpu_wait_ms;   /* the waits for a CPU taken off those, over all kept batches */
 	int timing_done;
 	st_commits commits;   /* every timed call with its seed and committed digest (commits.h) */
-	int committing;       /* its timed calls commit digests (fresh inputs every call) */
+	int committing;       /* its timed calls commit digests (fresh inputs every call, or the
+	                       * kept inputs of a task's host generator) */
+	int filled;           /* its buffer sets were filled from v->fill for timing (kept inputs) */
 } sol;
 
 typedef struct layout {
@@ -126,6 +128,9 @@ typedef struct vctx {
 	double deadline;       /* st_now_s() by which the verify ends, whatever the candidate does */
 	double rtt_ms;         /* one bare round trip to the baseline's runner (clock_bound.h) */
 	int clock_confirmed;   /* the candidate was timed again to confirm a gross parent-clock gap */
+	uint64_t fill;         /* a task whose host generator makes its inputs keeps them through
+	                        * timing: every runner's buffer set s is filled from
+	                        * st_fill_seed(fill, s) first, the seeds its commits carry */
 	int stopped_batches;   /* the baselines' batches and round trips timed with the candidate's
 	                        * runner asked to stop (timing.c, stop_candidate) */
 	int stopped_seen;      /* of those, the ones where it was seen stopped */

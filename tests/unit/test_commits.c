@@ -1,7 +1,7 @@
 /* The committed calls of a runner's timing batches: every call's seed is the one the runner drew
  * its inputs from (st_call_seed of the batch seed and its index), its buffer set alternates, the
  * audit's picks are distinct calls, and the calls whose digest another call committed to are
- * found across batches. */
+ * found across batches; kept inputs carry their buffer set's fill seed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -51,6 +51,28 @@ static int has(const int *idx, int n, int want)
 	return 0;
 }
 
+/* Kept inputs (a task's host generator): call i's seed is its buffer set's fill seed, whatever
+ * the batch; the seeds differ between the sets and from a batch seed's calls. */
+static void test_kept(void **state)
+{
+	(void)state;
+	st_commits c = {0};
+	uint64_t d[5] = {1, 2, 3, 4, 5}, fill = 42;
+	uint64_t set_seed[2] = {st_fill_seed(fill, 0), st_fill_seed(fill, 1)};
+	assert_true(set_seed[0] != set_seed[1]);
+	assert_true(set_seed[0] != st_call_seed(fill, 0));
+	assert_int_equal(st_commits_add_kept(&c, set_seed, 5, d), 0);
+	assert_int_equal(st_commits_add_kept(&c, set_seed, 2, d), 0);
+	assert_int_equal(c.n, 7);
+	for (int i = 0; i < 7; i++) {
+		int k = i < 5 ? i : i - 5;
+		assert_int_equal(c.v[i].set, k % 2);
+		assert_true(c.v[i].seed == set_seed[k % 2]);
+		assert_true(c.v[i].digest == d[k]);
+	}
+	st_commits_free(&c);
+}
+
 static void test_repeated(void **state)
 {
 	(void)state;
@@ -91,6 +113,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_batches),
+		cmocka_unit_test(test_kept),
 		cmocka_unit_test(test_repeated),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
