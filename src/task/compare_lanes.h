@@ -33,20 +33,23 @@ lanes_body(const void *gv, const void *wv, int f32, int count, double atol, doub
             double max_rel, lane *l)
 {
 	enum { NV = LANES / LW };
-	vd va, vr, vm, d2[NV], w2[NV], max_abs[NV], top[NV];
-	vi abs_mask, mismatches[NV], rel_hit[NV];
+	vd va, vr, vm, zero, low, d2[NV], w2[NV], max_abs[NV], top[NV];
+	vi abs_mask, none, mismatches[NV], rel_hit[NV];
 	for (int k = 0; k < LW; k++) {
 		va[k] = atol;
 		vr[k] = rtol;
 		vm[k] = max_rel;
 		abs_mask[k] = INT64_MAX;
+		zero[k] = 0;
+		low[k] = -INFINITY;
+		none[k] = 0;
 	}
-	for (int q = 0; q < NV; q++)
-		for (int k = 0; k < LW; k++) {
-			d2[q][k] = w2[q][k] = max_abs[q][k] = 0;
-			top[q][k] = -INFINITY;
-			mismatches[q][k] = rel_hit[q][k] = 0;
-		}
+	/* whole vectors: lane by lane, GCC at -O3 warns that the arrays may be used uninitialised */
+	for (int q = 0; q < NV; q++) {
+		d2[q] = w2[q] = max_abs[q] = zero;
+		top[q] = low;
+		mismatches[q] = rel_hit[q] = none;
+	}
 	int i = 0;
 	for (; i + LANES <= count; i += LANES)
 		for (int q = 0; q < NV; q++) {
