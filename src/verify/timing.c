@@ -53,6 +53,16 @@ static void runner_cpu(const sol *so, int count_cpu, double *wait, double *on)
 	*on = count_cpu ? t : -1;
 }
 
+/* A batch's committed calls: each call's inputs from the batch's seed, or for a task whose host
+ * generator makes them, the kept inputs of its buffer set (filled from v->fill). */
+static int add_commits(const vctx *v, sol *so, uint64_t seed, int n, const uint64_t *digests)
+{
+	if (!vx_task_staged(v->task))
+		return st_commits_add_batch(&so->commits, seed, n, digests);
+	uint64_t kept[2] = {st_fill_seed(v->fill, 0), st_fill_seed(v->fill, 1)};
+	return st_commits_add_kept(&so->commits, kept, n, digests);
+}
+
 /* Keep a batch's samples, its record for the parent-clock bound and its committed calls;
  * cpu_ms is the runner's time on a CPU over the batch (0 where not measured). */
 static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t seed,
@@ -61,12 +71,8 @@ static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t s
 {
 	sol *so = &v->sols[i];
 	int before = so->n_samples;
-	uint64_t kept[2] = {st_fill_seed(v->fill, 0), st_fill_seed(v->fill, 1)};
-	if (st_reply_add_samples(rep, &so->samples, &so->n_samples,
-	                         &so->cap_samples) ||
-	    (digests && (vx_task_staged(v->task) ? st_commits_add_kept(&so->commits, kept, n, digests)
-	                                          : st_commits_add_batch(&so->commits, seed, n,
-	                                                                 digests))))
+	if (st_reply_add_samples(rep, &so->samples, &so->n_samples, &so->cap_samples) ||
+	    (digests && add_commits(v, so, seed, n, digests)))
 		return st_err_set(err, ST_E_NOMEM, "out of memory for timing samples");
 	double reported = 0, call_cpu = 0, event = 0;
 	for (int k = before; k < so->n_samples; k++) {

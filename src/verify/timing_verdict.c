@@ -119,20 +119,16 @@ static double parent_clock(vctx *v, json_t *timing, double median)
 
 /* The front-loading bound (batch_mean.h): a candidate whose batches' mean call is well above its
  * median call is timed by the mean, scaled by the baseline's own skew. No accusation: answering
- * some calls ahead is work done, and it is paid for at its cost. Returns the candidate's time,
- * `median` where the bound does not bind. */
-static double batch_means(vctx *v, json_t *timing, double median)
+ * some calls ahead is work done, and it is paid for at its cost. ref_median: the reference's,
+ * computed with the others. Returns the candidate's time, `median` where the bound does not
+ * bind. */
+static double batch_means(vctx *v, json_t *timing, double median, double ref_median)
 {
 	const sol *c = &v->sols[v->cand];
 	if (v->cand == v->ref || v->verdict_final || c->trusted || !c->n_recs)
 		return median;
 	const sol *r = &v->sols[v->ref];
-	double base_median = 0;
-	if (vx_held_to(v) == v->ref && r->n_samples) {
-		st_stats rs;
-		st_stats_compute(r->samples, r->n_samples, &rs);
-		base_median = rs.median;
-	}
+	double base_median = vx_held_to(v) == v->ref ? ref_median : 0;
 	st_batch_mean m;
 	st_batch_mean_compute(c->recs, c->n_recs, r->recs, base_median > 0 ? r->n_recs : 0,
 	                      base_median, &m);
@@ -237,7 +233,7 @@ void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 	 * parent's clock saw beyond its reports. */
 	double reported = med[v->cand];
 	if (reported > 0) {
-		med[v->cand] = batch_means(v, timing, reported);
+		med[v->cand] = batch_means(v, timing, reported, med[v->ref]);
 		med[v->cand] += parent_clock(v, timing, reported);
 	}
 	if (med[v->cand] != reported) {
