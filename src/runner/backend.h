@@ -69,6 +69,12 @@ int rb_profile(rb_run_fn fn, void *arg, json_t *out, int *fn_rc, char *err, size
 void rb_range_push(const char *name);
 void rb_range_pop(void);
 
+/* One empty kernel on the runner's stream, launched and waited for: *us is what that took on
+ * the host's clock. Some microseconds on a GPU no other context holds; while another context's
+ * kernel runs, the GPU gives this one a time slice only when the other's ends (a millisecond or
+ * more). The host backend has no device: 0. 0, or -1 with err on a device fault. */
+int rb_probe_us(double *us, char *err, size_t len);
+
 /* Measure the machine's peaks into out: bw_gbs, fp32/tf32/fp16/bf16/fp64 in TFLOP/s. */
 int rb_peaks(json_t *out, char *err, size_t len);
 

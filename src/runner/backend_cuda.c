@@ -616,6 +616,16 @@ fail:
 	return 0;
 }
 
+int rb_probe_us(double *us, char *err, size_t len)
+{
+	double t0 = st_now_s();
+	cudaError_t e = (cudaError_t)st_cuda_probe(g_stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(g_stream);
+	*us = (st_now_s() - t0) * 1e6;
+	return e == cudaSuccess ? 0 : cuda_fail(e, "the quiet probe", err, len);
+}
+
 int rb_peaks(json_t *out, char *err, size_t len)
 {
 	size_t bytes = 1u << 30;

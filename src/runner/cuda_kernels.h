@@ -39,6 +39,10 @@ int st_cuda_prep_blocks(int sms, int max_threads_per_sm);
 int st_cuda_digest(const st_prep_span *spans, int n, unsigned long long *sums, int blocks,
                    cudaStream_t stream);
 
+/* Launch one empty kernel on stream: the quiet probe (backend.h, rb_probe_us). Returns a
+ * cudaError_t as int. */
+int st_cuda_probe(cudaStream_t stream);
+
 /* Read bytes (16-byte aligned, a multiple of 16 read) at buf reps times over with `blocks` blocks
  * of 1024 threads through the L2 only (L1 bypassed): with bytes well inside the L2, every pass
  * after the first is L2 traffic. sink: one float of device memory the kernel may write. Returns

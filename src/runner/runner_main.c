@@ -861,6 +861,36 @@ static json_t *op_fetch(json_t *req)
 	return reply_ok();
 }
 
+/* Probe the GPU until `runs` probes in a row took under below_us each (no other context holds
+ * it), or within_ms has passed: before a baseline's batch, so that a kernel the stopped
+ * candidate queued before its reply is waited out rather than sharing the GPU with the baseline
+ * (the parent's timing.c). Outside any batch's window: the wait is no harness cost. */
+static json_t *op_quiet(json_t *req)
+{
+	double within = json_number_value(json_object_get(req, "within_ms"));
+	double below = json_number_value(json_object_get(req, "below_us"));
+	json_int_t runs = json_integer_value(json_object_get(req, "runs"));
+	if (!(within > 0) || !(below > 0) || runs < 1 || runs > 100)
+		return reply_fail("harness", "quiet: within_ms, below_us and runs (1 to 100) expected");
+	double t0 = st_now_s(), worst = 0, us;
+	int probes = 0, row = 0;
+	while (row < runs) {
+		if (rb_probe_us(&us, g_err, sizeof g_err))
+			return fault_reply(1);
+		probes++;
+		worst = us > worst ? us : worst;
+		row = us < below ? row + 1 : 0;
+		if (row < runs && (st_now_s() - t0) * 1e3 >= within)
+			break;
+	}
+	json_t *r = reply_ok();
+	json_object_set_new(r, "quiet", json_boolean(row >= runs));
+	json_object_set_new(r, "waited_ms", json_real((st_now_s() - t0) * 1e3));
+	json_object_set_new(r, "probes", json_integer(probes));
+	json_object_set_new(r, "worst_us", json_real(worst));
+	return r;
+}
+
 /* ---- main loop ------------------------------------------------------------------------------ */
 
 static json_t *handle(json_t *req, int fd, int *quit)
@@ -882,6 +912,8 @@ static json_t *handle(json_t *req, int fd, int *quit)
 		return op_time(req);
 	if (!strcmp(op, "fetch"))
 		return op_fetch(req);
+	if (!strcmp(op, "quiet"))
+		return op_quiet(req);
 	if (!strcmp(op, "teardown")) {
 		teardown();
 		return reply_ok();

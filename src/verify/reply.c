@@ -85,6 +85,20 @@ int st_reply_profile(const json_t *rep, const json_t **out, char *why, size_t le
 	return *out ? 0 : -1;
 }
 
+int st_reply_quiet(const json_t *rep, int *quiet, double *waited_ms, char *why, size_t len)
+{
+	const json_t *q = json_object_get(rep, "quiet"), *w = json_object_get(rep, "waited_ms");
+	double ms = json_number_value(w);
+	if (!json_is_boolean(q) || !json_is_number(w) || !isfinite(ms) || ms < 0 || ms > 86400e3)
+	{
+		snprintf(why, len, "a quiet probe's reply without a boolean quiet and a sane waited_ms");
+		return -1;
+	}
+	*quiet = json_is_true(q);
+	*waited_ms = ms;
+	return 0;
+}
+
 int st_reply_check_time(const json_t *rep, int n, int digests, uint64_t *out, char *why,
                         size_t len)
 {

@@ -45,4 +45,9 @@ int st_reply_profile(const json_t *rep, const json_t **out, char *why, size_t le
 int st_reply_check_time(const json_t *rep, int n, int digests, uint64_t *out, char *why,
                         size_t len);
 
+/* A quiet probe's reply (the runner's op "quiet"): *quiet from "quiet" (a boolean), *waited_ms
+ * from "waited_ms" (finite, 0 to a day). 0 when both are there and sane; otherwise -1 and
+ * why[len] says what is not. */
+int st_reply_quiet(const json_t *rep, int *quiet, double *waited_ms, char *why, size_t len);
+
 #endif

@@ -95,23 +95,86 @@ static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t s
  * candidate that kept a CPU busy, or the GPU, whenever it was not timed (a hook on the runner's
  * receive, a thread) would slow its baselines and so raise its own speedup and the harness cost
  * its batches are held to. Its next request thaws it. Stopped, nothing of it runs on a CPU or
- * launches; GPU work it queued before is a known limit (docs/architecture.md). */
-static void stop_candidate(vctx *v, int i)
+ * launches; GPU work it queued before is waited out (wait_quiet). 1 when it was stopped. */
+static int stop_candidate(vctx *v, int i)
 {
 	sol *c = &v->sols[v->cand];
 	if (i == v->cand || c->trusted || !vx_addressed(v, v->cand))
-		return;
+		return 0;
 	int seen = st_runner_freeze(&c->runner);
 	if (seen >= 0) {
 		v->stopped_batches++;
 		v->stopped_seen += seen;
 	}
+	return seen >= 0;
+}
+
+/* A probe over 200 us is another context's time slice (a millisecond or more), not a launch
+ * (some us); three in a row under it: the GPU is this runner's. */
+#define QUIET_BELOW_US 200.0
+#define QUIET_RUNS 3
+#define QUIET_CHUNK_S 5.0
+
+/* With the candidate stopped, a kernel it queued before its reply still runs, time-sliced with
+ * the baseline's (a long one queued in a hook on its reply slowed t1/topk's reference from 3.8
+ * to 6.3 ms a call on the H200). The baseline's runner probes the GPU until no other context
+ * holds it, outside the batch's window, for as long as the verify's deadline allows: work
+ * queued ahead costs the candidate its deadline, never its baselines' speed. *go is 0 when the
+ * deadline came first (the verdict is then `timeout`). */
+static st_status wait_quiet(vctx *v, int i, int *go, st_err *err)
+{
+	sol *so = &v->sols[i];
+	double waited = 0;
+	*go = 1;
+	for (int quiet = 0; !quiet;) {
+		json_t *req = json_pack("{s:s,s:f,s:f,s:i}", "op", "quiet", "within_ms",
+		                        vx_time_left(v, QUIET_CHUNK_S) * 1e3, "below_us",
+		                        QUIET_BELOW_US, "runs", QUIET_RUNS), *rep = NULL;
+		st_status s = st_runner_call(&so->runner, req, -1, &rep,
+		                             vx_time_left(v, QUIET_CHUNK_S + 10), err);
+		json_decref(req);
+		double ms;
+		char why[160];
+		if (s || !st_reply_ok(rep)) {
+			s = vx_runner_failed(v, i, "timing (the quiet probe)", s, rep, err);
+			json_decref(rep);
+			*go = 0;
+			return s;
+		}
+		int bad = st_reply_quiet(rep, &quiet, &ms, why, sizeof why);
+		json_decref(rep);
+		if (bad) {
+			*go = 0;
+			return bad_batch(v, i, why, err);
+		}
+		waited += ms;
+		if (!quiet && vx_past_deadline(v)) {
+			vx_fail(v, "timeout", "timing: the GPU stayed busy with another context for %.1f s "
+			        "before a baseline's batch while the candidate was stopped (work it queued "
+			        "before its reply, or another process): the verify reached its deadline",
+			        waited / 1e3);
+			*go = 0;
+			break;
+		}
+	}
+	v->quiet_checks++;
+	v->quiet_wait_ms += waited;
+	if (waited > 1.0)
+		v->quiet_waits++;
+	if (waited > v->quiet_max_ms)
+		v->quiet_max_ms = waited;
+	return ST_OK;
 }
 
 static st_status time_batch(vctx *v, int i, int n, st_err *err)
 {
 	sol *so = &v->sols[i];
-	stop_candidate(v, i);
+	if (stop_candidate(v, i) && strcmp(v->o->backend, "host")) {
+		int go;
+		st_status s = wait_quiet(v, i, &go, err);
+		if (s || !go)
+			return s;
+	}
 	/* the candidate's own batch: awake before its window opens, so the wake-up is not in it */
 	if (i == v->cand)
 		st_runner_thaw(&so->runner);

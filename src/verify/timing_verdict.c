@@ -176,6 +176,25 @@ static void sol_json(vctx *v, const st_size_set *set, json_t *peaks, double c, c
 	json_object_set_new(v->verdict, "sol", sol_j);
 }
 
+/* How the baselines were kept from the candidate: the batches timed with it stopped (and seen
+ * so), and the quiet probes before them; a wait of 10 ms or more for the GPU is a flag (work the
+ * candidate queued before its reply, or another process on the GPU: the baselines were timed
+ * after it, so it cost time, not accuracy). */
+static void stopped_json(vctx *v, json_t *timing)
+{
+	if (v->stopped_batches)
+		json_object_set_new(timing, "candidate_stopped",
+		                    json_pack("{s:i,s:i}", "batches", v->stopped_batches, "seen_stopped",
+		                              v->stopped_seen));
+	if (v->quiet_checks)
+		json_object_set_new(timing, "gpu_quiet",
+		                    json_pack("{s:i,s:i,s:f,s:f}", "batches", v->quiet_checks, "waited",
+		                              v->quiet_waits, "wait_ms", v->quiet_wait_ms, "max_wait_ms",
+		                              v->quiet_max_ms));
+	if (v->quiet_max_ms >= 10)
+		vx_flag(v, "baselines_waited_for_gpu");
+}
+
 void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 {
 	const st_task *t = v->task;
@@ -225,10 +244,7 @@ void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 			        "runs where the timer cannot see it", st.wall_median, st.median,
 			        v->sols[held_to].role, ref_beyond);
 	}
-	if (v->stopped_batches)
-		json_object_set_new(timing, "candidate_stopped",
-		                    json_pack("{s:i,s:i}", "batches", v->stopped_batches, "seen_stopped",
-		                              v->stopped_seen));
+	stopped_json(v, timing);
 	/* The candidate's time: at least its batches' mean call says (front-loading), plus what the
 	 * parent's clock saw beyond its reports. */
 	double reported = med[v->cand];

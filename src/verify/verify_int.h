@@ -134,6 +134,10 @@ typedef struct vctx {
 	int stopped_batches;   /* the baselines' batches and round trips timed with the candidate's
 	                        * runner asked to stop (timing.c, stop_candidate) */
 	int stopped_seen;      /* of those, the ones where it was seen stopped */
+	int quiet_checks;      /* the baselines' batches begun after a quiet probe (timing.c) */
+	int quiet_waits;       /* of those, the ones that waited over 1 ms for the GPU */
+	double quiet_wait_ms;  /* their waits in all, and the longest */
+	double quiet_max_ms;
 } vctx;
 
 /* verify.c: st_verify, and for the ncu pass (under_ncu = 1) the same verify with the

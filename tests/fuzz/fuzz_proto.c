@@ -79,6 +79,11 @@ static void read_reply(const json_t *msg, st_sample **samples, int *n, int *cap)
 	uint64_t digests[4];
 	st_reply_check_time(msg, 4, 1, digests, refused, sizeof refused);
 	st_reply_check_time(msg, 1, 0, NULL, refused, sizeof refused);
+	int quiet;
+	double waited;
+	if (!st_reply_quiet(msg, &quiet, &waited, refused, sizeof refused) &&
+	    !(waited >= 0 && waited <= 86400e3 && (quiet == 0 || quiet == 1)))
+		abort();
 	st_reply_add_samples(msg, samples, n, cap);
 }
 

@@ -82,6 +82,38 @@ static void test_check_time(void **state)
 	assert_int_equal(st_reply_check_time(NULL, 1, 0, NULL, why, sizeof why), -1);
 }
 
+/* The quiet probe's reply: a boolean and a sane wait, or refused. */
+static void test_quiet(void **state)
+{
+	(void)state;
+	int quiet = -1;
+	double ms = -1;
+	char why[160];
+	json_t *r = json_pack("{s:b,s:b,s:f}", "ok", 1, "quiet", 1, "waited_ms", 0.03);
+	assert_int_equal(st_reply_quiet(r, &quiet, &ms, why, sizeof why), 0);
+	assert_int_equal(quiet, 1);
+	assert_true(ms > 0.029 && ms < 0.031);
+	json_decref(r);
+	r = json_pack("{s:b,s:b,s:i}", "ok", 1, "quiet", 0, "waited_ms", 5000);
+	assert_int_equal(st_reply_quiet(r, &quiet, &ms, why, sizeof why), 0);
+	assert_int_equal(quiet, 0);
+	assert_true(ms == 5000);
+	json_decref(r);
+	const char *bad[] = {"{\"quiet\": 1, \"waited_ms\": 1}", "{\"quiet\": true}",
+	                     "{\"quiet\": true, \"waited_ms\": -1}",
+	                     "{\"quiet\": true, \"waited_ms\": 1e300}",
+	                     "{\"quiet\": true, \"waited_ms\": \"1\"}", "[]"};
+	for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+		r = json_loads(bad[k], 0, NULL);
+		assert_non_null(r);
+		why[0] = 0;
+		assert_int_equal(st_reply_quiet(r, &quiet, &ms, why, sizeof why), -1);
+		assert_non_null(strstr(why, "quiet probe"));
+		json_decref(r);
+	}
+	assert_int_equal(st_reply_quiet(NULL, &quiet, &ms, why, sizeof why), -1);
+}
+
 static void test_id_matches(void **state)
 {
 	(void)state;
@@ -317,6 +349,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_check_time),
+		cmocka_unit_test(test_quiet),
 		cmocka_unit_test(test_id_matches),
 		cmocka_unit_test(test_add_samples),
 		cmocka_unit_test(test_ms),
