@@ -89,8 +89,7 @@ int st_reply_quiet(const json_t *rep, int *quiet, double *waited_ms, char *why, 
 {
 	const json_t *q = json_object_get(rep, "quiet"), *w = json_object_get(rep, "waited_ms");
 	double ms = json_number_value(w);
-	if (!json_is_boolean(q) || !json_is_number(w) || !isfinite(ms) || ms < 0 || ms > 86400e3)
-	{
+	if (!json_is_boolean(q) || !json_is_number(w) || !isfinite(ms) || ms < 0 || ms > 86400e3) {
 		snprintf(why, len, "a quiet probe's reply without a boolean quiet and a sane waited_ms");
 		return -1;
 	}
