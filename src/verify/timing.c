@@ -148,6 +148,12 @@ static st_status wait_quiet(vctx *v, int i, int *go, st_err *err)
 			return bad_batch(v, i, why, err);
 		}
 		waited += ms;
+		/* a chunk's worth of waiting (5 s) at a time: whoever waits sees why */
+		if (!quiet && !vx_past_deadline(v))
+			vx_progress(v, "the GPU has been busy with another context for %.0f s (work the "
+			            "candidate queued before it was stopped, or another process): the %s's "
+			            "batch waits for it, at most until the verify's deadline",
+			            waited / 1e3, vx_role_of(v, i));
 		if (!quiet && vx_past_deadline(v)) {
 			vx_fail(v, "timeout", "timing: the GPU stayed busy with another context for %.1f s "
 			        "before a baseline's batch while the candidate was stopped (work it queued "
