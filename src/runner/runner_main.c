@@ -872,13 +872,11 @@ static json_t *op_quiet(json_t *req)
 	json_int_t runs = json_integer_value(json_object_get(req, "runs"));
 	if (!(within > 0) || !(below > 0) || runs < 1 || runs > 100)
 		return reply_fail("harness", "quiet: within_ms, below_us and runs (1 to 100) expected");
-	double t0 = st_now_s(), worst = 0, us;
-	int probes = 0, row = 0;
+	double t0 = st_now_s(), us;
+	int row = 0;
 	while (row < runs) {
 		if (rb_probe_us(&us, g_err, sizeof g_err))
 			return fault_reply(1);
-		probes++;
-		worst = us > worst ? us : worst;
 		row = us < below ? row + 1 : 0;
 		if (row < runs && (st_now_s() - t0) * 1e3 >= within)
 			break;
@@ -886,8 +884,6 @@ static json_t *op_quiet(json_t *req)
 	json_t *r = reply_ok();
 	json_object_set_new(r, "quiet", json_boolean(row >= runs));
 	json_object_set_new(r, "waited_ms", json_real((st_now_s() - t0) * 1e3));
-	json_object_set_new(r, "probes", json_integer(probes));
-	json_object_set_new(r, "worst_us", json_real(worst));
 	return r;
 }
 

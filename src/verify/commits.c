@@ -8,11 +8,17 @@
 #include "common/digest.h"
 #include "common/grow.h"
 
-int st_commits_add_batch(st_commits *c, uint64_t batch_seed, int n, const uint64_t *digests)
+/* Room for n more calls: 0, or -1 when n is absurd or memory runs out. */
+static int make_room(st_commits *c, int n)
 {
 	if (n < 0 || c->n > INT_MAX - n)
 		return -1;
-	if (ST_GROW(c->v, c->cap, c->n + n, 256))
+	return ST_GROW(c->v, c->cap, c->n + n, 256) ? -1 : 0;
+}
+
+int st_commits_add_batch(st_commits *c, uint64_t batch_seed, int n, const uint64_t *digests)
+{
+	if (make_room(c, n))
 		return -1;
 	for (int i = 0; i < n; i++)
 		c->v[c->n++] = (st_commit){st_call_seed(batch_seed, (uint64_t)i), digests[i], i % 2};
@@ -22,9 +28,7 @@ int st_commits_add_batch(st_commits *c, uint64_t batch_seed, int n, const uint64
 int st_commits_add_kept(st_commits *c, const uint64_t set_seed[2], int n,
                         const uint64_t *digests)
 {
-	if (n < 0 || c->n > INT_MAX - n)
-		return -1;
-	if (ST_GROW(c->v, c->cap, c->n + n, 256))
+	if (make_room(c, n))
 		return -1;
 	for (int i = 0; i < n; i++)
 		c->v[c->n++] = (st_commit){set_seed[i % 2], digests[i], i % 2};

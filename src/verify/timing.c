@@ -119,13 +119,12 @@ static int stop_candidate(vctx *v, int i)
  * the baseline's (a long one queued in a hook on its reply slowed t1/topk's reference from 3.8
  * to 6.3 ms a call on the H200). The baseline's runner probes the GPU until no other context
  * holds it, outside the batch's window, for as long as the verify's deadline allows: work
- * queued ahead costs the candidate its deadline, never its baselines' speed. *go is 0 when the
- * deadline came first (the verdict is then `timeout`). */
-static st_status wait_quiet(vctx *v, int i, int *go, st_err *err)
+ * queued ahead costs the candidate its deadline, never its baselines' speed. When the deadline
+ * comes first the verdict is `timeout`. */
+static st_status wait_quiet(vctx *v, int i, st_err *err)
 {
 	sol *so = &v->sols[i];
 	double waited = 0;
-	*go = 1;
 	for (int quiet = 0; !quiet;) {
 		json_t *req = json_pack("{s:s,s:f,s:f,s:i}", "op", "quiet", "within_ms",
 		                        vx_time_left(v, QUIET_CHUNK_S) * 1e3, "below_us",
@@ -138,15 +137,12 @@ static st_status wait_quiet(vctx *v, int i, int *go, st_err *err)
 		if (s || !st_reply_ok(rep)) {
 			s = vx_runner_failed(v, i, "timing (the quiet probe)", s, rep, err);
 			json_decref(rep);
-			*go = 0;
 			return s;
 		}
 		int bad = st_reply_quiet(rep, &quiet, &ms, why, sizeof why);
 		json_decref(rep);
-		if (bad) {
-			*go = 0;
+		if (bad)
 			return bad_batch(v, i, why, err);
-		}
 		waited += ms;
 		/* a chunk's worth of waiting (5 s) at a time: whoever waits sees why */
 		if (!quiet && !vx_past_deadline(v))
@@ -159,7 +155,6 @@ static st_status wait_quiet(vctx *v, int i, int *go, st_err *err)
 			        "before a baseline's batch while the candidate was stopped (work it queued "
 			        "before its reply, or another process): the verify reached its deadline",
 			        waited / 1e3);
-			*go = 0;
 			break;
 		}
 	}
@@ -175,10 +170,11 @@ static st_status wait_quiet(vctx *v, int i, int *go, st_err *err)
 static st_status time_batch(vctx *v, int i, int n, st_err *err)
 {
 	sol *so = &v->sols[i];
-	if (stop_candidate(v, i) && strcmp(v->o->backend, "host")) {
-		int go;
-		st_status s = wait_quiet(v, i, &go, err);
-		if (s || !go)
+	int host = !strcmp(v->o->backend, "host");
+	/* a probe that failed a baseline, or the deadline, ends its batches here */
+	if (stop_candidate(v, i) && !host) {
+		st_status s = wait_quiet(v, i, err);
+		if (s || v->verdict_final || !vx_addressed(v, i))
 			return s;
 	}
 	/* the candidate's own batch: awake before its window opens, so the wake-up is not in it */
@@ -220,7 +216,7 @@ static st_status time_batch(vctx *v, int i, int n, st_err *err)
 	double w[4] = {-1, -1, so->trusted ? -1 : st_cpu_wait_ms(0), -1};
 	/* On the host backend the runner's one thread does all its work on a CPU, so the kernel's
 	 * count of its CPU time over the batch bounds what it did (clock_bound.h) */
-	int count_cpu = !strcmp(v->o->backend, "host");
+	int count_cpu = host;
 	double on[2] = {-1, -1};
 	runner_cpu(so, count_cpu, &w[0], &on[0]);
 	double t0 = st_now_s();
