@@ -4,8 +4,8 @@
  *   / * redteam: <exploit> | expect: <status>[|<status>...] | task: <task folder or id>
  *       [| speedup_at_most: X] [| options: --no-policy]
  * `speedup_at_most` is for an exploit whose answers are right but whose aim is a speedup it has
- * not earned (slowing its baselines): caught only when its speedup over the reference is at most
- * X too. `--no-policy` runs the file with the source check off, for exploits whose point is that
+ * not earned (slowing its baselines, hiding its time): an `ok` is caught only when its speedup
+ * over the reference is at most X too. `--no-policy` runs the file with the source check off, for exploits whose point is that
  * the runtime defences hold on their own (a forged protocol frame, a closed channel). A file
  * without a readable header is a failure, never a skip. */
 #include <dirent.h>
@@ -141,8 +141,9 @@ static void usage(FILE *f)
 	           "gets the verdict its first line demands; print a table and 'caught N of M'.\n"
 	           "The first line: /* redteam: WHAT | expect: STATUS[|STATUS...] | task: TASK\n"
 	           "[| speedup_at_most: X] [| options: --no-policy]; with speedup_at_most, a file\n"
-	           "is caught only when its speedup over the reference is at most X as well (an\n"
-	           "exploit with right answers that slows its baselines).\n\n"
+	           "that gets ok is caught only when its speedup over the reference is at most X\n"
+	           "as well (an exploit with right answers that slows its baselines or hides its\n"
+	           "time).\n\n"
 	           "options:\n");
 	st_opt_usage(f, own);
 	st_opt_usage(f, ver);
@@ -233,12 +234,14 @@ int cmd_redteam(int argc, char **argv)
 			                                                  "vs_reference"));
 			if (c.speedup_at_most > 0 && vs_ref > 0)
 				snprintf(shown, sizeof shown, "%s at %.2fx", got, vs_ref);
-			/* no speedup without timing (--no-timing): nothing to bound */
-			if (ok && c.speedup_at_most > 0 && vs_ref > c.speedup_at_most) {
+			/* no speedup without timing (--no-timing): nothing to bound; a file found out
+			 * (hacking, ...) is caught whatever figure its verdict still shows */
+			if (ok && !strcmp(got, "ok") && c.speedup_at_most > 0 &&
+			    vs_ref > c.speedup_at_most) {
 				ok = 0;
 				snprintf(reason, sizeof reason, "right answers, but %.2fx the reference where at "
-				         "most %.2fx was earned: its baselines were slowed", vs_ref,
-				         c.speedup_at_most);
+				         "most %.2fx was earned: its baselines were slowed or its time "
+				         "misjudged", vs_ref, c.speedup_at_most);
 			}
 			json_decref(v);
 		} else {

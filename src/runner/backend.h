@@ -42,11 +42,13 @@ typedef struct rb_span {
 	size_t bytes;
 } rb_span;
 /* One timed sample: wait for the work queued so far (the fresh inputs), poison the n_poison
- * spans and flush the last-level cache (left out when the poison covers twice its size), time fn
- * on the stream, sync the whole device, record wall time (from fn's start) and clocks. Returns
- * fn's non-zero result, or -1 with err on a device fault. */
-int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison, st_sample *s,
-                   char *err, size_t len);
+ * spans, make the call's data cold, time fn on the stream, sync the whole device, record wall
+ * time (from fn's start) and clocks. Cold: the GPU flushes its whole L2 (left out when the
+ * poison covers twice its size); the host evicts the lines of the poisoned outputs and of the
+ * n_cold spans (the call's params and inputs) from every cache level, work in proportion to the
+ * call's data. Returns fn's non-zero result, or -1 with err on a device fault. */
+int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison,
+                   const rb_span *cold, int n_cold, st_sample *s, char *err, size_t len);
 
 /* The digests a timing batch commits (common/digest.h): rb_digest_begin makes room for `calls`
  * calls of n_spans output spans each; rb_digest_add queues the word sums of call `call`'s spans,

@@ -758,8 +758,10 @@ static json_t *op_time(json_t *req)
 	 * handed to the reply. */
 	json_t *reply = NULL, *digests = NULL;
 	rb_span *poison = calloc((size_t)R.n_out + 1, sizeof *poison);
+	/* the call's params, inputs and (where not poisoned) outputs: made cold before it */
+	rb_span *cold = calloc((size_t)(R.n_params + R.n_in + R.n_out) + 1, sizeof *cold);
 	json_t *samples = json_array();
-	if (!poison || !samples) {
+	if (!poison || !cold || !samples) {
 		reply = reply_fail("harness", "out of memory");
 		goto out;
 	}
@@ -778,9 +780,17 @@ static json_t *op_time(json_t *req)
 			for (int k = 0; k < R.n_out; k++)
 				poison[k] = (rb_span){R.out[timed_set][k].data, tensor_bytes(&R.out[timed_set][k])};
 		}
+		int n_poison = fresh || given || reused ? R.n_out : 0, n_cold = 0;
+		for (int k = 0; k < R.n_params; k++)
+			cold[n_cold++] = (rb_span){R.params[k].data, tensor_bytes(&R.params[k])};
+		for (int k = 0; k < R.n_in; k++)
+			cold[n_cold++] = (rb_span){R.in[timed_set][k].data, tensor_bytes(&R.in[timed_set][k])};
+		for (int k = 0; !n_poison && k < R.n_out; k++)
+			cold[n_cold++] = (rb_span){R.out[timed_set][k].data,
+			                           tensor_bytes(&R.out[timed_set][k])};
 		st_sample s;
-		int rc = rb_time_sample(run_timed, NULL, poison, fresh || given || reused ? R.n_out : 0,
-		                        &s, g_err, sizeof g_err);
+		int rc = rb_time_sample(run_timed, NULL, poison, n_poison, cold, n_cold, &s, g_err,
+		                        sizeof g_err);
 		if (rc) {
 			/* above 0: st_run's own error code; below: the harness's fault (fatal) */
 			if (rc > 0)
@@ -810,6 +820,7 @@ static json_t *op_time(json_t *req)
 		json_object_set_new(reply, "digests", digests);
 out:
 	free(poison);
+	free(cold);
 	json_decref(samples);
 	return reply;
 }

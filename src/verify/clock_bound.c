@@ -185,3 +185,13 @@ int st_clock_bound_gross(const st_clock_bound *b, double median_ms, double harne
 	        (b->cpu_batches && gross_of(b->cpu_excess_ms, b->cpu_noise_ms, b->cpu_harness_ms,
 	                                    median_ms, CPU_SHARE_FACTOR * harness_share)));
 }
+
+double st_round_time_combine(const st_round_time *main_round, const st_round_time *confirm)
+{
+	double t = main_round->floor_ms + main_round->charge_ms;
+	if (confirm && confirm->samples > 0) {
+		double c = confirm->floor_ms + confirm->charge_ms;
+		t = c < t ? c : t;
+	}
+	return t > main_round->floor_ms ? t : main_round->floor_ms;
+}

@@ -68,4 +68,22 @@ double st_clock_bound_charge(const st_clock_bound *b, double median_ms, double h
  * through the confirmation too: only the share keeps it from being called tampering. */
 int st_clock_bound_gross(const st_clock_bound *b, double median_ms, double harness_share);
 
+/* One round of a candidate's timing as the verdict weighs it: the main round, or the
+ * confirmation that re-times a candidate the parent's clock charged or would accuse. */
+typedef struct st_round_time {
+	int samples;      /* its samples (0: the round did not happen) */
+	double median_ms; /* their median, as the runner reported them */
+	double floor_ms;  /* the front-loading bound where it binds (batch_mean.h), else median_ms */
+	double charge_ms; /* what the parent's clock added (st_clock_bound_charge) */
+	int gross;        /* its bound was gross (st_clock_bound_gross) */
+} st_round_time;
+
+/* The candidate's time from its main round and the confirmation (NULL, or one without samples:
+ * none): each round's estimate is its own floor plus its own charge, and the confirmation can
+ * take back the main round's charge, never go below the main round's floor. A round's samples
+ * are never paired with another round's charge: a runner that hides work in the main round and
+ * behaves when re-timed would keep the main round's small median and the confirmation's empty
+ * charge. */
+double st_round_time_combine(const st_round_time *main_round, const st_round_time *confirm);
+
 #endif

@@ -136,9 +136,10 @@ static st_status measure_set(vctx *v, const st_size_set *set, const layout *L, i
 		st_gpu_hold_exclusive(&v->gpu);
 	if (!s && timed && v->o->timing && vx_usable(v, v->cand))
 		s = vx_time_all(v, set, err);
-	/* Before the parent's clock condemns anything, the candidate and its baseline are timed
-	 * again, alone on the GPU (clock_bound.h). */
-	if (!s && timed && v->o->timing && vx_usable(v, v->cand) && vx_clock_gross(v)) {
+	/* Before the parent's clock charges or condemns anything, the candidate and its baseline
+	 * are timed again, alone on the GPU (clock_bound.h): a host busy through one round may
+	 * not be through the next. */
+	if (!s && timed && v->o->timing && vx_usable(v, v->cand) && vx_clock_disputed(v)) {
 		v->clock_confirmed = 1;
 		s = vx_time_confirm(v, err);
 	}

@@ -420,36 +420,27 @@ static int plain_batch(const sol *so)
 	return !(want >= 1) ? 1 : want > 2000 ? 2000 : (int)want;
 }
 
-/* The host backend's harness writes a cache-sized buffer before every call (milliseconds),
- * and what that costs differs between two runner processes by up to a fifth (the core, the
- * pages), a gap that stays through a verify and that standard errors over batches do not see:
- * an honest C answer to a 3 us task was charged 0.4-0.65 ms in 2 of 6 verifies on an idle
- * machine, and one was called hacking beside a compiler. A share of that work is neither charged
- * nor condemned there; the GPU's harness work is GPU time, steady to well under that, and keeps
- * the plain rule. */
+/* What the host backend's harness costs a call (fresh inputs, poison, evicting the call's data,
+ * the digest: work on memory) can differ between two runner processes (the core, the pages), a
+ * gap that stays through a verify and that standard errors over batches do not see: when it
+ * flushed a cache-sized buffer (milliseconds), an honest C answer to a 3 us task was charged
+ * 0.4-0.65 ms in 2 of 6 verifies on an idle machine, and one was called hacking beside a
+ * compiler. A share of that work is neither charged nor condemned there; since the harness
+ * evicts only the call's own data (backend_host.c) the share is of work in proportion to the
+ * call's data, not milliseconds whatever the task. The GPU's harness work is GPU time, steady to
+ * well under that, and keeps the plain rule. */
 double vx_harness_share(const vctx *v)
 {
 	return !strcmp(v->o->backend, "host") ? 0.25 : 0;
 }
 
-int vx_clock_gross(const vctx *v)
-{
-	const sol *c = &v->sols[v->cand];
-	if (v->cand == v->ref || c->trusted || !c->n_samples)
-		return 0;
-	st_clock_bound b;
-	vx_clock_bound(v, &b);
-	st_stats st;
-	st_stats_compute(c->samples, c->n_samples, &st);
-	return st_clock_bound_gross(&b, st.median, vx_harness_share(v));
-}
-
 st_status vx_time_confirm(vctx *v, st_err *err)
 {
 	int pair[2] = {v->cand, vx_held_to(v)};
-	vx_progress(v, "the parent's clock disagrees with the candidate's reports: timing again to "
-	            "confirm");
+	vx_progress(v, "the parent's clock saw more time than the candidate's reports: timing again "
+	            "to confirm");
 	measure_rtt(v);
+	v->confirm_from = v->sols[v->cand].n_samples;
 	for (int k = 0; k < 2; k++)
 		v->sols[pair[k]].n_recs = 0;
 	for (int b = 0; b < 2 * MIN_BATCHES; b++) {

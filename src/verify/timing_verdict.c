@@ -73,76 +73,128 @@ static void best_bar(vctx *v, const st_size_set *set, double cand_ms, double exp
 		json_object_set_new(speed, "vs_best", json_real(best / cand_ms));
 }
 
-/* The parent's own clock (clock_bound.h): what the candidate's batches took beyond its reports,
- * the harness's work and the round trips is work its timed calls did not show. It is added to
- * its time, whatever its reason; only when the reports leave out most of the time, in the
- * timing and again in the confirmation round (sets.c), is the runner's timing called tampered
- * with. A busy host can make a verify slower, never a cheat of an honest candidate. Returns what
- * is added to the candidate's median. */
-static double parent_clock(vctx *v, json_t *timing, double median)
+/* Is the candidate's time weighed at all: an untrusted candidate, not the reference itself. */
+static int weighed(const vctx *v)
 {
-	const sol *c = &v->sols[v->cand];
-	if (v->cand == v->ref || v->verdict_final || c->trusted)
-		return 0;
-	st_clock_bound b;
-	vx_clock_bound(v, &b);
-	if (!b.batches)
-		return 0;
-	const sol *h = &v->sols[vx_held_to(v)];
-	json_t *pc = json_pack("{s:f,s:f,s:f,s:f,s:i,s:b,s:f,s:f,s:f}", "excess_ms", b.excess_ms,
-	                       "noise_ms", b.noise_ms, "harness_ms", b.harness_ms, "rtt_ms", b.rtt_ms,
-	                       "batches", b.batches, "confirmed", v->clock_confirmed, "cpu_wait_ms",
-	                       c->cpu_wait_ms, "baseline_cpu_wait_ms", h->cpu_wait_ms, "stretch",
-	                       b.stretch);
-	if (b.cpu_batches)
-		json_object_set_new(pc, "cpu", json_pack("{s:f,s:f,s:f,s:f}", "excess_ms",
-		                                         b.cpu_excess_ms, "noise_ms", b.cpu_noise_ms,
-		                                         "harness_ms", b.cpu_harness_ms, "stretch",
-		                                         b.cpu_stretch));
-	json_object_set_new(timing, "parent_clock", pc);
+	return v->cand != v->ref && !v->sols[v->cand].trusted;
+}
+
+void vx_round_measure(const vctx *v, int from, double ref_median, vx_round *r)
+{
+	const sol *c = &v->sols[v->cand], *ref = &v->sols[v->ref];
+	*r = (vx_round){0};
+	if (!weighed(v) || from < 0 || from >= c->n_samples)
+		return;
+	st_stats st;
+	st_stats_compute(c->samples + from, c->n_samples - from, &st);
+	r->t = (st_round_time){.samples = c->n_samples - from, .median_ms = st.median,
+	                       .floor_ms = st.median};
+	/* The front-loading bound (batch_mean.h), against the reference's own skew where the
+	 * reference is the baseline timed beside it. */
+	double base_median = vx_held_to(v) == v->ref ? ref_median : 0;
+	if (c->n_recs) {
+		st_batch_mean_compute(c->recs, c->n_recs, ref->recs, base_median > 0 ? ref->n_recs : 0,
+		                      base_median, &r->means);
+		r->binds = r->means.batches && st_batch_mean_binds(&r->means, st.median);
+		if (r->binds)
+			r->t.floor_ms = r->means.bound_ms;
+	}
+	/* The parent's own clock (clock_bound.h) */
+	vx_clock_bound(v, &r->bound);
 	double share = vx_harness_share(v);
-	if (st_clock_bound_gross(&b, median, share) && v->clock_confirmed) {
-		int by_cpu = b.cpu_batches && b.cpu_excess_ms > b.excess_ms;
+	r->t.gross = st_clock_bound_gross(&r->bound, st.median, share);
+	r->t.charge_ms = st_clock_bound_charge(&r->bound, st.median, share);
+}
+
+int vx_clock_disputed(vctx *v)
+{
+	const sol *ref = &v->sols[v->ref];
+	st_stats st;
+	st_stats_compute(ref->samples, ref->n_samples, &st);
+	vx_round_measure(v, 0, st.median, &v->main_round);
+	return v->main_round.t.gross || v->main_round.t.charge_ms > 0;
+}
+
+/* A round's parent-clock figures for the verdict. */
+static json_t *bound_json(const st_clock_bound *b, const st_round_time *t)
+{
+	json_t *j = json_pack("{s:f,s:f,s:f,s:f,s:i,s:f,s:f,s:i,s:f}", "excess_ms", b->excess_ms,
+	                      "noise_ms", b->noise_ms, "harness_ms", b->harness_ms, "rtt_ms", b->rtt_ms,
+	                      "batches", b->batches, "stretch", b->stretch, "charge_ms", t->charge_ms,
+	                      "samples", t->samples, "median_ms", t->median_ms);
+	if (b->cpu_batches)
+		json_object_set_new(j, "cpu", json_pack("{s:f,s:f,s:f,s:f}", "excess_ms", b->cpu_excess_ms,
+		                                        "noise_ms", b->cpu_noise_ms, "harness_ms",
+		                                        b->cpu_harness_ms, "stretch", b->cpu_stretch));
+	return j;
+}
+
+/* The front-loading bound of a round (batch_mean.h) for the verdict. */
+static json_t *means_json(const vx_round *r)
+{
+	const st_batch_mean *m = &r->means;
+	return json_pack("{s:f,s:f,s:f,s:f,s:i,s:b}", "candidate_ms", m->cand_ms, "baseline_ms",
+	                 m->base_ms, "skew", m->skew, "bound_ms", m->bound_ms, "batches", m->batches,
+	                 "binds", r->binds);
+}
+
+/* The main round's figures, and the confirmation's inside them where there was one. */
+static void rounds_json(vctx *v, json_t *timing, const vx_round *mr, const vx_round *cr)
+{
+	const sol *c = &v->sols[v->cand], *h = &v->sols[vx_held_to(v)];
+	if (mr->means.batches)
+		json_object_set_new(timing, "batch_means", means_json(mr));
+	if (!mr->bound.batches)
+		return;
+	json_t *pc = bound_json(&mr->bound, &mr->t);
+	json_object_set_new(pc, "confirmed", json_boolean(v->clock_confirmed));
+	json_object_set_new(pc, "cpu_wait_ms", json_real(c->cpu_wait_ms));
+	json_object_set_new(pc, "baseline_cpu_wait_ms", json_real(h->cpu_wait_ms));
+	if (v->clock_confirmed && cr->bound.batches) {
+		json_t *cj = bound_json(&cr->bound, &cr->t);
+		if (cr->means.batches)
+			json_object_set_new(cj, "batch_means", means_json(cr));
+		json_object_set_new(pc, "confirmation", cj);
+	}
+	json_object_set_new(timing, "parent_clock", pc);
+}
+
+/* The candidate's time (docs/architecture.md, "the parent's clock decides"): at least what its
+ * batches' mean call says (front-loading), plus what the parent's clock saw beyond its reports,
+ * round by round, the confirmation able to take back the main round's charge
+ * (st_round_time_combine). Only reports that leave out most of the time in both rounds are
+ * called tampered with: a busy host can make a verify slower, never a cheat of an honest
+ * candidate. Returns the time, `reported` where nothing is weighed. */
+static double candidate_time(vctx *v, json_t *timing, double reported, double ref_median)
+{
+	if (!weighed(v) || v->verdict_final)
+		return reported;
+	vx_round mr, cr = {0};
+	if (v->clock_confirmed) {
+		mr = v->main_round;
+		vx_round_measure(v, v->confirm_from, ref_median, &cr);
+	} else {
+		vx_round_measure(v, 0, ref_median, &mr);
+	}
+	rounds_json(v, timing, &mr, &cr);
+	if (mr.t.gross && cr.t.gross) {
+		const st_clock_bound *b = &cr.bound;
+		const sol *h = &v->sols[vx_held_to(v)];
+		int by_cpu = b->cpu_batches && b->cpu_excess_ms > b->excess_ms;
 		vx_fail(v, "hacking", "the parent's clock saw %.4f ms per timed call beyond what the "
 		        "runner reported (%.4f ms) and the harness's own work (the %s's: %.4f ms)%s, in "
 		        "the timing and again when timed alone to confirm: the runner's timing was "
-		        "tampered with from inside", by_cpu ? b.cpu_excess_ms : b.excess_ms, median,
-		        h->role, by_cpu ? b.cpu_harness_ms : b.harness_ms,
+		        "tampered with from inside", by_cpu ? b->cpu_excess_ms : b->excess_ms,
+		        cr.t.median_ms, h->role, by_cpu ? b->cpu_harness_ms : b->harness_ms,
 		        by_cpu ? " in the runner's CPU time as the kernel counted it" : "");
-		return 0;
+		return mr.t.floor_ms;
 	}
-	double charge = st_clock_bound_charge(&b, median, share);
-	if (charge > 0)
+	double t = st_round_time_combine(&mr.t, v->clock_confirmed ? &cr.t : NULL);
+	if (mr.binds || (cr.binds && t > mr.t.floor_ms))
+		vx_flag(v, "time_from_batch_means");
+	if (t > mr.t.floor_ms && (mr.t.charge_ms > 0 || cr.t.charge_ms > 0))
 		vx_flag(v, "time_from_parent_clock");
-	return charge;
-}
-
-/* The front-loading bound (batch_mean.h): a candidate whose batches' mean call is well above its
- * median call is timed by the mean, scaled by the baseline's own skew. No accusation: answering
- * some calls ahead is work done, and it is paid for at its cost. ref_median: the reference's,
- * computed with the others. Returns the candidate's time, `median` where the bound does not
- * bind. */
-static double batch_means(vctx *v, json_t *timing, double median, double ref_median)
-{
-	const sol *c = &v->sols[v->cand];
-	if (v->cand == v->ref || v->verdict_final || c->trusted || !c->n_recs)
-		return median;
-	const sol *r = &v->sols[v->ref];
-	double base_median = vx_held_to(v) == v->ref ? ref_median : 0;
-	st_batch_mean m;
-	st_batch_mean_compute(c->recs, c->n_recs, r->recs, base_median > 0 ? r->n_recs : 0,
-	                      base_median, &m);
-	if (!m.batches)
-		return median;
-	int binds = st_batch_mean_binds(&m, median);
-	json_object_set_new(timing, "batch_means",
-	                    json_pack("{s:f,s:f,s:f,s:f,s:i,s:b}", "candidate_ms", m.cand_ms,
-	                              "baseline_ms", m.base_ms, "skew", m.skew, "bound_ms", m.bound_ms,
-	                              "batches", m.batches, "binds", binds));
-	if (!binds)
-		return median;
-	vx_flag(v, "time_from_batch_means");
-	return m.bound_ms;
+	return t;
 }
 
 /* The speed of light: the task's cost at this set's sizes against the device's peaks, where both
@@ -245,13 +297,9 @@ void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)
 			        v->sols[held_to].role, ref_beyond);
 	}
 	stopped_json(v, timing);
-	/* The candidate's time: at least its batches' mean call says (front-loading), plus what the
-	 * parent's clock saw beyond its reports. */
 	double reported = med[v->cand];
-	if (reported > 0) {
-		med[v->cand] = batch_means(v, timing, reported, med[v->ref]);
-		med[v->cand] += parent_clock(v, timing, reported);
-	}
+	if (reported > 0)
+		med[v->cand] = candidate_time(v, timing, reported, med[v->ref]);
 	if (med[v->cand] != reported) {
 		json_t *cj = json_object_get(timing, "candidate");
 		json_object_set_new(cj, "reported_median_ms", json_real(reported));

@@ -13,7 +13,7 @@
 #include "stitch/task_hooks.h"
 #include "task/safetensors.h"
 #include "task/task.h"
-#include "verify/clock_bound.h"
+#include "verify/batch_mean.h"
 #include "verify/commits.h"
 #include "verify/compile.h"
 #include "verify/gpu_hold.h"
@@ -89,6 +89,15 @@ typedef struct layout {
 	size_t total;
 } layout;
 
+/* One round of the candidate's timing, weighed (timing_verdict.c): the parent's clock against
+ * its reports, the front-loading bound, and what they make of its time. */
+typedef struct vx_round {
+	st_round_time t;
+	st_clock_bound bound;
+	st_batch_mean means;
+	int binds;             /* the front-loading bound raised its time */
+} vx_round;
+
 typedef struct vctx {
 	const st_task *task;
 	const st_verify_opts *o;
@@ -127,7 +136,10 @@ typedef struct vctx {
 	                        * ms, summed over runners and sets) */
 	double deadline;       /* st_now_s() by which the verify ends, whatever the candidate does */
 	double rtt_ms;         /* one bare round trip to the baseline's runner (clock_bound.h) */
-	int clock_confirmed;   /* the candidate was timed again to confirm a gross parent-clock gap */
+	int clock_confirmed;   /* the candidate was timed again: the parent's clock charged it or
+	                        * would accuse it (sets.c) */
+	int confirm_from;      /* its first sample of that confirmation round */
+	vx_round main_round;   /* the main round as it stood then (timing_verdict.c) */
 	uint64_t fill;         /* a task whose host generator makes its inputs keeps them through
 	                        * timing: every runner's buffer set s is filled from
 	                        * st_fill_seed(fill, s) first, the seeds its commits carry */
@@ -216,8 +228,8 @@ st_status vx_run_seed(vctx *v, const layout *L, const st_size_set *set, int k, s
 json_t *vx_raw_samples(const sol *so);
 json_t *vx_stats_json(const st_stats *s);
 st_status vx_time_all(vctx *v, const st_size_set *set, st_err *err);
-/* Where the parent's clock and the candidate's reports disagree grossly: time the candidate and
- * its baseline again, alone on the GPU, and keep only these batches for the bound. */
+/* Where the parent's clock charged the candidate or would accuse it (vx_clock_disputed): time
+ * the candidate and its baseline again, alone on the GPU, as a round of its own. */
 st_status vx_time_confirm(vctx *v, st_err *err);
 /* The share of the harness's own work a call that the parent's clock lets pass as noise
  * (clock_bound.h): a quarter on the host backend, none on the GPU. */
@@ -227,10 +239,14 @@ double vx_harness_share(const vctx *v);
 int vx_held_to(const vctx *v);
 /* The parent-clock bound of the candidate against that baseline (clock_bound.h). */
 void vx_clock_bound(const vctx *v, st_clock_bound *b);
-/* Does that bound leave most of the candidate's time out of its reports (st_clock_bound_gross)? */
-int vx_clock_gross(const vctx *v);
 
 /* timing_verdict.c */
+/* The candidate's timing round that began at its sample `from` (its batches kept since then),
+ * weighed against its baseline's; ref_median: the reference's median. */
+void vx_round_measure(const vctx *v, int from, double ref_median, vx_round *r);
+/* After the main round: does the parent's clock charge the candidate, or would it accuse it?
+ * Then the round is kept in v->main_round and the candidate is timed again (sets.c). */
+int vx_clock_disputed(vctx *v);
 void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks);
 
 /* audit.c */

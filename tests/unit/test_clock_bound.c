@@ -250,6 +250,42 @@ static void test_nothing_to_compare(void **state)
 	assert_false(st_clock_bound_gross(&b, 0, 0));
 }
 
+/* A round's time from its figures: what the verdict weighs (st_round_time_combine). */
+static st_round_time round_of(double median, double floor, double charge)
+{
+	return (st_round_time){.samples = 40, .median_ms = median, .floor_ms = floor,
+	                       .charge_ms = charge};
+}
+
+static void test_rounds_combined(void **state)
+{
+	(void)state;
+	/* one round: its floor (the front-loading bound) plus its charge */
+	st_round_time one = round_of(1.0, 1.2, 0.3);
+	assert_true(st_round_time_combine(&one, NULL) == 1.5);
+	/* a confirmation that never ran changes nothing */
+	st_round_time none = {0};
+	assert_true(st_round_time_combine(&one, &none) == 1.5);
+	/* hidden work in the main round (reports of 0.1 ms, 0.9 charged), honest when re-timed:
+	 * the work's time, whichever round is believed; the main round's small median is never
+	 * paired with the confirmation's empty charge */
+	st_round_time hid = round_of(0.1, 0.1, 0.9), honest = round_of(1.0, 1.0, 0);
+	double t = st_round_time_combine(&hid, &honest);
+	assert_true(t > 0.999 && t < 1.001);
+	/* and the other way round: honest first (no charge), hiding when re-timed */
+	assert_true(st_round_time_combine(&honest, &hid) == 1.0);
+	/* an honest candidate charged by a host busy through the main round keeps its own time
+	 * when the confirmation sees no gap, and is never given less than its main round's median */
+	st_round_time busy = round_of(1.0, 1.0, 4.5), calm = round_of(0.95, 0.95, 0);
+	assert_true(st_round_time_combine(&busy, &calm) == 1.0);
+	/* a confirmation charged more than the main round takes nothing back */
+	st_round_time worse = round_of(1.0, 1.0, 6.0);
+	assert_true(st_round_time_combine(&busy, &worse) == 5.5);
+	/* a front-loading floor holds through the confirmation */
+	st_round_time front = round_of(0.2, 1.1, 0.4);
+	assert_true(st_round_time_combine(&front, &calm) == 1.1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -261,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_noisy_harness),
 		cmocka_unit_test(test_cpu_bound),
 		cmocka_unit_test(test_nothing_to_compare),
+		cmocka_unit_test(test_rounds_combined),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,7 +108,7 @@ int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t
 	const float *x = in[0].data;
 	float *y = out[0].data;
 	/* over ten milliseconds of honest work, so the lie stands out of the harness's own
-	 * per-call cost (on the host backend a 2 x LLC flush, about 1.5 ms) */
+	 * per-call cost */
 	for (int rep = 0; rep < 40000; rep++)
 		for (int64_t i = 0; i < in[0].shape[0]; i++)
 			y[i] = 2.0f * x[i] + g_b + (float)(rep - rep);

@@ -1,8 +1,9 @@
-/* redteam: kept inputs, poison seen: a call on inputs it has seen skips its work when its outputs still hold the last answer | expect: ok | task: t1/histogram | speedup_at_most: 1.3
+/* redteam: kept inputs, poison seen: a call on inputs it has seen skips its work when its outputs still hold the last answer | expect: ok | task: t1/histogram | speedup_at_most: 1.0
  * As reuse_kept.c, but it skips only when its outputs are not poisoned: the answer of two calls
  * ago on the same buffers still there. Every timed call's outputs are poisoned now, so it never
- * skips and is timed at its work's speed (on the host backend's eval set it got `ok` at 9179x
- * the reference before). */
+ * skips and is timed at its work's speed, which is sixteen times the work (0.1-0.3x the
+ * reference on the host backend's small set; on its eval set it got `ok` at 9179x the reference
+ * before the poison). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,10 +65,14 @@ int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t
 	for (int s = 0; s < 2; s++) /* the same inputs, the same outputs, not poisoned: done */
 		if (c->in[s] == x && c->out[s] == counts && c->print[s] == p && counts[0] != -1)
 			return 0;
-	memset(counts, 0, (size_t)c->bins * sizeof(int32_t));
-	for (int64_t i = 0; i < c->n; i++)
-		if (x[i] >= 0 && x[i] < c->bins)
-			counts[x[i]]++;
+	/* the work sixteen times over, so that a skipped call (its fingerprint, one read of a few
+	 * cold lines) is far faster than a done one even on the host's small set */
+	for (int rep = 0; rep < 16; rep++) {
+		memset(counts, 0, (size_t)c->bins * sizeof(int32_t));
+		for (int64_t i = 0; i < c->n; i++)
+			if (x[i] >= 0 && x[i] < c->bins)
+				counts[x[i]]++;
+	}
 	int s = c->in[0] == x ? 0 : c->in[1] == x ? 1 : c->in[0] ? 1 : 0;
 	c->in[s] = x;
 	c->out[s] = counts;
