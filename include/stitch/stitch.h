@@ -67,6 +67,9 @@ typedef struct st_verify_slot {
 	                              verify's figures see another's work */
 	int gpu_alone;             /* with gpu_lock: hold it exclusive from the first load on, for
 	                              a re-run of a fault seen while the GPU was shared */
+	struct st_neighbours *neighbours; /* with gpu_lock: the untrusted candidates' runners of the
+	                              verifies on that GPU (src/verify/neighbours.h), stopped while
+	                              any one of them times its baselines; NULL: none */
 	struct st_runner_pool *runner_pool; /* runners kept between verifies (src/verify/
 	                              runner_pool.h; stitch serve), or NULL: every verify starts its
 	                              own and stops them after */

@@ -392,6 +392,8 @@ st_status eval_run(eval_ctx *c, int parallel, st_err *err)
 	pthread_rwlock_init(&c->gpu_lock, NULL);
 	memset(&c->slot, 0, sizeof c->slot);
 	c->slot.gpu_lock = &c->gpu_lock;
+	if (!st_neighbours_init(&c->neighbours))
+		c->slot.neighbours = &c->neighbours;
 	c->next = c->finished = c->stop = 0;
 	c->env_status = ST_OK;
 	pthread_t th[256];
@@ -405,8 +407,11 @@ st_status eval_run(eval_ctx *c, int parallel, st_err *err)
 	for (int t = 0; t < started; t++)
 		pthread_join(th[t], NULL);
 	pthread_rwlock_destroy(&c->gpu_lock);
+	if (c->slot.neighbours)
+		st_neighbours_free(&c->neighbours);
 	pthread_mutex_destroy(&c->mu);
 	c->slot.gpu_lock = NULL;
+	c->slot.neighbours = NULL;
 	if (c->env_status)
 		return st_err_set(err, c->env_status, "%s", c->env_error);
 	return ST_OK;

@@ -6,6 +6,7 @@
  * replies (each reply paired with its request's id, a frame nobody asked for a protocol fault),
  * the hello, copying files in, and stopping and reaping; starting one is runner_start.c. */
 #include "runner_client.h"
+#include "neighbours.h"
 #include "reply.h"
 
 #include <dirent.h>
@@ -44,8 +45,17 @@ static void describe_exit(st_runner *r, int status)
 
 /* Reap the child, waiting at most a moment before killing its group. 1 when it was still alive
  * after that moment (or kill_first) and so was killed here, 0 when it had ended by itself. */
+/* Out of the neighbours' list before its process group id can be reused (neighbours.h). */
+static void leave(st_runner *r)
+{
+	if (r->neighbours && r->pid > 0)
+		st_neighbours_leave(r->neighbours, r->pid);
+	r->neighbours = NULL;
+}
+
 static int reap(st_runner *r, int kill_first)
 {
+	leave(r);
 	if (r->pid <= 0)
 		return 0;
 	if (kill_first)
@@ -148,6 +158,14 @@ int st_runner_freeze(st_runner *r)
 		struct timespec ts = {0, 50000};
 		nanosleep(&ts, NULL);
 	}
+	return 0;
+}
+
+int st_runner_join(st_runner *r, struct st_neighbours *nb)
+{
+	if (!r->alive || r->pid <= 0 || r->neighbours || st_neighbours_join(nb, r->pid))
+		return -1;
+	r->neighbours = nb;
 	return 0;
 }
 
@@ -326,6 +344,7 @@ st_status st_runner_ncu_report(st_runner *r, double timeout_s, char **text, size
 	if (!r->ncu[0])
 		return st_err_set(err, ST_E_INVALID, "the %s runner does not run under ncu", r->label);
 	st_runner_quit(r);
+	leave(r);
 	int status = 0, done = 0;
 	for (double waited = 0; r->pid > 0 && waited < timeout_s; waited += 0.05) {
 		pid_t w = waitpid(r->pid, &status, WNOHANG);
@@ -372,6 +391,7 @@ static void *reap_thread(void *arg)
 void st_runner_stop(st_runner *r)
 {
 	st_runner_quit(r);
+	leave(r); /* before a reaping thread may take its pid */
 	pthread_t t;
 	pthread_attr_t attr;
 	if (r->killed && r->pid > 0 && pthread_attr_init(&attr) == 0) {

@@ -27,6 +27,7 @@ typedef struct st_runner {
 	int protocol_fault; /* it broke the protocol (a frame nobody asked for, a wrong id, a broken
 	                     * or oversized frame, its end of the channel closed while it lived) */
 	int frozen;         /* stopped by st_runner_freeze, until the next request or thaw */
+	struct st_neighbours *neighbours; /* joined (st_runner_join): it leaves before it is reaped */
 } st_runner;
 
 #define ST_RUNNER_SANDBOX 1 /* lock it down (src/runner/sandbox.c) before any solution loads */
@@ -90,6 +91,9 @@ double st_runner_cpu_on_ms(const st_runner *r, double *waited);
  * st_runner_thaw does. */
 int st_runner_freeze(st_runner *r);
 void st_runner_thaw(st_runner *r);
+/* It joins the runners its neighbouring verifies stop while they time their baselines
+ * (neighbours.h), until it is reaped. 0, or -1 when it cannot (not alive, the list full). */
+int st_runner_join(st_runner *r, struct st_neighbours *nb);
 /* Ask it to quit and kill its group once it has answered, without waiting for it to be gone: a
  * caller with several runners quits them all first, so their device teardowns overlap. */
 void st_runner_quit(st_runner *r);

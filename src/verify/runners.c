@@ -155,6 +155,12 @@ st_status vx_load_solutions(vctx *v, st_err *err)
 			json_object_set_new(req, "hooks", json_string(hooks_path));
 		st_err e;
 		v->sols[i].touched = 1;
+		/* From its load on the candidate's code may run: the verifies it shares the GPU with
+		 * stop it while they time their baselines (neighbours.h). The list holds a runner for
+		 * each slot at most, so it has room. */
+		if (i == v->cand && !v->sols[i].trusted && v->slot->neighbours &&
+		    !(v->sols[i].flags & ST_RUNNER_NCU))
+			st_runner_join(&v->sols[i].runner, v->slot->neighbours);
 		s = st_runner_call(&v->sols[i].runner, req, -1, &rep,
 		                   vx_time_left(v, v->o->timeout_s), &e);
 		json_decref(req);

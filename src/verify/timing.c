@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/cpus.h"
 #include "common/digest.h"
+#include "verify/neighbours.h"
 #include "verify/reply.h"
 #include "verify/verify_int.h"
 
@@ -99,14 +100,33 @@ static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t s
 static int stop_candidate(vctx *v, int i)
 {
 	sol *c = &v->sols[v->cand];
-	if (i == v->cand || c->trusted || !vx_addressed(v, v->cand))
+	if (i == v->cand)
 		return 0;
+	/* and the candidates of the verifies it shares the GPU with (neighbours.h): resumed by
+	 * resume_neighbours once the batch is over */
+	int others = 0;
+	if (v->slot->neighbours && !v->neighbours_held) {
+		others = st_neighbours_stop(v->slot->neighbours, c->runner.neighbours ? c->runner.pid : 0);
+		v->neighbours_held = 1;
+		v->neighbour_stops += others;
+	}
+	if (c->trusted || !vx_addressed(v, v->cand))
+		return others > 0;
 	int seen = st_runner_freeze(&c->runner);
 	if (seen >= 0) {
 		v->stopped_batches++;
 		v->stopped_seen += seen;
 	}
-	return seen >= 0;
+	return seen >= 0 || others > 0;
+}
+
+/* The neighbours stop_candidate stopped run again. */
+void vx_resume_neighbours(vctx *v)
+{
+	const sol *c = &v->sols[v->cand];
+	if (v->neighbours_held)
+		st_neighbours_resume(v->slot->neighbours, c->runner.neighbours ? c->runner.pid : 0);
+	v->neighbours_held = 0;
 }
 
 /* A probe over 200 us is another context's time slice (a millisecond or more), not a launch
@@ -167,7 +187,7 @@ static st_status wait_quiet(vctx *v, int i, st_err *err)
 	return ST_OK;
 }
 
-static st_status time_batch(vctx *v, int i, int n, st_err *err)
+static st_status time_batch_once(vctx *v, int i, int n, st_err *err)
 {
 	sol *so = &v->sols[i];
 	int host = !strcmp(v->o->backend, "host");
@@ -249,6 +269,14 @@ static st_status time_batch(vctx *v, int i, int n, st_err *err)
 	return s;
 }
 
+/* One batch; the neighbours stopped for it run again, whatever became of it. */
+static st_status time_batch(vctx *v, int i, int n, st_err *err)
+{
+	st_status s = time_batch_once(v, i, n, err);
+	vx_resume_neighbours(v);
+	return s;
+}
+
 /* One bare round trip to the baseline's runner, the least of a few: what each batch's reply
  * costs besides its calls (clock_bound.h). A trusted runner: nothing of the candidate's can
  * make it look dearer. */
@@ -274,6 +302,7 @@ static void measure_rtt(vctx *v)
 		json_decref(rep);
 	}
 	json_decref(ping);
+	vx_resume_neighbours(v);
 	v->rtt_ms = best > 0 ? best : 0;
 }
 

@@ -229,15 +229,16 @@ static void sol_json(vctx *v, const st_size_set *set, json_t *peaks, double c, c
 }
 
 /* How the baselines were kept from the candidate: the batches timed with it stopped (and seen
- * so), and the quiet probes before them; a wait of 10 ms or more for the GPU is a flag (work the
+ * so), the neighbouring verifies' candidates stopped with it, and the quiet probes before them; a wait of 10 ms or more for the GPU is a flag (work the
  * candidate queued before its reply, or another process on the GPU: the baselines were timed
  * after it, so it cost time, not accuracy). */
 static void stopped_json(vctx *v, json_t *timing)
 {
-	if (v->stopped_batches)
+	if (v->stopped_batches || v->neighbour_stops)
 		json_object_set_new(timing, "candidate_stopped",
-		                    json_pack("{s:i,s:i}", "batches", v->stopped_batches, "seen_stopped",
-		                              v->stopped_seen));
+		                    json_pack("{s:i,s:i,s:i}", "batches", v->stopped_batches,
+		                              "seen_stopped", v->stopped_seen, "neighbours",
+		                              v->neighbour_stops));
 	if (v->quiet_checks)
 		json_object_set_new(timing, "gpu_quiet",
 		                    json_pack("{s:i,s:i,s:f,s:f}", "batches", v->quiet_checks, "waited",

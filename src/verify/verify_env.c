@@ -35,6 +35,11 @@ st_status st_verify_env_gpus(st_verify_env *v, const char *gpus, int per_gpu, co
 			int rc = st_gpu_lock_init(&v->locks[lock]);
 			if (rc)
 				return st_err_set(err, ST_E_SYSTEM, "the lock of GPU %ld: %s", g, strerror(rc));
+			if ((rc = st_neighbours_init(&v->neighbours[lock]))) {
+				pthread_rwlock_destroy(&v->locks[lock]);
+				return st_err_set(err, ST_E_SYSTEM, "the neighbours' list of GPU %ld: %s", g,
+				                  strerror(rc));
+			}
 			v->n_locks++;
 		}
 		for (int k = 0; k < per; k++) {
@@ -53,6 +58,8 @@ void st_verify_env_slot(const st_verify_env *v, int slot, st_shm_cache *shm, st_
 	memset(s, 0, sizeof *s);
 	s->devices = v->devices[slot][0] ? v->devices[slot] : NULL;
 	s->gpu_lock = v->gpu_of[slot] >= 0 ? (pthread_rwlock_t *)&v->locks[v->gpu_of[slot]] : NULL;
+	s->neighbours = v->gpu_of[slot] >= 0 ? (st_neighbours *)&v->neighbours[v->gpu_of[slot]]
+	                                     : NULL;
 	s->runner_pool = v->pool;
 	s->shm_cache = shm;
 }
@@ -61,7 +68,9 @@ void st_verify_env_free(st_verify_env *v)
 {
 	st_runner_pool_free(v->pool);
 	v->pool = NULL;
-	for (int i = 0; i < v->n_locks; i++)
+	for (int i = 0; i < v->n_locks; i++) {
 		pthread_rwlock_destroy(&v->locks[i]);
+		st_neighbours_free(&v->neighbours[i]);
+	}
 	v->n_locks = 0;
 }

@@ -10,6 +10,7 @@
 
 #include "common/st_error.h"
 #include "stitch/stitch.h"
+#include "verify/neighbours.h"
 #include "verify/runner_pool.h"
 #include "verify/shm_cache.h"
 
@@ -20,6 +21,7 @@ typedef struct st_verify_env {
 	char devices[ST_VERIFY_ENV_MAX][16]; /* per slot: its CUDA_VISIBLE_DEVICES, "" on host */
 	int gpu_of[ST_VERIFY_ENV_MAX];       /* per slot: its GPU's index into locks, or -1 */
 	pthread_rwlock_t locks[ST_VERIFY_ENV_MAX];
+	st_neighbours neighbours[ST_VERIFY_ENV_MAX]; /* per lock: its verifies' candidates */
 	int n_locks;
 	st_runner_pool *pool;                /* NULL: every verify starts its own runners */
 } st_verify_env;
@@ -34,8 +36,8 @@ void st_verify_env_host(st_verify_env *v, int n);
 st_status st_verify_env_gpus(st_verify_env *v, const char *gpus, int per_gpu, const char *what,
                              st_err *err);
 
-/* Slot `slot` as its verifies run in it: its GPU, that GPU's lock, the pool and the slot's
- * shared-memory blocks (shm, or NULL); no progress lines. */
+/* Slot `slot` as its verifies run in it: its GPU, that GPU's lock and neighbours, the pool and
+ * the slot's shared-memory blocks (shm, or NULL); no progress lines. */
 void st_verify_env_slot(const st_verify_env *v, int slot, st_shm_cache *shm, st_verify_slot *s);
 
 /* The pool and the locks; after every slot's thread has ended. */

@@ -2,8 +2,9 @@
  * alone, and it takes the GPU alone to time, so while someone holds it shared the verify gets
  * through its correctness runs but not into its timing, unless it must have the GPU alone
  * throughout (gpu_alone). On the host backend with the test task, the lock's behaviour is the
- * same as on a GPU; the check of a timed call does not hold it alone. Also the helpers of
- * stitch serve and stitch worker: the --gpus list, and the lock's writers-first rule. */
+ * same as on a GPU; the check of a timed call does not hold it alone; a neighbour's candidate is
+ * stopped while the baselines are timed and runs again after. Also the helpers of stitch serve
+ * and stitch worker: the --gpus list, and the lock's writers-first rule. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,14 +12,18 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "stitch/stitch.h"
 #include "verify/gpu_share.h"
+#include "verify/neighbours.h"
 
 typedef struct run {
 	st_verify_opts o;
@@ -35,6 +40,7 @@ typedef struct run {
 	double first_hold, first_exclusive;
 	double start_wait_s; /* the part of its waits in the start phase (starting its runners) */
 	double audit_wait_s; /* and in the audit (to check a timed call) */
+	int neighbour_stops; /* timing.candidate_stopped.neighbours */
 } run;
 
 static double now_s(void)
@@ -98,6 +104,8 @@ static void *verify_thread(void *arg)
 	r->audit_wait_s = json_number_value(
 		json_object_get(json_object_get(v, "gpu_wait_by_phase_s"), "audit"));
 	read_holds(r, json_object_get(v, "gpu_holds"));
+	r->neighbour_stops = (int)json_integer_value(json_object_get(
+		json_object_get(json_object_get(v, "timing"), "candidate_stopped"), "neighbours"));
 	json_decref(v);
 	pthread_mutex_lock(&r->mu);
 	r->done = 1;
@@ -113,7 +121,7 @@ static int get(run *r, int *field)
 	return x;
 }
 
-static void start(run *r, pthread_rwlock_t *lock, int alone, pthread_t *t)
+static void start(run *r, pthread_rwlock_t *lock, int alone, st_neighbours *nb, pthread_t *t)
 {
 	memset(r, 0, sizeof *r);
 	pthread_mutex_init(&r->mu, NULL);
@@ -126,6 +134,7 @@ static void start(run *r, pthread_rwlock_t *lock, int alone, pthread_t *t)
 	r->o.stop.max_samples = 200;
 	r->slot.gpu_lock = lock;
 	r->slot.gpu_alone = alone;
+	r->slot.neighbours = nb;
 	r->slot.progress = on_progress;
 	r->slot.progress_arg = r;
 	assert_int_equal(pthread_create(t, NULL, verify_thread, r), 0);
@@ -146,7 +155,7 @@ static void blocked_from_the_start(int held_alone, int verify_alone)
 		pthread_rwlock_rdlock(&lock); /* another verify's correctness runs */
 	run r;
 	pthread_t t;
-	start(&r, &lock, verify_alone, &t);
+	start(&r, &lock, verify_alone, NULL, &t);
 	/* Compiling and starting runners take no GPU, and on a busy host can take a second: the
 	 * second of waiting counts from when the verify first needs the GPU. */
 	WAIT_FOR(get(&r, &r.compiled_lines) >= 1, 60);
@@ -190,7 +199,7 @@ static void test_timing_waits_for_sharers(void **state)
 	pthread_rwlock_rdlock(&lock); /* another verify's correctness runs */
 	run r;
 	pthread_t t;
-	start(&r, &lock, 0, &t);
+	start(&r, &lock, 0, NULL, &t);
 	WAIT_FOR(get(&r, &r.correct_lines) > 0, 60);
 	assert_int_equal(get(&r, &r.correct_lines), 1); /* correctness runs share the GPU... */
 	sleep(1);
@@ -229,7 +238,7 @@ static void test_timed_call_checked_after_letting_go(void **state)
 	assert_int_equal(st_gpu_lock_init(&lock), 0);
 	run r;
 	pthread_t t;
-	start(&r, &lock, 0, &t);
+	start(&r, &lock, 0, NULL, &t);
 	WAIT_FOR(get(&r, &r.timing_lines) > 0, 60);
 	assert_int_equal(get(&r, &r.timing_lines), 1);
 	pthread_rwlock_wrlock(&lock); /* once its samples are taken */
@@ -241,6 +250,65 @@ static void test_timed_call_checked_after_letting_go(void **state)
 	assert_string_equal(r.verdict_status, "ok");
 	assert_true(r.holds_ordered);
 	assert_true(r.audit_wait_s >= 0.9);
+	pthread_rwlock_destroy(&lock);
+}
+
+/* A process asleep in its own group, as a neighbouring verify's candidate runner between two
+ * requests; its /proc state letter. */
+static pid_t neighbour_child(void)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion must not leave it behind */
+		for (;;)
+			pause();
+	}
+	setpgid(pid, pid);
+	return pid;
+}
+
+static char state_of(pid_t pid)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return '?';
+	const char *p = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+	fclose(f);
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/* A neighbouring verify's candidate (a process on the GPU's list) is stopped while this verify
+ * times its baselines, runs again after each batch, and is left running when it is done; the
+ * verdict counts the stops. */
+static void test_neighbour_stopped_while_baselines_timed(void **state)
+{
+	(void)state;
+	pthread_rwlock_t lock;
+	assert_int_equal(st_gpu_lock_init(&lock), 0);
+	st_neighbours nb;
+	assert_int_equal(st_neighbours_init(&nb), 0);
+	pid_t other = neighbour_child();
+	assert_int_equal(st_neighbours_join(&nb, other), 0);
+	run r;
+	pthread_t t;
+	start(&r, &lock, 0, &nb, &t);
+	int seen_stopped = 0;
+	while (!get(&r, &r.done)) {
+		seen_stopped += state_of(other) == 'T';
+		usleep(200);
+	}
+	pthread_join(t, NULL);
+	assert_string_equal(r.verdict_status, "ok");
+	assert_true(r.neighbour_stops >= 2); /* the reference's and the expert's batches */
+	assert_true(seen_stopped > 0);
+	usleep(20000);
+	assert_true(state_of(other) != 'T'); /* running again (asleep) */
+	kill(-other, SIGKILL);
+	waitpid(other, NULL, 0);
+	st_neighbours_free(&nb);
 	pthread_rwlock_destroy(&lock);
 }
 
@@ -304,6 +372,7 @@ int main(void)
 		cmocka_unit_test(test_gpu_list),
 		cmocka_unit_test(test_lock_writers_first),
 		cmocka_unit_test(test_timed_call_checked_after_letting_go),
+		cmocka_unit_test(test_neighbour_stopped_while_baselines_timed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
