@@ -192,6 +192,11 @@ int cmd_redteam(int argc, char **argv)
 		}
 	}
 	closedir(d);
+	if (!n) {
+		st_cli_error("redteam: no red-team files (*%s, the %s backend's) in %s", ext,
+		             host ? "host" : "cuda", dir);
+		return ST_EXIT_USAGE;
+	}
 	qsort(files, (size_t)n, sizeof files[0], by_name);
 
 	json_t *all = json_array();

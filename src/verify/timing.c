@@ -96,14 +96,15 @@ static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t s
  * candidate that kept a CPU busy, or the GPU, whenever it was not timed (a hook on the runner's
  * receive, a thread) would slow its baselines and so raise its own speedup and the harness cost
  * its batches are held to. Its next request thaws it. Stopped, nothing of it runs on a CPU or
- * launches; GPU work it queued before is waited out (wait_quiet). 1 when it was stopped. */
+ * launches; GPU work it queued before is waited out (wait_quiet). 1 when it, or a neighbour's,
+ * was stopped. */
 static int stop_candidate(vctx *v, int i)
 {
 	sol *c = &v->sols[v->cand];
 	if (i == v->cand)
 		return 0;
-	/* and the candidates of the verifies it shares the GPU with (neighbours.h): resumed by
-	 * resume_neighbours once the batch is over */
+	/* and the candidates of the verifies it shares the GPU with (neighbours.h), until
+	 * vx_resume_neighbours once the batch is over */
 	int others = 0;
 	if (v->slot->neighbours && !v->neighbours_held) {
 		others = st_neighbours_stop(v->slot->neighbours, c->runner.neighbours ? c->runner.pid : 0);

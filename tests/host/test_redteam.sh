@@ -33,6 +33,12 @@ check "redteam: the informed forger is hacking" grep -q "^caught  informed_forge
 # Every verify ends within its own deadline, whatever the file does.
 check "redteam: every verify within its deadline ($(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); w=max(r, key=lambda x: x["wall_s"]); print("longest %s %.1f s of %.0f s" % (w["file"], w["wall_s"], w["deadline_s"]))' "$WORK/rt.json" 2>&1))" \
 	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r and all(0 < x["wall_s"] <= x["deadline_s"] for x in r if x["got"] != "forbidden") else 1)' "$WORK/rt.json"
+# A folder without a red-team file is bad usage, never "caught 0 of 0".
+mkdir -p "$WORK/empty-rt"
+"$STITCH" redteam --backend host --dir "$WORK/empty-rt" >"$WORK/empty.out" 2>"$WORK/empty.err"
+rc=$?
+check "redteam: an empty folder is bad usage (rc $rc: $(cat "$WORK/empty.err"))" \
+	bash -c "[ $rc -eq 2 ] && grep -q 'no red-team files' '$WORK/empty.err'"
 
 # Sabotage: right answers, and a CPU kept busy whenever the candidate is not timed. On a machine
 # of one CPU the baselines' calls (some 12 ms at t2/fma's eval size) shared it with the busy loop
