@@ -151,6 +151,29 @@ static void usage(FILE *f)
 	           "      3 environment (no GPU, no compiler)\n");
 }
 
+/* The files of `dir` ending in `ext`, by name, into files[0..max) (strdup'd): how many, or -1
+ * (said) when the folder cannot be read. */
+static int list_files(const char *dir, const char *ext, char **files, int max)
+{
+	DIR *d = opendir(dir);
+	if (!d) {
+		st_cli_error("redteam: cannot open %s", dir);
+		return -1;
+	}
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d)) && n < max;) {
+		size_t l = strlen(e->d_name), el = strlen(ext);
+		if (l > el && !strcmp(e->d_name + l - el, ext)) {
+			char p[4800];
+			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+			files[n++] = strdup(p);
+		}
+	}
+	closedir(d);
+	qsort(files, (size_t)n, sizeof files[0], by_name);
+	return n;
+}
+
 int cmd_redteam(int argc, char **argv)
 {
 	if (st_cli_wants_help(argc, argv)) {
@@ -175,29 +198,16 @@ int cmd_redteam(int argc, char **argv)
 		snprintf(dbuf, sizeof dbuf, "%s/tests/redteam/%s", st_home(), host ? "host" : "cuda");
 		dir = dbuf;
 	}
-	DIR *d = opendir(dir);
-	if (!d) {
-		st_cli_error("redteam: cannot open %s", dir);
-		return ST_EXIT_USAGE;
-	}
 	char *files[512];
-	int n = 0;
 	const char *ext = host ? ".c" : ".cu";
-	for (struct dirent *e; (e = readdir(d)) && n < 512;) {
-		size_t l = strlen(e->d_name), el = strlen(ext);
-		if (l > el && !strcmp(e->d_name + l - el, ext)) {
-			char p[4800];
-			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-			files[n++] = strdup(p);
-		}
-	}
-	closedir(d);
+	int n = list_files(dir, ext, files, 512);
+	if (n < 0)
+		return ST_EXIT_USAGE;
 	if (!n) {
 		st_cli_error("redteam: no red-team files (*%s, the %s backend's) in %s", ext,
 		             host ? "host" : "cuda", dir);
 		return ST_EXIT_USAGE;
 	}
-	qsort(files, (size_t)n, sizeof files[0], by_name);
 
 	json_t *all = json_array();
 	int caught = 0, rc = ST_EXIT_OK;

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@ static pid_t busy_child(void)
 	pid_t pid = fork();
 	if (pid == 0) {
 		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion must not leave it spinning */
 		pthread_t t;
 		pthread_create(&t, NULL, spin, NULL);
 		spin(NULL);
