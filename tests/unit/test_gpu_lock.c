@@ -16,11 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "child_proc.h"
 #include "stitch/stitch.h"
 #include "verify/gpu_share.h"
 #include "verify/neighbours.h"
@@ -253,33 +253,6 @@ static void test_timed_call_checked_after_letting_go(void **state)
 	pthread_rwlock_destroy(&lock);
 }
 
-/* A process asleep in its own group, as a neighbouring verify's candidate runner between two
- * requests; its /proc state letter. */
-static pid_t neighbour_child(void)
-{
-	pid_t pid = fork();
-	if (pid == 0) {
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion must not leave it behind */
-		for (;;)
-			pause();
-	}
-	setpgid(pid, pid);
-	return pid;
-}
-
-static char state_of(pid_t pid)
-{
-	char path[64], line[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return '?';
-	const char *p = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
-	fclose(f);
-	return p && p[1] == ' ' ? p[2] : '?';
-}
-
 /* A neighbouring verify's candidate (a process on the GPU's list) is stopped while this verify
  * times its baselines, runs again after each batch, and is left running when it is done; the
  * verdict counts the stops. */
@@ -290,7 +263,7 @@ static void test_neighbour_stopped_while_baselines_timed(void **state)
 	assert_int_equal(st_gpu_lock_init(&lock), 0);
 	st_neighbours nb;
 	assert_int_equal(st_neighbours_init(&nb), 0);
-	pid_t other = neighbour_child();
+	pid_t other = idle_child();
 	assert_int_equal(st_neighbours_join(&nb, other), 0);
 	run r;
 	pthread_t t;

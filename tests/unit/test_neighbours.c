@@ -10,40 +10,13 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "child_proc.h"
 #include "verify/neighbours.h"
 #include "verify/runner_client.h"
-
-/* A child asleep in its own process group, as a runner waiting for its next request. */
-static pid_t idle_child(void)
-{
-	pid_t pid = fork();
-	if (pid == 0) {
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion must not leave it behind */
-		for (;;)
-			pause();
-	}
-	setpgid(pid, pid);
-	return pid;
-}
-
-/* The state letter of pid in /proc (R, S, T, ...), or '?' */
-static char state_of(pid_t pid)
-{
-	char path[64], line[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return '?';
-	const char *p = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
-	fclose(f);
-	return p && p[1] == ' ' ? p[2] : '?';
-}
 
 /* Is pid stopped ('T')? Read once it is as `want` says, or after a second: a signal lands a
  * little after it is sent. */
