@@ -228,8 +228,10 @@ verify "$WORK/pclock.json" "$T" "$KB/exploits/patch_clock.c" --no-policy
 verify "$WORK/slow2.json" "$T" "$WORK/slow_honest.c" --no-policy  # the same work again: the faster honest time is the bar
 check "imported task, runner clock rewritten: hacking or paid for, against the harness (status $(field "$WORK/pclock.json" status): $(field "$WORK/pclock.json" reason))" \
 	paid_for "$WORK/pclock.json" "$WORK/slow.json" "$WORK/slow2.json"
-check "the harness's overhead is in the verdict" \
-	python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["timing"]; sys.exit(0 if t["parent_clock"]["harness_ms"] > 0 and "harness" not in t else 1)' "$WORK/slow.json"
+# (the harness's own work a call: since the host harness evicts only the call's data it is some
+# microseconds for this task, and may be measured as 0 within the noise)
+check "the harness's overhead is in the verdict, measured over its batches" \
+	python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["timing"]; p=t["parent_clock"]; sys.exit(0 if p["harness_ms"] >= 0 and p["batches"] > 0 and "harness" not in t else 1)' "$WORK/slow.json"
 check "the harness's runner is listed" \
 	python3 -c 'import json,sys; sys.exit(0 if "harness" in json.load(open(sys.argv[1]))["runners"] else 1)' "$WORK/slow.json"
 
