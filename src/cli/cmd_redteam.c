@@ -5,9 +5,9 @@
  *       [| speedup_at_most: X] [| options: --no-policy]
  * `speedup_at_most` is for an exploit whose answers are right but whose aim is a speedup it has
  * not earned (slowing its baselines, hiding its time): an `ok` is caught only when its speedup
- * over the reference is at most X too. `--no-policy` runs the file with the source check off, for exploits whose point is that
- * the runtime defences hold on their own (a forged protocol frame, a closed channel). A file
- * without a readable header is a failure, never a skip. */
+ * over the reference is at most X too. `--no-policy` runs the file with the source check off,
+ * for exploits whose point is that the runtime defences hold on their own (a forged protocol
+ * frame, a closed channel). A file without a readable header is a failure, never a skip. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -143,7 +143,6 @@ static st_status measure_set(vctx *v, const st_size_set *set, const layout *L, i
 		v->clock_confirmed = 1;
 		s = vx_time_confirm(v, err);
 	}
-	vx_resume_neighbours(v); /* every batch resumes them; this is for a path that did not */
 	if (timed)
 		vx_phase(v, "timing");
 	/* The audit of timed calls (a run of the reference, then a comparison on the CPU) measures

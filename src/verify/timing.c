@@ -104,7 +104,7 @@ static int stop_candidate(vctx *v, int i)
 	if (i == v->cand)
 		return 0;
 	/* and the candidates of the verifies it shares the GPU with (neighbours.h), until
-	 * vx_resume_neighbours once the batch is over */
+	 * resume_neighbours once the batch or round trip is over */
 	int others = 0;
 	if (v->slot->neighbours && !v->neighbours_held) {
 		others = st_neighbours_stop(v->slot->neighbours, c->runner.neighbours ? c->runner.pid : 0);
@@ -121,8 +121,8 @@ static int stop_candidate(vctx *v, int i)
 	return seen >= 0 || others > 0;
 }
 
-/* The neighbours stop_candidate stopped run again. */
-void vx_resume_neighbours(vctx *v)
+/* The neighbours stop_candidate stopped run again (a no-op when none is stopped). */
+static void resume_neighbours(vctx *v)
 {
 	const sol *c = &v->sols[v->cand];
 	if (v->neighbours_held)
@@ -274,7 +274,7 @@ static st_status time_batch_once(vctx *v, int i, int n, st_err *err)
 static st_status time_batch(vctx *v, int i, int n, st_err *err)
 {
 	st_status s = time_batch_once(v, i, n, err);
-	vx_resume_neighbours(v);
+	resume_neighbours(v);
 	return s;
 }
 
@@ -303,7 +303,7 @@ static void measure_rtt(vctx *v)
 		json_decref(rep);
 	}
 	json_decref(ping);
-	vx_resume_neighbours(v);
+	resume_neighbours(v);
 	v->rtt_ms = best > 0 ? best : 0;
 }
 

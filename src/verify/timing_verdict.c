@@ -229,9 +229,10 @@ static void sol_json(vctx *v, const st_size_set *set, json_t *peaks, double c, c
 }
 
 /* How the baselines were kept from the candidate: the batches timed with it stopped (and seen
- * so), the neighbouring verifies' candidates stopped with it, and the quiet probes before them; a wait of 10 ms or more for the GPU is a flag (work the
- * candidate queued before its reply, or another process on the GPU: the baselines were timed
- * after it, so it cost time, not accuracy). */
+ * so), the neighbouring verifies' candidates stopped with it, and the quiet probes before them;
+ * a wait of 10 ms or more for the GPU is a flag (work the candidate queued before its reply, or
+ * another process on the GPU: the baselines were timed after it, so it cost time, not
+ * accuracy). */
 static void stopped_json(vctx *v, json_t *timing)
 {
 	if (v->stopped_batches || v->neighbour_stops)

@@ -148,7 +148,7 @@ typedef struct vctx {
 	int stopped_seen;      /* of those, the ones where it was seen stopped */
 	int neighbour_stops;   /* the neighbouring verifies' candidates stopped for those, summed
 	                        * over the batches (neighbours.h) */
-	int neighbours_held;   /* they are stopped now, until vx_resume_neighbours */
+	int neighbours_held;   /* they are stopped now, until the batch is over (timing.c) */
 	int quiet_checks;      /* the baselines' batches begun after a quiet probe (timing.c) */
 	int quiet_waits;       /* of those, the ones that waited over 1 ms for the GPU */
 	double quiet_wait_ms;  /* their waits in all, and the longest */
@@ -231,9 +231,6 @@ st_status vx_run_seed(vctx *v, const layout *L, const st_size_set *set, int k, s
 json_t *vx_raw_samples(const sol *so);
 json_t *vx_stats_json(const st_stats *s);
 st_status vx_time_all(vctx *v, const st_size_set *set, st_err *err);
-/* The neighbouring verifies' candidates stopped for a baseline's batch run again (a no-op when
- * none is stopped). */
-void vx_resume_neighbours(vctx *v);
 /* Where the parent's clock charged the candidate or would accuse it (vx_clock_disputed): time
  * the candidate and its baseline again, alone on the GPU, as a round of its own. */
 st_status vx_time_confirm(vctx *v, st_err *err);
