@@ -96,22 +96,21 @@ static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t s
  * candidate that kept a CPU busy, or the GPU, whenever it was not timed (a hook on the runner's
  * receive, a thread) would slow its baselines and so raise its own speedup and the harness cost
  * its batches are held to. Its next request thaws it. Stopped, nothing of it runs on a CPU or
- * launches; GPU work it queued before is waited out (wait_quiet). 1 when it, or a neighbour's,
- * was stopped. */
-static int stop_candidate(vctx *v, int i)
+ * launches; GPU work it queued before is waited out (wait_quiet). The candidates of the verifies
+ * this one shares the GPU with (neighbours.h) are stopped before every batch, the candidate's
+ * own too: one that kept the GPU busy would slow another's candidate, a lower reward for it (and
+ * under a group-relative reward a higher one for the saboteur). 1 when anything was stopped. */
+static int stop_others(vctx *v, int i)
 {
 	sol *c = &v->sols[v->cand];
-	if (i == v->cand)
-		return 0;
-	/* and the candidates of the verifies it shares the GPU with (neighbours.h), until
-	 * resume_neighbours once the batch or round trip is over */
+	/* until resume_neighbours once the batch or round trip is over */
 	int others = 0;
 	if (v->slot->neighbours && !v->neighbours_held) {
 		others = st_neighbours_stop(v->slot->neighbours, c->runner.neighbours ? c->runner.pid : 0);
 		v->neighbours_held = 1;
 		v->neighbour_stops += others;
 	}
-	if (c->trusted || !vx_addressed(v, v->cand))
+	if (i == v->cand || c->trusted || !vx_addressed(v, v->cand))
 		return others > 0;
 	int seen = st_runner_freeze(&c->runner);
 	if (seen >= 0) {
@@ -121,7 +120,7 @@ static int stop_candidate(vctx *v, int i)
 	return seen >= 0 || others > 0;
 }
 
-/* The neighbours stop_candidate stopped run again (a no-op when none is stopped). */
+/* The neighbours stop_others stopped run again (a no-op when none is stopped). */
 static void resume_neighbours(vctx *v)
 {
 	const sol *c = &v->sols[v->cand];
@@ -140,11 +139,14 @@ static void resume_neighbours(vctx *v)
  * the baseline's (a long one queued in a hook on its reply slowed t1/topk's reference from 3.8
  * to 6.3 ms a call on the H200). The baseline's runner probes the GPU until no other context
  * holds it, outside the batch's window, for as long as the verify's deadline allows: work
- * queued ahead costs the candidate its deadline, never its baselines' speed. When the deadline
- * comes first the verdict is `timeout`. */
+ * queued ahead costs the candidate its deadline, never its baselines' speed. The candidate's
+ * runner does the same before its own batch when neighbours were stopped for it (their queued
+ * kernels; a candidate that lies in its probe's reply only loses its own time). When the
+ * deadline comes first the verdict is `timeout`. */
 static st_status wait_quiet(vctx *v, int i, st_err *err)
 {
 	sol *so = &v->sols[i];
+	vx_quiet *q = &v->quiet[i == v->cand];
 	double waited = 0;
 	for (int quiet = 0; !quiet;) {
 		json_t *req = json_pack("{s:s,s:f,s:f,s:i}", "op", "quiet", "within_ms",
@@ -167,24 +169,25 @@ static st_status wait_quiet(vctx *v, int i, st_err *err)
 		waited += ms;
 		/* a chunk's worth of waiting (5 s) at a time: whoever waits sees why */
 		if (!quiet && !vx_past_deadline(v))
-			vx_progress(v, "the GPU has been busy with another context for %.0f s (work the "
-			            "candidate queued before it was stopped, or another process): the %s's "
-			            "batch waits for it, at most until the verify's deadline",
+			vx_progress(v, "the GPU has been busy with another context for %.0f s (work queued "
+			            "before a candidate was stopped, or another process): the %s's batch "
+			            "waits for it, at most until the verify's deadline",
 			            waited / 1e3, vx_role_of(v, i));
 		if (!quiet && vx_past_deadline(v)) {
 			vx_fail(v, "timeout", "timing: the GPU stayed busy with another context for %.1f s "
-			        "before a baseline's batch while the candidate was stopped (work it queued "
-			        "before its reply, or another process): the verify reached its deadline",
-			        waited / 1e3);
+			        "before the %s's batch while the candidate%s stopped (work queued before "
+			        "the stop, or another process): the verify reached its deadline",
+			        waited / 1e3, vx_role_of(v, i),
+			        i == v->cand ? "s of the verifies sharing the GPU were" : " was");
 			break;
 		}
 	}
-	v->quiet_checks++;
-	v->quiet_wait_ms += waited;
+	q->checks++;
+	q->wait_ms += waited;
 	if (waited > 1.0)
-		v->quiet_waits++;
-	if (waited > v->quiet_max_ms)
-		v->quiet_max_ms = waited;
+		q->waits++;
+	if (waited > q->max_ms)
+		q->max_ms = waited;
 	return ST_OK;
 }
 
@@ -193,7 +196,7 @@ static st_status time_batch_once(vctx *v, int i, int n, st_err *err)
 	sol *so = &v->sols[i];
 	int host = !strcmp(v->o->backend, "host");
 	/* a probe that failed a baseline, or the deadline, ends its batches here */
-	if (stop_candidate(v, i) && !host) {
+	if (stop_others(v, i) && !host) {
 		st_status s = wait_quiet(v, i, err);
 		if (s || v->verdict_final || !vx_addressed(v, i))
 			return s;
@@ -286,7 +289,7 @@ static void measure_rtt(vctx *v)
 	int b = vx_held_to(v);
 	if (b < 0 || !vx_addressed(v, b))
 		return;
-	stop_candidate(v, b);
+	stop_others(v, b);
 	json_t *ping = json_pack("{s:s}", "op", "ping");
 	double best = -1;
 	for (int k = 0; k < 5; k++) {

@@ -228,11 +228,17 @@ static void sol_json(vctx *v, const st_size_set *set, json_t *peaks, double c, c
 	json_object_set_new(v->verdict, "sol", sol_j);
 }
 
+static json_t *quiet_json(const vx_quiet *q)
+{
+	return json_pack("{s:i,s:i,s:f,s:f}", "batches", q->checks, "waited", q->waits, "wait_ms",
+	                 q->wait_ms, "max_wait_ms", q->max_ms);
+}
+
 /* How the baselines were kept from the candidate: the batches timed with it stopped (and seen
- * so), the neighbouring verifies' candidates stopped with it, and the quiet probes before them;
- * a wait of 10 ms or more for the GPU is a flag (work the candidate queued before its reply, or
- * another process on the GPU: the baselines were timed after it, so it cost time, not
- * accuracy). */
+ * so), the neighbouring verifies' candidates stopped for every batch, and the quiet probes
+ * before the baselines' batches and, after neighbours were stopped, the candidate's; a wait of
+ * 10 ms or more for the GPU is a flag (work queued before a stop, or another process on the GPU:
+ * the batch was timed after it, so it cost time, not accuracy). */
 static void stopped_json(vctx *v, json_t *timing)
 {
 	if (v->stopped_batches || v->neighbour_stops)
@@ -240,13 +246,16 @@ static void stopped_json(vctx *v, json_t *timing)
 		                    json_pack("{s:i,s:i,s:i}", "batches", v->stopped_batches,
 		                              "seen_stopped", v->stopped_seen, "neighbours",
 		                              v->neighbour_stops));
-	if (v->quiet_checks)
-		json_object_set_new(timing, "gpu_quiet",
-		                    json_pack("{s:i,s:i,s:f,s:f}", "batches", v->quiet_checks, "waited",
-		                              v->quiet_waits, "wait_ms", v->quiet_wait_ms, "max_wait_ms",
-		                              v->quiet_max_ms));
-	if (v->quiet_max_ms >= 10)
+	if (v->quiet[0].checks || v->quiet[1].checks) {
+		json_t *q = quiet_json(&v->quiet[0]);
+		if (v->quiet[1].checks)
+			json_object_set_new(q, "candidate", quiet_json(&v->quiet[1]));
+		json_object_set_new(timing, "gpu_quiet", q);
+	}
+	if (v->quiet[0].max_ms >= 10)
 		vx_flag(v, "baselines_waited_for_gpu");
+	if (v->quiet[1].max_ms >= 10)
+		vx_flag(v, "candidate_waited_for_gpu");
 }
 
 void vx_timing_verdict(vctx *v, const st_size_set *set, json_t *peaks)

@@ -98,6 +98,13 @@ typedef struct vx_round {
 	int binds;             /* the front-loading bound raised its time */
 } vx_round;
 
+/* The batches begun after a quiet probe (timing.c), those that waited over 1 ms for the GPU,
+ * their waits in all and the longest. */
+typedef struct vx_quiet {
+	int checks, waits;
+	double wait_ms, max_ms;
+} vx_quiet;
+
 typedef struct vctx {
 	const st_task *task;
 	const st_verify_opts *o;
@@ -146,13 +153,11 @@ typedef struct vctx {
 	int stopped_batches;   /* the baselines' batches and round trips timed with the candidate's
 	                        * runner asked to stop (timing.c, stop_candidate) */
 	int stopped_seen;      /* of those, the ones where it was seen stopped */
-	int neighbour_stops;   /* the neighbouring verifies' candidates stopped for those, summed
-	                        * over the batches (neighbours.h) */
+	int neighbour_stops;   /* the neighbouring verifies' candidates stopped for every batch
+	                        * (the candidate's own too) and round trip, summed (neighbours.h) */
 	int neighbours_held;   /* they are stopped now, until the batch is over (timing.c) */
-	int quiet_checks;      /* the baselines' batches begun after a quiet probe (timing.c) */
-	int quiet_waits;       /* of those, the ones that waited over 1 ms for the GPU */
-	double quiet_wait_ms;  /* their waits in all, and the longest */
-	double quiet_max_ms;
+	vx_quiet quiet[2];     /* the quiet probes before the baselines' batches [0] and before the
+	                        * candidate's [1], those after neighbours were stopped (timing.c) */
 } vctx;
 
 /* verify.c: st_verify, and for the ncu pass (under_ncu = 1) the same verify with the

@@ -3,7 +3,7 @@
  * through its correctness runs but not into its timing, unless it must have the GPU alone
  * throughout (gpu_alone). On the host backend with the test task, the lock's behaviour is the
  * same as on a GPU; the check of a timed call does not hold it alone; a neighbour's candidate is
- * stopped while the baselines are timed and runs again after. Also the helpers of stitch serve
+ * stopped while any solution is timed and runs again after. Also the helpers of stitch serve
  * and stitch worker: the --gpus list, and the lock's writers-first rule. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,6 +41,7 @@ typedef struct run {
 	double start_wait_s; /* the part of its waits in the start phase (starting its runners) */
 	double audit_wait_s; /* and in the audit (to check a timed call) */
 	int neighbour_stops; /* timing.candidate_stopped.neighbours */
+	int stopped_batches; /* timing.candidate_stopped.batches: the baselines' */
 } run;
 
 static double now_s(void)
@@ -104,8 +105,9 @@ static void *verify_thread(void *arg)
 	r->audit_wait_s = json_number_value(
 		json_object_get(json_object_get(v, "gpu_wait_by_phase_s"), "audit"));
 	read_holds(r, json_object_get(v, "gpu_holds"));
-	r->neighbour_stops = (int)json_integer_value(json_object_get(
-		json_object_get(json_object_get(v, "timing"), "candidate_stopped"), "neighbours"));
+	json_t *stopped = json_object_get(json_object_get(v, "timing"), "candidate_stopped");
+	r->neighbour_stops = (int)json_integer_value(json_object_get(stopped, "neighbours"));
+	r->stopped_batches = (int)json_integer_value(json_object_get(stopped, "batches"));
 	json_decref(v);
 	pthread_mutex_lock(&r->mu);
 	r->done = 1;
@@ -254,9 +256,9 @@ static void test_timed_call_checked_after_letting_go(void **state)
 }
 
 /* A neighbouring verify's candidate (a process on the GPU's list) is stopped while this verify
- * times its baselines, runs again after each batch, and is left running when it is done; the
- * verdict counts the stops. */
-static void test_neighbour_stopped_while_baselines_timed(void **state)
+ * times its baselines and its own candidate, runs again after each batch, and is left running
+ * when it is done; the verdict counts the stops. */
+static void test_neighbour_stopped_while_timed(void **state)
 {
 	(void)state;
 	pthread_rwlock_t lock;
@@ -275,7 +277,9 @@ static void test_neighbour_stopped_while_baselines_timed(void **state)
 	}
 	pthread_join(t, NULL);
 	assert_string_equal(r.verdict_status, "ok");
-	assert_true(r.neighbour_stops >= 2); /* the reference's and the expert's batches */
+	assert_true(r.stopped_batches >= 2); /* the reference's and the expert's batches */
+	/* one neighbour: stopped for those and for each of the candidate's own batches */
+	assert_true(r.neighbour_stops > r.stopped_batches);
 	assert_true(seen_stopped > 0);
 	usleep(20000);
 	assert_true(state_of(other) != 'T'); /* running again (asleep) */
@@ -345,7 +349,7 @@ int main(void)
 		cmocka_unit_test(test_gpu_list),
 		cmocka_unit_test(test_lock_writers_first),
 		cmocka_unit_test(test_timed_call_checked_after_letting_go),
-		cmocka_unit_test(test_neighbour_stopped_while_baselines_timed),
+		cmocka_unit_test(test_neighbour_stopped_while_timed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
