@@ -151,7 +151,7 @@ typedef struct vctx {
 	                        * timing: every runner's buffer set s is filled from
 	                        * st_fill_seed(fill, s) first, the seeds its commits carry */
 	int stopped_batches;   /* the baselines' batches and round trips timed with the candidate's
-	                        * runner asked to stop (timing.c, stop_candidate) */
+	                        * runner asked to stop (timing.c, stop_others) */
 	int stopped_seen;      /* of those, the ones where it was seen stopped */
 	int neighbour_stops;   /* the neighbouring verifies' candidates stopped for every batch
 	                        * (the candidate's own too) and round trip, summed (neighbours.h) */
