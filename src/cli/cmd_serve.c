@@ -38,7 +38,7 @@ static void own_table(st_serve_opts *o, const char **suite, int *body_max, doubl
 		{ST_OPT_INT, .name = "per-gpu", 0, &o->per_gpu, "N",
 		 "cuda: workers per GPU; with more than one they overlap their\n"
 		 "correctness runs and take the GPU alone to time and profile,\n"
-		 "stopping the others' candidates while they time baselines;\n"
+		 "stopping the others' candidates while they time;\n"
 		 "a runtime error seen while sharing is verified again alone", 1, 1e6, .unset = "1"},
 		{ST_OPT_INT, .name = "compilers", 0, &o->compilers, "N", "compile pool threads", 1, 1e6,
 		 .unset = "half the CPUs it may use"},

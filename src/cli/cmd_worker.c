@@ -43,7 +43,7 @@ static void own_table(const char **url, double *reclaim_s, double *cap_gib, work
 		{ST_OPT_INT, .name = "per-gpu", 0, &a->per_gpu, "N",
 		 "cuda: pipelines per GPU (they share the GPU for correctness\n"
 		 "runs and take it alone to time, stopping the others'\n"
-		 "candidates while they time baselines), 1 to 4096", 1, 4096},
+		 "candidates while they time), 1 to 4096", 1, 4096},
 		{ST_OPT_INT, .name = "workers", 0, &a->host_workers, "N",
 		 "host backend: pipelines, 1 to 4096", 1, 4096},
 		{ST_OPT_DOUBLE, .name = "reclaim-after", 0, reclaim_s, "S",

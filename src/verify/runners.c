@@ -156,7 +156,7 @@ st_status vx_load_solutions(vctx *v, st_err *err)
 		st_err e;
 		v->sols[i].touched = 1;
 		/* From its load on the candidate's code may run: the verifies it shares the GPU with
-		 * stop it while they time their baselines (neighbours.h). The list holds a runner for
+		 * stop it while they time (neighbours.h). The list holds a runner for
 		 * each slot at most, so it has room. */
 		if (i == v->cand && !v->sols[i].trusted && v->slot->neighbours &&
 		    !(v->sols[i].flags & ST_RUNNER_NCU))
