@@ -133,6 +133,28 @@ finish() {
 	[ "$FAILED" -eq 0 ]
 }
 
+# gpu_arch: sm_XY of the first GPU nvidia-smi lists (sm_90 where it does not say).
+gpu_arch() {
+	local cc
+	cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
+	echo "sm_${cc:-90}"
+}
+
+# selftest NAME SOURCE ARCH [NVCC ARGS...]: builds tests/gpu/SOURCE (a GPU self-test that
+# includes a solution file) for ARCH into $WORK/NAME (one check), runs it with `bench` for 5
+# minutes at most and prints what both said; the run's exit code in RC, its output in
+# $WORK/NAME.log.
+selftest() {
+	local name=$1 src=$2 arch=$3
+	shift 3
+	nvcc -std=c++17 -arch="$arch" -I"$STITCH_SRC/include" -o "$WORK/$name" "$STITCH_SRC/tests/gpu/$src" \
+		"$@" >"$WORK/$name.nvcc" 2>&1
+	check "$src builds for $arch" [ $? -eq 0 ]
+	timeout 300 "$WORK/$name" bench >"$WORK/$name.log" 2>&1
+	RC=$?
+	cat "$WORK/$name.nvcc" "$WORK/$name.log"
+}
+
 # wait_for SECONDS COMMAND...: until the command succeeds (polling every 0.05 s); non-zero on
 # time-out.
 wait_for() {

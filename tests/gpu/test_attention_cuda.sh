@@ -14,13 +14,8 @@ if [ "$major" != 9 ]; then
 	exit 77
 fi
 for d in 64 128; do
-	nvcc -std=c++17 -arch=sm_90a -I"$STITCH_SRC/include" -DSELFTEST_D=$d -o "$WORK/wst$d" \
-		"$STITCH_SRC/tests/gpu/wgmma_selftest.cu" >"$WORK/nvcc$d.log" 2>&1
-	check "the D = $d self-test builds for sm_90a" [ $? -eq 0 ]
-	timeout 300 "$WORK/wst$d" bench >"$WORK/wst$d.log" 2>&1
-	rc=$?
-	cat "$WORK/nvcc$d.log" "$WORK/wst$d.log"
-	check "D = $d: every tile case and every whole call matches the host (exit $rc)" [ "$rc" -eq 0 ]
+	selftest "wst$d" wgmma_selftest.cu sm_90a -DSELFTEST_D=$d
+	check "D = $d: every tile case and every whole call matches the host (exit $RC)" [ "$RC" -eq 0 ]
 	check "D = $d: the Hopper path was the one tested" \
 		grep -q "sm_90a path usable = 1" "$WORK/wst$d.log"
 done

@@ -10,12 +10,7 @@ if [ "$major" != 9 ]; then
 	echo "SKIP: the GPT-2 attention self-test needs an sm_90 GPU (this one: compute capability ${major:-none})"
 	exit 77
 fi
-nvcc -std=c++17 -arch=sm_90a -I"$STITCH_SRC/include" -o "$WORK/gast" \
-	"$STITCH_SRC/tests/gpu/gpt2_attn_selftest.cu" -lcublasLt >"$WORK/nvcc.log" 2>&1
-check "the self-test builds for sm_90a" [ $? -eq 0 ]
-timeout 300 "$WORK/gast" bench >"$WORK/gast.log" 2>&1
-rc=$?
-cat "$WORK/gast.log"
-check "every case matches the host, replays and causality hold (exit $rc)" [ "$rc" -eq 0 ]
+selftest gast gpt2_attn_selftest.cu sm_90a -lcublasLt
+check "every case matches the host, replays and causality hold (exit $RC)" [ "$RC" -eq 0 ]
 check "the sm_90a path was the one tested" grep -q "sm_90a path usable = 1" "$WORK/gast.log"
 finish
