@@ -12,7 +12,8 @@ BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../serve_lib.sh"
 export STITCH_TASKS="$STITCH_SRC/tasks"
-serve_start pair --gpus 0 --per-gpu 2 --warm t1/topk --sets eval --seeds 1 || exit 1
+# (no --warm: serve_start waits 20 s for the port, and the first pair compiles the baselines)
+serve_start pair --gpus 0 --per-gpu 2 --sets eval --seeds 1 || exit 1
 
 # a copy of the expert with other bytes, so that it runs in a runner of its own
 { echo "/* an honest copy */"; cat "$STITCH_SRC/tasks/t1/topk/expert.cu"; } >"$WORK/honest.cu"
