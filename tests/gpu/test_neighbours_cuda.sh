@@ -5,7 +5,7 @@
 # request, is timed at its own speed, as fast as the expert it copies. Until session 36 only the
 # baselines' batches stopped the neighbours: the copy's own batches shared the GPU with the
 # saboteur's kernels and it came out about 4x slower than the expert (a wrong reward, and under
-# a group-relative reward a higher one for the saboteur). Two rounds of the pair posted at once;
+# a group-relative reward a higher one for the saboteur). Three rounds of the pair posted at once;
 # the figures hold in every round, and the neighbours are seen stopped in at least one (the two
 # verifies need not overlap in time).
 BACKEND=cuda
@@ -22,7 +22,7 @@ post() { # post NAME FILE: POST /v1/verify of the file on t1/topk, id NAME
 	http "$1" POST /v1/verify "$WORK/$1.req"
 }
 seen=0
-for round in 1 2; do
+for round in 1 2 3; do
 	post "honest$round" "$WORK/honest.cu" &
 	a=$!
 	post "sab$round" "$STITCH_SRC/tests/redteam/cuda/sabotage_gpu.cu" &
@@ -42,7 +42,7 @@ for round in 1 2; do
 	q=$(jget "$h" verdict.timing.gpu_quiet.candidate.batches)
 	[ "${n:-0}" -gt 0 ] && [ "${q:-0}" -gt 0 ] && seen=$((seen + 1))
 done
-check "the saboteur's runner stopped for the copy's batches, and their quiet probes, in a round at least ($seen of 2)" [ "$seen" -ge 1 ]
+check "the saboteur's runner stopped for the copy's batches, and their quiet probes, in a round at least ($seen of 3)" [ "$seen" -ge 1 ]
 kill -TERM "$SPID"
 wait "$SPID"
 rc=$?
