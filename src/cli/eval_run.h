@@ -42,7 +42,7 @@ typedef struct eval_ctx {
 	/* filled by eval_run */
 	pthread_mutex_t mu;
 	pthread_rwlock_t gpu_lock;
-	st_neighbours neighbours; /* the pipelines' candidates, stopped while one times its baselines */
+	st_neighbours neighbours; /* the pipelines' candidates, stopped while another times */
 	st_verify_slot slot;     /* where the samples verify: gpu_lock, so measuring stays alone */
 	int next, finished, stop;
 	char device[128];        /* the GPU (or CPU) the first verdict names, for the record */

@@ -43,8 +43,6 @@ static void describe_exit(st_runner *r, int status)
 	}
 }
 
-/* Reap the child, waiting at most a moment before killing its group. 1 when it was still alive
- * after that moment (or kill_first) and so was killed here, 0 when it had ended by itself. */
 /* Out of the neighbours' list before its process group id can be reused (neighbours.h). */
 static void leave(st_runner *r)
 {
@@ -53,6 +51,8 @@ static void leave(st_runner *r)
 	r->neighbours = NULL;
 }
 
+/* Reap the child, waiting at most a moment before killing its group. 1 when it was still alive
+ * after that moment (or kill_first) and so was killed here, 0 when it had ended by itself. */
 static int reap(st_runner *r, int kill_first)
 {
 	leave(r);
@@ -318,6 +318,9 @@ void st_runner_output(const st_runner *r, char *buf, size_t max)
 
 void st_runner_quit(st_runner *r)
 {
+	/* a quitting runner is no neighbour's to stop (its bye would wait), and every path that
+	 * ends one (st_runner_stop, the ncu report) quits it before a reaping may take its pid */
+	leave(r);
 	if (r->alive) {
 		json_t *q = json_pack("{s:s}", "op", "quit"), *rep = NULL;
 		st_err e;
@@ -344,7 +347,6 @@ st_status st_runner_ncu_report(st_runner *r, double timeout_s, char **text, size
 	if (!r->ncu[0])
 		return st_err_set(err, ST_E_INVALID, "the %s runner does not run under ncu", r->label);
 	st_runner_quit(r);
-	leave(r);
 	int status = 0, done = 0;
 	for (double waited = 0; r->pid > 0 && waited < timeout_s; waited += 0.05) {
 		pid_t w = waitpid(r->pid, &status, WNOHANG);
@@ -391,7 +393,6 @@ static void *reap_thread(void *arg)
 void st_runner_stop(st_runner *r)
 {
 	st_runner_quit(r);
-	leave(r); /* before a reaping thread may take its pid */
 	pthread_t t;
 	pthread_attr_t attr;
 	if (r->killed && r->pid > 0 && pthread_attr_init(&attr) == 0) {

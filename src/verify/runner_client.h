@@ -91,8 +91,8 @@ double st_runner_cpu_on_ms(const st_runner *r, double *waited);
  * st_runner_thaw does. */
 int st_runner_freeze(st_runner *r);
 void st_runner_thaw(st_runner *r);
-/* It joins the runners its neighbouring verifies stop while they time their baselines
- * (neighbours.h), until it is reaped. 0, or -1 when it cannot (not alive, the list full). */
+/* It joins the runners its neighbouring verifies stop while they time (neighbours.h), until it
+ * quits or is reaped. 0, or -1 when it cannot (not alive, the list full). */
 int st_runner_join(st_runner *r, struct st_neighbours *nb);
 /* Ask it to quit and kill its group once it has answered, without waiting for it to be gone: a
  * caller with several runners quits them all first, so their device teardowns overlap. */

@@ -92,6 +92,13 @@ static st_status keep_batch(vctx *v, int i, const json_t *rep, int n, uint64_t s
 	return ST_OK;
 }
 
+/* This verify's own candidate's group on the neighbours' list, which it never stops (0: none). */
+static pid_t own_group(const vctx *v)
+{
+	const sol *c = &v->sols[v->cand];
+	return c->runner.neighbours ? c->runner.pid : 0;
+}
+
 /* Before a baseline's batch (or a round trip to it), the candidate's runner is stopped: a
  * candidate that kept a CPU busy, or the GPU, whenever it was not timed (a hook on the runner's
  * receive, a thread) would slow its baselines and so raise its own speedup and the harness cost
@@ -106,7 +113,7 @@ static int stop_others(vctx *v, int i)
 	/* until resume_neighbours once the batch or round trip is over */
 	int others = 0;
 	if (v->slot->neighbours && !v->neighbours_held) {
-		others = st_neighbours_stop(v->slot->neighbours, c->runner.neighbours ? c->runner.pid : 0);
+		others = st_neighbours_stop(v->slot->neighbours, own_group(v));
 		v->neighbours_held = 1;
 		v->neighbour_stops += others;
 	}
@@ -123,9 +130,8 @@ static int stop_others(vctx *v, int i)
 /* The neighbours stop_others stopped run again (a no-op when none is stopped). */
 static void resume_neighbours(vctx *v)
 {
-	const sol *c = &v->sols[v->cand];
 	if (v->neighbours_held)
-		st_neighbours_resume(v->slot->neighbours, c->runner.neighbours ? c->runner.pid : 0);
+		st_neighbours_resume(v->slot->neighbours, own_group(v));
 	v->neighbours_held = 0;
 }
 
