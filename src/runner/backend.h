@@ -46,9 +46,14 @@ typedef struct rb_span {
  * time (from fn's start) and clocks. Cold: the GPU flushes its whole L2 (left out when the
  * poison covers twice its size); the host evicts the lines of the poisoned outputs and of the
  * n_cold spans (the call's params and inputs) from every cache level, work in proportion to the
- * call's data. Returns fn's non-zero result, or -1 with err on a device fault. */
+ * call's data. Returns fn's non-zero result, or -1 with err on a device fault. The clocks are
+ * left at 0 for rb_sample_clocks. */
 int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison,
                    const rb_span *cold, int n_cold, st_sample *s, char *err, size_t len);
+/* The device's clock and throttle state into a sample rb_time_sample took: read after the GPU's
+ * next work is queued (an NVML read is host time the GPU would otherwise idle through), some us
+ * after the call ends. The host backend has none: left at 0. */
+void rb_sample_clocks(st_sample *s);
 
 /* The digests a timing batch commits (common/digest.h): rb_digest_begin makes room for `calls`
  * calls of n_spans output spans each; rb_digest_add queues the word sums of call `call`'s spans,

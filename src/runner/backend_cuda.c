@@ -405,13 +405,17 @@ int rb_time_sample(rb_run_fn fn, void *arg, const rb_span *poison, int n_poison,
 	s->wall_ms = t1 - t0 - prep_ms > ms ? t1 - t0 - prep_ms : ms;
 	s->sm_mhz = 0;
 	s->throttled = 0;
+	return 0;
+}
+
+void rb_sample_clocks(st_sample *s)
+{
 	unsigned mhz;
 	unsigned long long reasons;
 	if (g_nvml.clock && g_nvml.clock(g_nvml.dev, NVML_CLOCK_SM, &mhz) == 0)
 		s->sm_mhz = (int)mhz;
 	if (g_nvml.reasons && g_nvml.reasons(g_nvml.dev, &reasons) == 0)
 		s->throttled = (reasons & NVML_THROTTLE_MASK) != 0;
-	return 0;
 }
 
 int rb_profiler_load(char *err, size_t len)
