@@ -774,7 +774,8 @@ static json_t *op_time(json_t *req)
 	int given = json_is_true(json_object_get(req, "given"));
 	/* Each call's outputs are digested unless the parent says it audits nothing of this
 	 * runner's ("digest": false, a trusted expert's batches). */
-	int digest = (fresh || given || reused) && !json_is_false(json_object_get(req, "digest"));
+	int per_call_inputs = fresh || given, poisoned = fresh || given || reused;
+	int digest = poisoned && !json_is_false(json_object_get(req, "digest"));
 	uint64_t seed = (uint64_t)json_integer_value(jseed);
 	/* Every way out goes through `out`, which frees the poison list and the samples not
 	 * handed to the reply. */
@@ -791,16 +792,15 @@ static json_t *op_time(json_t *req)
 		reply = fault_reply(1);
 		goto out;
 	}
-	if ((fresh || given) && timed_inputs(0, given, seed)) {
+	if (per_call_inputs && timed_inputs(0, given, seed)) {
 		reply = reply_fail("harness", g_err);
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
 		timed_set = i % N_SETS;
-		if (fresh || given || reused)
-			for (int k = 0; k < R.n_out; k++)
-				poison[k] = (rb_span){R.out[timed_set][k].data, tensor_bytes(&R.out[timed_set][k])};
-		int n_poison = fresh || given || reused ? R.n_out : 0;
+		int n_poison = poisoned ? R.n_out : 0;
+		for (int k = 0; k < n_poison; k++)
+			poison[k] = (rb_span){R.out[timed_set][k].data, tensor_bytes(&R.out[timed_set][k])};
 		int n_cold = cold_spans(timed_set, !n_poison, cold);
 		st_sample s;
 		int rc = rb_time_sample(run_timed, NULL, poison, n_poison, cold, n_cold, &s, g_err,
@@ -819,7 +819,7 @@ static json_t *op_time(json_t *req)
 		/* The GPU's next work (this call's digest, the next call's inputs) is queued before the
 		 * clocks are read and the sample is written down: host work the GPU would otherwise sit
 		 * idle through, a few us of every timed call's share of a batch. */
-		if (i + 1 < n && (fresh || given) && timed_inputs(i + 1, given, seed)) {
+		if (i + 1 < n && per_call_inputs && timed_inputs(i + 1, given, seed)) {
 			reply = reply_fail("harness", g_err);
 			goto out;
 		}
