@@ -140,6 +140,17 @@ gpu_arch() {
 	echo "sm_${cc:-90}"
 }
 
+# need_sm90 WHAT: skip the test (exit 77) unless the first GPU is compute capability 9.x, the one
+# sm_90a code runs on; WHAT names what needs it.
+need_sm90() {
+	local major
+	major=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | cut -d. -f1)
+	if [ "$major" != 9 ]; then
+		echo "SKIP: $1 needs an sm_90 GPU (this one: compute capability ${major:-none})"
+		exit 77
+	fi
+}
+
 # selftest NAME SOURCE ARCH [NVCC ARGS...]: builds tests/gpu/SOURCE (a GPU self-test that
 # includes a solution file) for ARCH into $WORK/NAME (one check), runs it with `bench` for 5
 # minutes at most and prints what both said; the run's exit code in RC, its output in

@@ -8,11 +8,7 @@
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
-major=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | cut -d. -f1)
-if [ "$major" != 9 ]; then
-	echo "SKIP: the wgmma self-test needs an sm_90 GPU (this one: compute capability ${major:-none})"
-	exit 77
-fi
+need_sm90 "the wgmma self-test"
 for d in 64 128; do
 	selftest "wst$d" wgmma_selftest.cu sm_90a -DSELFTEST_D=$d
 	check "D = $d: every tile case and every whole call matches the host (exit $RC)" [ "$RC" -eq 0 ]

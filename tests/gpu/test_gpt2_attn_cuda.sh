@@ -5,11 +5,7 @@
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
-major=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | cut -d. -f1)
-if [ "$major" != 9 ]; then
-	echo "SKIP: the GPT-2 attention self-test needs an sm_90 GPU (this one: compute capability ${major:-none})"
-	exit 77
-fi
+need_sm90 "the GPT-2 attention self-test"
 selftest gast gpt2_attn_selftest.cu sm_90a -lcublasLt
 check "every case matches the host, replays and causality hold (exit $RC)" [ "$RC" -eq 0 ]
 check "the sm_90a path was the one tested" grep -q "sm_90a path usable = 1" "$WORK/gast.log"
