@@ -622,6 +622,27 @@ fail:
 	return 0;
 }
 
+/* Tera-operations/s of the special-function unit (MUFU): the best of 5 launches of the probe
+ * kernel over every thread slot, after one that warms it up. 0 when it cannot be timed. */
+static double time_sfu(float *sink)
+{
+	const int iters = 2048;
+	float best = 1e30f;
+	for (int i = 0; i < 6; i++) {
+		float ms;
+		if (cudaEventRecord(g_ev0, g_stream) || st_cuda_sfu(iters, g_fill_blocks, sink, g_stream) ||
+		    cudaEventRecord(g_ev1, g_stream) || cudaEventSynchronize(g_ev1) ||
+		    cudaEventElapsedTime(&ms, g_ev0, g_ev1)) {
+			cudaGetLastError();
+			return 0;
+		}
+		if (i > 0 && ms > 0 && ms < best)
+			best = ms;
+	}
+	double ops = 2.0 * ST_SFU_CHAINS * iters * 1024.0 * g_fill_blocks;
+	return best < 1e30f ? ops / (best * 1e-3) / 1e12 : 0;
+}
+
 int rb_probe_us(double *us, char *err, size_t len)
 {
 	double t0 = st_now_s();
@@ -663,6 +684,8 @@ int rb_peaks(json_t *out, char *err, size_t len)
 	json_object_set_new(out, "bw_gbs", json_real(2.0 * bytes / (best * 1e-3) / 1e9));
 	double l2 = time_l2(a, (float *)c);
 	json_object_set_new(out, "l2_gbs", l2 > 0 ? json_real(l2) : json_null());
+	double sfu = time_sfu((float *)c);
+	json_object_set_new(out, "sfu", sfu > 0 ? json_real(sfu) : json_null());
 	if (blas_open(err, len))
 		goto done;
 	if (g_blas.create(&h) != CUBLAS_STATUS_SUCCESS || g_blas.set_stream(h, g_stream)) {

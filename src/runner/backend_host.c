@@ -5,6 +5,7 @@
 #include "common/digest.h"
 #include "common/proto.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +282,22 @@ static double host_l2_gbs(void)
 	return gbs;
 }
 
+/* The host's stand-in for the special-function rate: the C library's expf and logf, eight
+ * independent chains of x = log(e^x), in tera-operations/s. */
+static double host_sfu_tops(void)
+{
+	float x[8] = {0.25f, 0.28f, 0.31f, 0.34f, 0.37f, 0.4f, 0.43f, 0.46f};
+	long iters = 1000000;
+	double t0 = st_now_s();
+	for (long i = 0; i < iters; i++)
+		for (int k = 0; k < 8; k++)
+			x[k] = logf(expf(x[k]));
+	double t = st_now_s() - t0;
+	volatile float sink = x[0] + x[7];
+	(void)sink;
+	return t > 0 ? 2.0 * 8 * iters / t / 1e12 : 0;
+}
+
 int rb_probe_us(double *us, char *err, size_t len)
 {
 	(void)err;
@@ -317,6 +334,8 @@ int rb_peaks(json_t *out, char *err, size_t len)
 	json_object_set_new(out, "bw_gbs", json_real(bw));
 	double l2 = host_l2_gbs();
 	json_object_set_new(out, "l2_gbs", l2 > 0 ? json_real(l2) : json_null());
+	double sfu = host_sfu_tops();
+	json_object_set_new(out, "sfu", sfu > 0 ? json_real(sfu) : json_null());
 	json_object_set_new(out, "fp32", json_real(fp32));
 	json_object_set_new(out, "fp64", json_real(fp32 / 2));
 	json_object_set_new(out, "tf32", json_real(fp32));

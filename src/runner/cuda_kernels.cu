@@ -1,7 +1,8 @@
 /* The runner's own device kernels: elementwise input generation, the recipe of rng.h that
  * runner_gen.c follows on the host (element i is a function of (seed, i) only, so a grid-stride
  * loop fills any size), the fill that poisons outputs and flushes the L2 before every timed
- * call, the digest of a timed call's outputs, and the L2 read probe of the device peaks. */
+ * call, the digest of a timed call's outputs, and the L2 read and special-function probes of the
+ * device peaks. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -348,6 +349,38 @@ __global__ static void __launch_bounds__(1024) l2_read_kernel(const float4 *buf,
 	float s = acc.x + acc.y + acc.z + acc.w;
 	if (s == -1e30f)
 		*sink = s;
+}
+
+/* The special-function probe's chains: x = log2(2^x) keeps every value where it started, so
+ * nothing overflows, while each step is two dependent MUFU operations the compiler cannot fold
+ * (the approximate forms, one instruction each). Eight chains a thread and every thread slot
+ * filled keep far more in flight than the unit's latency needs. */
+__global__ static void __launch_bounds__(1024) sfu_kernel(int iters, float *sink)
+{
+	float x[ST_SFU_CHAINS];
+#pragma unroll
+	for (int k = 0; k < ST_SFU_CHAINS; k++)
+		x[k] = 0.25f + 0.03125f * k + 1e-7f * (float)threadIdx.x;
+	for (int i = 0; i < iters; i++) {
+#pragma unroll
+		for (int k = 0; k < ST_SFU_CHAINS; k++) {
+			float e;
+			asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x[k]));
+			asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(x[k]) : "f"(e));
+		}
+	}
+	float s = 0.f;
+#pragma unroll
+	for (int k = 0; k < ST_SFU_CHAINS; k++)
+		s += x[k];
+	if (s == -1e30f)
+		*sink = s;
+}
+
+extern "C" int st_cuda_sfu(int iters, int blocks, float *sink, cudaStream_t stream)
+{
+	sfu_kernel<<<blocks, 1024, 0, stream>>>(iters, sink);
+	return (int)cudaGetLastError();
 }
 
 __global__ static void probe_kernel(void) {}

@@ -50,6 +50,12 @@ int st_cuda_probe(cudaStream_t stream);
 int st_cuda_l2_read(const void *buf, size_t bytes, int reps, int blocks, float *sink,
                     cudaStream_t stream);
 
+/* The special-function probe: every thread of `blocks` blocks of 1024 runs ST_SFU_CHAINS
+ * independent chains of `iters` steps, each step a base-2 exponential and a base-2 logarithm
+ * (two MUFU operations). sink as above. Returns a cudaError_t as int. */
+#define ST_SFU_CHAINS 8
+int st_cuda_sfu(int iters, int blocks, float *sink, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -74,6 +74,9 @@ typedef struct st_task {
 	char *cost_unit;      /* which peak bounds the flops: "fp32", "tf32", "fp16", "bf16", "fp64", "int" */
 	st_roof cost_roof;    /* ST_ROOF_DRAM unless cost.roof says "l2" */
 	char *cost_l2_bytes;  /* expression: the bytes through the L2; only (and always) with ST_ROOF_L2 */
+	char *cost_sfu;       /* expression: special-function operations (exp, log, sin, cos, sqrt,
+	                         reciprocal) the work needs, at the device's special-function rate;
+	                         NULL when the task counts none */
 
 	char *validator;      /* NULL: elementwise tolerances; "task": task.c st_task_validate */
 	char *hooks;          /* task.c path (absolute) or NULL */

@@ -651,9 +651,22 @@ static st_status load_roof(loader *L, json_t *cost)
 	return s;
 }
 
+/* cost.sfu, optional: the special-function operations the work cannot do without (the
+ * transcendentals of a Monte-Carlo path, say). Like the FLOPs a bound of every roof. */
+static st_status load_sfu(loader *L, json_t *cost)
+{
+	json_t *v;
+	st_status s = member(L, cost, "cost", "sfu", 0, &v);
+	if (!s && v)
+		s = load_expr(L, v, "cost.sfu", 0, &L->t->cost_sfu);
+	if (!s && v)
+		s = eval_everywhere(L, L->t->cost_sfu, "cost.sfu", 0, NULL);
+	return s;
+}
+
 static st_status load_cost(loader *L, json_t *root)
 {
-	static const char *const keys[] = {"flops", "bytes", "unit", "roof", "l2_bytes", NULL};
+	static const char *const keys[] = {"flops", "bytes", "unit", "roof", "l2_bytes", "sfu", NULL};
 	json_t *cost, *v;
 	char known[128];
 	st_status s = member(L, root, "", "cost", 1, &cost);
@@ -679,6 +692,8 @@ static st_status load_cost(loader *L, json_t *root)
 		join_list(known, sizeof known, known_units);
 		s = bad(L, "cost.unit", "unknown unit '%s' (known: %s)", L->t->cost_unit, known);
 	}
+	if (!s)
+		s = load_sfu(L, cost);
 	return s ? s : load_roof(L, cost);
 }
 
@@ -1223,6 +1238,7 @@ void st_task_free(st_task *t)
 	free(t->cost_bytes);
 	free(t->cost_unit);
 	free(t->cost_l2_bytes);
+	free(t->cost_sfu);
 	free(t->validator);
 	free(t->hooks);
 	free_strings(t->libraries, t->n_libraries);

@@ -1,14 +1,15 @@
 /* Speed of light by the roof that binds: a task's floor is the largest of the lower bounds its
  * cost model gives (docs/bench.md, "Roofs"). The FLOP and DRAM bounds are every task's; the L2
  * bound only a task with cost.roof "l2" has, since only its author knows how many bytes its
- * gathers must pull through the L2 (a sector per random access, say). */
+ * gathers must pull through the L2 (a sector per random access, say); the special-function
+ * bound only a task that counts cost.sfu, its transcendentals. */
 #include "sol_floor.h"
 
 #include "task/expr.h"
 
 st_status st_cost_eval(const st_task *t, const st_size_set *set, st_cost_at *c, st_err *err)
 {
-	int64_t flops = 0, bytes = 0, l2 = -1;
+	int64_t flops = 0, bytes = 0, l2 = -1, sfu = -1;
 	if (!t->cost_bytes)
 		return st_err_set(err, ST_E_INVALID, "%s: no cost model", t->id);
 	st_status s = st_expr_eval(t->cost_bytes, set, &bytes, err);
@@ -16,11 +17,14 @@ st_status st_cost_eval(const st_task *t, const st_size_set *set, st_cost_at *c, 
 		s = st_expr_eval(t->cost_flops, set, &flops, err);
 	if (!s && t->cost_roof == ST_ROOF_L2 && t->cost_l2_bytes)
 		s = st_expr_eval(t->cost_l2_bytes, set, &l2, err);
+	if (!s && t->cost_sfu)
+		s = st_expr_eval(t->cost_sfu, set, &sfu, err);
 	if (s)
 		return s;
 	c->flops = (double)flops;
 	c->bytes = (double)bytes;
 	c->l2_bytes = (double)l2;
+	c->sfu = (double)sfu;
 	c->unit = t->cost_unit;
 	return ST_OK;
 }
@@ -37,9 +41,11 @@ void st_sol_floor_compute(const json_t *peaks, const st_cost_at *c, st_sol_floor
 	double bw = json_number_value(json_object_get(peaks, "bw_gbs"));
 	double l2 = json_number_value(json_object_get(peaks, "l2_gbs"));
 	double rate = c->unit ? json_number_value(json_object_get(peaks, c->unit)) : 0;
+	double sfu = json_number_value(json_object_get(peaks, "sfu"));
 	f->dram_ms = bw > 0 ? (c->bytes > 0 ? 1e3 * c->bytes / (bw * 1e9) : 0) : -1;
 	f->l2_ms = c->l2_bytes >= 0 ? bound_ms(c->l2_bytes, l2, 1e9) : -1;
 	f->flops_ms = bound_ms(c->flops, rate, 1e12);
+	f->sfu_ms = c->sfu >= 0 ? bound_ms(c->sfu, sfu, 1e12) : -1;
 	f->floor_ms = -1;
 	f->roof = NULL;
 	if (!(bw > 0))
@@ -54,6 +60,10 @@ void st_sol_floor_compute(const json_t *peaks, const st_cost_at *c, st_sol_floor
 		f->floor_ms = f->flops_ms;
 		f->roof = c->unit;
 	}
+	if (f->sfu_ms > f->floor_ms) {
+		f->floor_ms = f->sfu_ms;
+		f->roof = "sfu";
+	}
 }
 
 json_t *st_sol_floors_json(const st_sol_floor *f)
@@ -65,5 +75,7 @@ json_t *st_sol_floors_json(const st_sol_floor *f)
 		json_object_set_new(o, "l2", json_real(f->l2_ms));
 	if (f->flops_ms >= 0)
 		json_object_set_new(o, "flops", json_real(f->flops_ms));
+	if (f->sfu_ms >= 0)
+		json_object_set_new(o, "sfu", json_real(f->sfu_ms));
 	return o;
 }

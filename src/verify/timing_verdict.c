@@ -212,6 +212,8 @@ static void sol_json(vctx *v, const st_size_set *set, json_t *peaks, double c, c
 	                          "unit", cost.unit ? cost.unit : "", "floor_ms", f.floor_ms);
 	if (cost.l2_bytes >= 0)
 		json_object_set_new(sol_j, "l2_bytes", json_real(cost.l2_bytes));
+	if (cost.sfu >= 0)
+		json_object_set_new(sol_j, "sfu_ops", json_real(cost.sfu));
 	if (f.roof)
 		json_object_set_new(sol_j, "roof", json_string(f.roof));
 	json_object_set_new(sol_j, "floors_ms", st_sol_floors_json(&f));

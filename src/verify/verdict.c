@@ -271,6 +271,8 @@ void st_verdict_print(const json_t *v, FILE *f)
 		        json_string_value(json_object_get(sol, "unit")), st_json_num(sol, "bytes"));
 		if (json_object_get(sol, "l2_bytes"))
 			fprintf(f, ", %.3g through the L2", st_json_num(sol, "l2_bytes"));
+		if (json_object_get(sol, "sfu_ops"))
+			fprintf(f, ", %.3g special-function ops", st_json_num(sol, "sfu_ops"));
 		fprintf(f, ")\n");
 	}
 	print_profile(f, json_object_get(v, "profile"));

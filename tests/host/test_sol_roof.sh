@@ -2,7 +2,8 @@
 # SOL by the binding roof on the host backend: t1/spmv_csr, whose cost.roof is "l2", gets an L2
 # bound in its verdict beside the DRAM one; a copy of the test task whose L2 bytes dwarf its DRAM
 # bytes gets a verdict that names the L2 as its roof (JSON, the text line, and stitch bench's
-# table, CSV and JSON); a task.json with an unknown roof is refused, naming the file and the key.
+# table, CSV and JSON); one that counts many special-function operations (cost.sfu) gets the
+# "sfu" roof; a task.json with an unknown roof is refused, naming the file and the key.
 . "$(dirname "$0")/../lib.sh"
 
 # t1/spmv_csr as shipped: the L2 bound is counted whichever bound sets the floor on this CPU
@@ -60,6 +61,32 @@ check "bench --json: the row's sol_roof is l2" python3 -c '
 import json, sys
 b = json.load(open(sys.argv[1]))
 sys.exit(0 if b["rows"][0]["sol_roof"] == "l2" else 1)' "$WORK/bench.json"
+
+# cost.sfu: a copy of the test task that counts a million special-function operations an element
+# binds on the special-function rate (the host's: expf and logf), and says so
+SUITE2="$WORK/suite2"
+mkdir -p "$SUITE2/t1"
+cp -r "$STITCH_SRC/tests/data/tasks/t1/scale" "$SUITE2/t1/"
+sed -i 's|"bytes": "8\*n", "unit": "fp32"}|"bytes": "8*n", "unit": "fp32", "sfu": "1000000*n"}|' \
+	"$SUITE2/t1/scale/task.json"
+check "the copy counts special functions" grep -q '"sfu": "1000000\*n"' "$SUITE2/t1/scale/task.json"
+STITCH_TASKS="$SUITE2" verify "$WORK/sfu.json" t1/scale "$FIX/good.c"
+check "sfu: exit 0 (got $RC; $(tail -n 2 "$WORK/sfu.json.err"))" [ "$RC" -eq 0 ]
+python3 - "$WORK/sfu.json" <<'EOF' >"$WORK/sfu.check" 2>&1
+import json, sys
+s = json.load(open(sys.argv[1]))["sol"]
+assert s["roof"] == "sfu", s
+assert s["sfu_ops"] == 1e6 * 1000, s  # the small set: n = 1000
+assert s["peaks"]["sfu"] > 0, s["peaks"]
+f = s["floors_ms"]
+assert abs(f["sfu"] - s["sfu_ops"] / (s["peaks"]["sfu"] * 1e12) * 1e3) < 1e-9 * f["sfu"], f
+assert abs(s["floor_ms"] - f["sfu"]) < 1e-12 and f["sfu"] > f["dram"], s
+EOF
+check "sfu: the verdict's sol names the special-function roof and its floor ($(cat "$WORK/sfu.check"))" \
+	[ ! -s "$WORK/sfu.check" ]
+STITCH_TASKS="$SUITE2" "$STITCH" verify "${FAST[@]}" t1/scale "$FIX/good.c" >"$WORK/sfu.txt" 2>&1
+check "sfu: the text verdict names the roof and counts the operations" \
+	grep -Eq '^SOL +[0-9.e-]+% \(sfu\) of the .*, 1e\+09 special-function ops\)' "$WORK/sfu.txt"
 
 # an unknown roof: bad input, the file and the key named
 sed -i 's|"roof": "l2"|"roof": "hbm"|' "$SUITE/t1/scale/task.json"

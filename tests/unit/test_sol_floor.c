@@ -1,7 +1,7 @@
-/* Unit tests of SOL by the binding roof: cost.roof and cost.l2_bytes as task.json gives them (the
- * default, "dram", "l2" and what st_task_json writes back), the cost at a size set, and the floor
- * against a set of peaks: the DRAM rule unchanged, the L2 bound where it binds, the FLOPs', and
- * what happens when a peak is missing. */
+/* Unit tests of SOL by the binding roof: cost.roof, cost.l2_bytes and cost.sfu as task.json gives
+ * them (the default, "dram", "l2" and what st_task_json writes back), the cost at a size set, and
+ * the floor against a set of peaks: the DRAM rule unchanged, the L2 bound where it binds, the
+ * FLOPs', the special functions', and what happens when a peak is missing. */
 #include <ftw.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -215,12 +215,81 @@ static void test_floor_l2(void **state)
 	json_decref(p);
 }
 
+/* cost.sfu: parsed, written back, evaluated; its bound joins the others and names the roof "sfu"
+ * where the special functions bind; left out without an "sfu" peak or without the count. */
+static void test_floor_sfu(void **state)
+{
+	(void)state;
+	st_task t;
+	st_cost_at c;
+	st_err err;
+	load(TASK_JSON("{\"flops\": \"2*n*deg\", \"bytes\": \"8*n\", \"unit\": \"fp32\"}"), &t);
+	assert_null(t.cost_sfu);
+	assert_int_equal(st_cost_eval(&t, &t.eval, &c, &err), ST_OK);
+	assert_float_equal(c.sfu, -1, 0);
+	json_t *j = st_task_json(&t);
+	assert_true(json_is_null(json_object_get(json_object_get(j, "cost"), "sfu")));
+	json_decref(j);
+	st_task_free(&t);
+
+	load(TASK_JSON("{\"flops\": \"8*n*deg\", \"bytes\": \"8*n\", \"unit\": \"fp32\", "
+	               "\"sfu\": \"2*n*deg\"}"),
+	     &t);
+	assert_string_equal(t.cost_sfu, "2*n*deg");
+	j = st_task_json(&t);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "cost"), "sfu")),
+	                    "2*n*deg");
+	json_decref(j);
+	assert_int_equal(st_cost_eval(&t, &t.eval, &c, &err), ST_OK);
+	assert_float_equal(c.sfu, 32e6, 0);
+	st_task_free(&t);
+
+	/* Monte-Carlo-like: 8e9 special functions at 4 Tops/s bind over 32e9 FLOPs at 50 TFLOP/s */
+	json_t *p = peaks(8000);
+	json_object_set_new(p, "sfu", json_real(4.0));
+	st_sol_floor f;
+	st_cost_at mc = {.flops = 32e9, .bytes = 4e6, .l2_bytes = -1, .sfu = 8e9, .unit = "fp32"};
+	st_sol_floor_compute(p, &mc, &f);
+	assert_float_equal(f.flops_ms, 0.64, 1e-12);
+	assert_float_equal(f.sfu_ms, 2.0, 1e-12);
+	assert_float_equal(f.floor_ms, 2.0, 1e-12);
+	assert_string_equal(f.roof, "sfu");
+	json_t *fj = st_sol_floors_json(&f);
+	assert_float_equal(json_real_value(json_object_get(fj, "sfu")), 2.0, 1e-12);
+	json_decref(fj);
+
+	/* few special functions: the FLOPs still bind */
+	mc.sfu = 1e9;
+	st_sol_floor_compute(p, &mc, &f);
+	assert_float_equal(f.sfu_ms, 0.25, 1e-12);
+	assert_string_equal(f.roof, "fp32");
+
+	/* a task that counts none: no bound, whatever the peak */
+	mc.sfu = -1;
+	st_sol_floor_compute(p, &mc, &f);
+	assert_float_equal(f.sfu_ms, -1, 0);
+	fj = st_sol_floors_json(&f);
+	assert_null(json_object_get(fj, "sfu"));
+	json_decref(fj);
+	json_decref(p);
+
+	/* peaks of a device without the figure (null): left out */
+	p = peaks(8000);
+	json_object_set_new(p, "sfu", json_null());
+	mc.sfu = 8e9;
+	st_sol_floor_compute(p, &mc, &f);
+	assert_float_equal(f.sfu_ms, -1, 0);
+	assert_string_equal(f.roof, "fp32");
+	json_decref(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_floor_dram),
 		cmocka_unit_test(test_floor_l2),
+		cmocka_unit_test(test_floor_sfu),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
