@@ -91,6 +91,16 @@ static json_t *peaks(double l2)
 	return p;
 }
 
+/* f's floor is `ms`, set by `roof`, and st_sol_floors_json holds it under `key`. */
+static void expect_floor(const st_sol_floor *f, double ms, const char *roof, const char *key)
+{
+	assert_float_equal(f->floor_ms, ms, 1e-12);
+	assert_string_equal(f->roof, roof);
+	json_t *fj = st_sol_floors_json(f);
+	assert_float_equal(json_real_value(json_object_get(fj, key)), ms, 1e-12);
+	json_decref(fj);
+}
+
 static void test_parse(void **state)
 {
 	(void)state;
@@ -185,11 +195,7 @@ static void test_floor_l2(void **state)
 	st_sol_floor_compute(p, &g, &f);
 	assert_float_equal(f.dram_ms, 0.0735, 1e-12);
 	assert_float_equal(f.l2_ms, 0.10375, 1e-12);
-	assert_float_equal(f.floor_ms, 0.10375, 1e-12);
-	assert_string_equal(f.roof, "l2");
-	json_t *fj = st_sol_floors_json(&f);
-	assert_float_equal(json_real_value(json_object_get(fj, "l2")), 0.10375, 1e-12);
-	json_decref(fj);
+	expect_floor(&f, 0.10375, "l2", "l2");
 
 	/* few bytes through the L2 for what DRAM moves: DRAM still binds */
 	st_cost_at s = {.flops = 0, .bytes = 294e6, .l2_bytes = 300e6, .unit = "fp32"};
@@ -252,11 +258,7 @@ static void test_floor_sfu(void **state)
 	st_sol_floor_compute(p, &mc, &f);
 	assert_float_equal(f.flops_ms, 0.64, 1e-12);
 	assert_float_equal(f.sfu_ms, 2.0, 1e-12);
-	assert_float_equal(f.floor_ms, 2.0, 1e-12);
-	assert_string_equal(f.roof, "sfu");
-	json_t *fj = st_sol_floors_json(&f);
-	assert_float_equal(json_real_value(json_object_get(fj, "sfu")), 2.0, 1e-12);
-	json_decref(fj);
+	expect_floor(&f, 2.0, "sfu", "sfu");
 
 	/* few special functions: the FLOPs still bind */
 	mc.sfu = 1e9;
@@ -268,7 +270,7 @@ static void test_floor_sfu(void **state)
 	mc.sfu = -1;
 	st_sol_floor_compute(p, &mc, &f);
 	assert_float_equal(f.sfu_ms, -1, 0);
-	fj = st_sol_floors_json(&f);
+	json_t *fj = st_sol_floors_json(&f);
 	assert_null(json_object_get(fj, "sfu"));
 	json_decref(fj);
 	json_decref(p);
