@@ -13,8 +13,10 @@
  * 2: adds "fp8" (a number, or null where the device or library has no fp8 matmul).
  * 3: adds "l2_gbs", the L2's read bandwidth (null where it could not be measured).
  * 4: adds "sfu", the special-function unit's rate in tera-operations/s (null where it could not
- *    be measured). */
-#define ST_PEAKS_VERSION 4
+ *    be measured).
+ * 5: adds "sync_us", one grid-wide barrier's time in microseconds (null where there is none:
+ *    the host backend, a device without cooperative launches). */
+#define ST_PEAKS_VERSION 5
 
 /* A runner's exit status when its channel to the parent broke under it (a send or receive
  * failed): the parent reads it as a broken protocol, never as a crash of the solution. */

@@ -30,6 +30,8 @@ static cudaEvent_t g_ev_prep;
 static cudaStream_t g_dstream; /* the digests' (rb_digest_add) */
 static cudaEvent_t g_ev_called, g_ev_digested;
 static int g_fill_blocks; /* blocks of 1024 threads that take every SM's thread slots */
+static int g_sms;         /* the device's SMs */
+static int g_coop;        /* whether it launches cooperative (grid-synchronised) kernels */
 static size_t g_l2_bytes; /* the L2's size (cudaDeviceProp), 0 when the device does not say */
 
 /* NVML, resolved by hand: the toolkit ships no nvml.h here and the library lives with the driver. */
@@ -159,6 +161,8 @@ int rb_open(json_t *info, char *err, size_t len)
 	g_flush_len = 2 * (size_t)(p.l2CacheSize > 0 ? p.l2CacheSize : (64 << 20));
 	CK(cudaMalloc(&g_flush, g_flush_len), "cudaMalloc (L2 flush buffer)");
 	g_fill_blocks = st_cuda_prep_blocks(p.multiProcessorCount, p.maxThreadsPerMultiProcessor);
+	g_sms = p.multiProcessorCount;
+	g_coop = p.cooperativeLaunch;
 	double t2 = st_now_s() * 1e3;
 	if (load_kernels(err, len))
 		return -1;
@@ -622,15 +626,27 @@ fail:
 	return 0;
 }
 
-/* Tera-operations/s of the special-function unit (MUFU): the best of 5 launches of the probe
- * kernel over every thread slot, after one that warms it up. 0 when it cannot be timed. */
-static double time_sfu(float *sink)
+/* A probe kernel's launch on g_stream (a cudaError_t as int). */
+typedef int (*probe_launch)(int iters, float *sink);
+
+static int launch_sfu(int iters, float *sink)
 {
-	const int iters = 2048;
+	return st_cuda_sfu(iters, g_fill_blocks, sink, g_stream);
+}
+
+static int launch_sync(int iters, float *sink)
+{
+	(void)sink;
+	return st_cuda_sync(iters, g_sms, g_stream);
+}
+
+/* The best ms of 5 timed launches, after one that warms up; 0 when one cannot be timed. */
+static float best_launch_ms(probe_launch launch, int iters, float *sink)
+{
 	float best = 1e30f;
 	for (int i = 0; i < 6; i++) {
 		float ms;
-		if (cudaEventRecord(g_ev0, g_stream) || st_cuda_sfu(iters, g_fill_blocks, sink, g_stream) ||
+		if (cudaEventRecord(g_ev0, g_stream) || launch(iters, sink) ||
 		    cudaEventRecord(g_ev1, g_stream) || cudaEventSynchronize(g_ev1) ||
 		    cudaEventElapsedTime(&ms, g_ev0, g_ev1)) {
 			cudaGetLastError();
@@ -639,8 +655,29 @@ static double time_sfu(float *sink)
 		if (i > 0 && ms > 0 && ms < best)
 			best = ms;
 	}
+	return best < 1e30f ? best : 0;
+}
+
+/* Tera-operations/s of the special-function unit (MUFU): the probe kernel over every thread
+ * slot. 0 when it cannot be timed. */
+static double time_sfu(float *sink)
+{
+	const int iters = 2048;
+	float ms = best_launch_ms(launch_sfu, iters, sink);
 	double ops = 2.0 * ST_SFU_CHAINS * iters * 1024.0 * g_fill_blocks;
-	return best < 1e30f ? ops / (best * 1e-3) / 1e12 : 0;
+	return ms > 0 ? ops / (ms * 1e-3) / 1e12 : 0;
+}
+
+/* Microseconds of one grid-wide barrier with a block on every SM, from launches of 2000 of them
+ * (a launch is 0.1 % of that). 0 when the device cannot launch cooperative kernels or it cannot
+ * be timed. */
+static double time_sync(void)
+{
+	const int iters = 2000;
+	if (!g_coop || g_sms < 1)
+		return 0;
+	float ms = best_launch_ms(launch_sync, iters, NULL);
+	return ms > 0 ? ms * 1e3 / iters : 0;
 }
 
 int rb_probe_us(double *us, char *err, size_t len)
@@ -686,6 +723,8 @@ int rb_peaks(json_t *out, char *err, size_t len)
 	json_object_set_new(out, "l2_gbs", l2 > 0 ? json_real(l2) : json_null());
 	double sfu = time_sfu((float *)c);
 	json_object_set_new(out, "sfu", sfu > 0 ? json_real(sfu) : json_null());
+	double sync_us = time_sync();
+	json_object_set_new(out, "sync_us", sync_us > 0 ? json_real(sync_us) : json_null());
 	if (blas_open(err, len))
 		goto done;
 	if (g_blas.create(&h) != CUBLAS_STATUS_SUCCESS || g_blas.set_stream(h, g_stream)) {

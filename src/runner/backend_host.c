@@ -336,6 +336,8 @@ int rb_peaks(json_t *out, char *err, size_t len)
 	json_object_set_new(out, "l2_gbs", l2 > 0 ? json_real(l2) : json_null());
 	double sfu = host_sfu_tops();
 	json_object_set_new(out, "sfu", sfu > 0 ? json_real(sfu) : json_null());
+	/* one thread runs a host solution: no grid to synchronise, no bound */
+	json_object_set_new(out, "sync_us", json_null());
 	json_object_set_new(out, "fp32", json_real(fp32));
 	json_object_set_new(out, "fp64", json_real(fp32 / 2));
 	json_object_set_new(out, "tf32", json_real(fp32));

@@ -1,11 +1,12 @@
 /* The runner's own device kernels: elementwise input generation, the recipe of rng.h that
  * runner_gen.c follows on the host (element i is a function of (seed, i) only, so a grid-stride
  * loop fills any size), the fill that poisons outputs and flushes the L2 before every timed
- * call, the digest of a timed call's outputs, and the L2 read and special-function probes of the
- * device peaks. */
+ * call, the digest of a timed call's outputs, and the L2 read, special-function and grid-barrier
+ * probes of the device peaks. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
@@ -381,6 +382,22 @@ extern "C" int st_cuda_sfu(int iters, int blocks, float *sink, cudaStream_t stre
 {
 	sfu_kernel<<<blocks, 1024, 0, stream>>>(iters, sink);
 	return (int)cudaGetLastError();
+}
+
+/* The grid-barrier probe: nothing but barriers, so each takes what a dependent step that every
+ * SM must see the end of takes at the least. */
+__global__ static void sync_kernel(int iters)
+{
+	cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+	for (int i = 0; i < iters; i++)
+		grid.sync();
+}
+
+extern "C" int st_cuda_sync(int iters, int blocks, cudaStream_t stream)
+{
+	void *args[] = {&iters};
+	return (int)cudaLaunchCooperativeKernel((const void *)sync_kernel, dim3((unsigned)blocks),
+	                                        dim3(128), args, 0, stream);
 }
 
 __global__ static void probe_kernel(void) {}

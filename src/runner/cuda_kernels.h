@@ -56,6 +56,11 @@ int st_cuda_l2_read(const void *buf, size_t bytes, int reps, int blocks, float *
 #define ST_SFU_CHAINS 8
 int st_cuda_sfu(int iters, int blocks, float *sink, cudaStream_t stream);
 
+/* The grid-barrier probe: `blocks` blocks of 128 threads (one an SM), launched cooperatively,
+ * pass `iters` grid-wide barriers (cooperative groups' grid sync) one after another. Returns a
+ * cudaError_t as int. */
+int st_cuda_sync(int iters, int blocks, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

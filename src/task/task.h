@@ -77,6 +77,9 @@ typedef struct st_task {
 	char *cost_sfu;       /* expression: special-function operations (exp, log, sin, cos, sqrt,
 	                         reciprocal) the work needs, at the device's special-function rate;
 	                         NULL when the task counts none */
+	char *cost_syncs;     /* expression: device-wide synchronisations the work cannot do without
+	                         (dependent steps that each need every SM's previous results), at
+	                         the measured time of one grid barrier; NULL when none counted */
 
 	char *validator;      /* NULL: elementwise tolerances; "task": task.c st_task_validate */
 	char *hooks;          /* task.c path (absolute) or NULL */

@@ -35,7 +35,7 @@ static json_t *nullable_string(const char *s)
 
 json_t *st_task_json(const st_task *t)
 {
-	return json_pack("{s:s, s:s, s:i, s:o, s:o, s:i, s:s, s:o, s:o, s:{s:o, s:o, s:o, s:s, s:o, s:o}}",
+	return json_pack("{s:s, s:s, s:i, s:o, s:o, s:i, s:s, s:o, s:o, s:{s:o, s:o, s:o, s:s, s:o, s:o, s:o}}",
 	                 "id", t->id, "name", t->name, "tier", t->tier,
 	                 "eval", sizes_json(&t->eval), "small", sizes_json(&t->small),
 	                 "n_hidden", t->n_hidden, "policy", st_task_policy_name(t->policy),
@@ -45,6 +45,7 @@ json_t *st_task_json(const st_task *t)
 	                 "bytes", nullable_string(t->cost_bytes),
 	                 "unit", nullable_string(t->cost_unit), "roof", st_roof_name(t->cost_roof),
 	                 "l2_bytes", nullable_string(t->cost_l2_bytes),
-	                 "sfu", nullable_string(t->cost_sfu));
+	                 "sfu", nullable_string(t->cost_sfu),
+	                 "syncs", nullable_string(t->cost_syncs));
 }
 

@@ -651,22 +651,27 @@ static st_status load_roof(loader *L, json_t *cost)
 	return s;
 }
 
-/* cost.sfu, optional: the special-function operations the work cannot do without (the
- * transcendentals of a Monte-Carlo path, say). Like the FLOPs a bound of every roof. */
-static st_status load_sfu(loader *L, json_t *cost)
+/* An optional count of the cost model, cost.<key>: cost.sfu, the special-function operations
+ * the work cannot do without (the transcendentals of a Monte-Carlo path, say), or cost.syncs,
+ * its device-wide synchronisations (a recurrence's dependent steps). Like the FLOPs, each is a
+ * bound under every roof. */
+static st_status load_count(loader *L, json_t *cost, const char *key, char **out)
 {
+	char field[FIELD_MAX];
 	json_t *v;
-	st_status s = member(L, cost, "cost", "sfu", 0, &v);
+	snprintf(field, sizeof field, "cost.%s", key);
+	st_status s = member(L, cost, "cost", key, 0, &v);
 	if (!s && v)
-		s = load_expr(L, v, "cost.sfu", 0, &L->t->cost_sfu);
+		s = load_expr(L, v, field, 0, out);
 	if (!s && v)
-		s = eval_everywhere(L, L->t->cost_sfu, "cost.sfu", 0, NULL);
+		s = eval_everywhere(L, *out, field, 0, NULL);
 	return s;
 }
 
 static st_status load_cost(loader *L, json_t *root)
 {
-	static const char *const keys[] = {"flops", "bytes", "unit", "roof", "l2_bytes", "sfu", NULL};
+	static const char *const keys[] = {"flops", "bytes", "unit", "roof", "l2_bytes", "sfu",
+	                                   "syncs", NULL};
 	json_t *cost, *v;
 	char known[128];
 	st_status s = member(L, root, "", "cost", 1, &cost);
@@ -693,7 +698,9 @@ static st_status load_cost(loader *L, json_t *root)
 		s = bad(L, "cost.unit", "unknown unit '%s' (known: %s)", L->t->cost_unit, known);
 	}
 	if (!s)
-		s = load_sfu(L, cost);
+		s = load_count(L, cost, "sfu", &L->t->cost_sfu);
+	if (!s)
+		s = load_count(L, cost, "syncs", &L->t->cost_syncs);
 	return s ? s : load_roof(L, cost);
 }
 
@@ -1239,6 +1246,7 @@ void st_task_free(st_task *t)
 	free(t->cost_unit);
 	free(t->cost_l2_bytes);
 	free(t->cost_sfu);
+	free(t->cost_syncs);
 	free(t->validator);
 	free(t->hooks);
 	free_strings(t->libraries, t->n_libraries);

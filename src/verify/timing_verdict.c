@@ -214,6 +214,8 @@ static void sol_json(vctx *v, const st_size_set *set, json_t *peaks, double c, c
 		json_object_set_new(sol_j, "l2_bytes", json_real(cost.l2_bytes));
 	if (cost.sfu >= 0)
 		json_object_set_new(sol_j, "sfu_ops", json_real(cost.sfu));
+	if (cost.syncs >= 0)
+		json_object_set_new(sol_j, "syncs", json_real(cost.syncs));
 	if (f.roof)
 		json_object_set_new(sol_j, "roof", json_string(f.roof));
 	json_object_set_new(sol_j, "floors_ms", st_sol_floors_json(&f));

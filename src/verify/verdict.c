@@ -273,6 +273,8 @@ void st_verdict_print(const json_t *v, FILE *f)
 			fprintf(f, ", %.3g through the L2", st_json_num(sol, "l2_bytes"));
 		if (json_object_get(sol, "sfu_ops"))
 			fprintf(f, ", %.3g special-function ops", st_json_num(sol, "sfu_ops"));
+		if (json_object_get(sol, "syncs"))
+			fprintf(f, ", %.3g grid-wide synchronisations", st_json_num(sol, "syncs"));
 		fprintf(f, ")\n");
 	}
 	print_profile(f, json_object_get(v, "profile"));

@@ -40,12 +40,13 @@ done < <(grep -E '^(ok|BAD) ' "$WORK/check.txt")
 # SOL by the binding roof: the probe measured the L2 (faster than DRAM, or it is no L2 figure),
 # and t1/spmv_csr, on the L2 roof, has its L2 bound in the verdict (its row names the roof that
 # set the floor; "l2" is what its NOTES.md expects on an H200); the probe measured the
-# special-function unit, and t3/mc_option's two MUFU operations a path set its floor
+# special-function unit, and t3/mc_option's two MUFU operations a path set its floor; the probe
+# timed a grid barrier, and t2/lstm's T - 1 dependent steps are a bound in its verdict
 python3 - "$WORK/bench.json" <<'EOF' >"$WORK/roof.txt" 2>&1
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r, v in zip(d["rows"], d["verdicts"]):
-    if r["task"] in ("t1/spmv_csr", "t1/radix_sort", "t3/mc_option"):
+    if r["task"] in ("t1/spmv_csr", "t1/radix_sort", "t3/mc_option", "t2/lstm"):
         s = (v or {}).get("sol", {})
         print(f'{r["task"]}: SOL {r["sol_fraction"]} ({r["sol_roof"]}) floors_ms {s.get("floors_ms")}')
         p = s.get("peaks", {})
@@ -57,8 +58,11 @@ for r, v in zip(d["rows"], d["verdicts"]):
             print("peaks: sfu %s Tops/s" % p.get("sfu"))
             assert (p.get("sfu") or 0) > 0, p
             assert s["floors_ms"]["sfu"] > s["floors_ms"]["flops"] and r["sol_roof"] == "sfu", s
+        if r["task"] == "t2/lstm":
+            print("peaks: sync_us %s" % p.get("sync_us"))
+            assert (p.get("sync_us") or 0) > 0 and s["syncs"] == 255 and "sync" in s["floors_ms"], s
 EOF
 cat "$WORK/roof.txt"
-check "roofs: the L2 and the special-function unit measured, spmv_csr's L2 and mc_option's sfu bounds in their verdicts ($(tail -n 1 "$WORK/roof.txt"))" \
+check "roofs: the L2, the special-function unit and a grid barrier measured, spmv_csr's, mc_option's and lstm's bounds in their verdicts ($(tail -n 1 "$WORK/roof.txt"))" \
 	python3 -c 'import sys; sys.exit("Error" in open(sys.argv[1]).read())' "$WORK/roof.txt"
 finish

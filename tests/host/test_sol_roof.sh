@@ -3,7 +3,8 @@
 # bound in its verdict beside the DRAM one; a copy of the test task whose L2 bytes dwarf its DRAM
 # bytes gets a verdict that names the L2 as its roof (JSON, the text line, and stitch bench's
 # table, CSV and JSON); one that counts many special-function operations (cost.sfu) gets the
-# "sfu" roof; a task.json with an unknown roof is refused, naming the file and the key.
+# "sfu" roof; one that counts synchronisations (cost.syncs) reports them, with no bound on the
+# host; a task.json with an unknown roof is refused, naming the file and the key.
 . "$(dirname "$0")/../lib.sh"
 
 # t1/spmv_csr as shipped: the L2 bound is counted whichever bound sets the floor on this CPU
@@ -87,6 +88,22 @@ check "sfu: the verdict's sol names the special-function roof and its floor ($(c
 STITCH_TASKS="$SUITE2" "$STITCH" verify "${FAST[@]}" t1/scale "$FIX/good.c" >"$WORK/sfu.txt" 2>&1
 check "sfu: the text verdict names the roof and counts the operations" \
 	grep -Eq '^SOL +[0-9.e-]+% \(sfu\) of the .*, 1e\+09 special-function ops\)' "$WORK/sfu.txt"
+
+# cost.syncs: counted and reported, but the host backend has no grid barrier to time (peak
+# sync_us null), so no such bound, and the roof is what it was
+sed -i 's|"sfu": "1000000\*n"}|"syncs": "n"}|' "$SUITE2/t1/scale/task.json"
+check "the copy counts synchronisations" grep -q '"syncs": "n"' "$SUITE2/t1/scale/task.json"
+STITCH_TASKS="$SUITE2" verify "$WORK/sync.json" t1/scale "$FIX/good.c"
+check "syncs: exit 0 (got $RC; $(tail -n 2 "$WORK/sync.json.err"))" [ "$RC" -eq 0 ]
+python3 - "$WORK/sync.json" <<'EOF' >"$WORK/sync.check" 2>&1
+import json, sys
+s = json.load(open(sys.argv[1]))["sol"]
+assert s["syncs"] == 1000, s
+assert "sync_us" in s["peaks"] and s["peaks"]["sync_us"] is None, s["peaks"]
+assert "sync" not in s["floors_ms"] and s["roof"] in ("dram", "fp32"), s
+EOF
+check "syncs: counted in the verdict, no bound without the host's peak ($(cat "$WORK/sync.check"))" \
+	[ ! -s "$WORK/sync.check" ]
 
 # an unknown roof: bad input, the file and the key named
 sed -i 's|"roof": "l2"|"roof": "hbm"|' "$SUITE/t1/scale/task.json"

@@ -1,7 +1,8 @@
-/* Unit tests of SOL by the binding roof: cost.roof, cost.l2_bytes and cost.sfu as task.json gives
- * them (the default, "dram", "l2" and what st_task_json writes back), the cost at a size set, and
- * the floor against a set of peaks: the DRAM rule unchanged, the L2 bound where it binds, the
- * FLOPs', the special functions', and what happens when a peak is missing. */
+/* Unit tests of SOL by the binding roof: cost.roof, cost.l2_bytes, cost.sfu and cost.syncs as
+ * task.json gives them (the default, "dram", "l2" and what st_task_json writes back), the cost at
+ * a size set, and the floor against a set of peaks: the DRAM rule unchanged, the L2 bound where
+ * it binds, the FLOPs', the special functions', the synchronisations', and what happens when a
+ * peak is missing. */
 #include <ftw.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -88,6 +89,14 @@ static json_t *peaks(double l2)
 		json_object_set_new(p, "l2_gbs", json_real(l2));
 	else
 		json_object_set_new(p, "l2_gbs", json_null());
+	return p;
+}
+
+/* peaks(8000) with one more figure, `key`: `v` (v < 0: null, a device without it). */
+static json_t *peaks_with(const char *key, double v)
+{
+	json_t *p = peaks(8000);
+	json_object_set_new(p, key, v < 0 ? json_null() : json_real(v));
 	return p;
 }
 
@@ -251,8 +260,7 @@ static void test_floor_sfu(void **state)
 	st_task_free(&t);
 
 	/* Monte-Carlo-like: 8e9 special functions at 4 Tops/s bind over 32e9 FLOPs at 50 TFLOP/s */
-	json_t *p = peaks(8000);
-	json_object_set_new(p, "sfu", json_real(4.0));
+	json_t *p = peaks_with("sfu", 4.0);
 	st_sol_floor f;
 	st_cost_at mc = {.flops = 32e9, .bytes = 4e6, .l2_bytes = -1, .sfu = 8e9, .unit = "fp32"};
 	st_sol_floor_compute(p, &mc, &f);
@@ -276,12 +284,60 @@ static void test_floor_sfu(void **state)
 	json_decref(p);
 
 	/* peaks of a device without the figure (null): left out */
-	p = peaks(8000);
-	json_object_set_new(p, "sfu", json_null());
+	p = peaks_with("sfu", -1);
 	mc.sfu = 8e9;
 	st_sol_floor_compute(p, &mc, &f);
 	assert_float_equal(f.sfu_ms, -1, 0);
 	assert_string_equal(f.roof, "fp32");
+	json_decref(p);
+}
+
+/* cost.syncs: parsed, written back, evaluated; syncs x sync_us binds a recurrence whose FLOPs
+ * are few, names the roof "sync", and is left out without the peak (the host's null). */
+static void test_floor_sync(void **state)
+{
+	(void)state;
+	st_task t;
+	st_cost_at c;
+	st_err err;
+	load(TASK_JSON("{\"flops\": \"2*n*deg\", \"bytes\": \"8*n\", \"unit\": \"fp32\", "
+	               "\"syncs\": \"deg - 1\"}"),
+	     &t);
+	assert_string_equal(t.cost_syncs, "deg - 1");
+	json_t *j = st_task_json(&t);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "cost"), "syncs")),
+	                    "deg - 1");
+	json_decref(j);
+	assert_int_equal(st_cost_eval(&t, &t.eval, &c, &err), ST_OK);
+	assert_float_equal(c.syncs, 15, 0);
+	assert_float_equal(c.sfu, -1, 0);
+	st_task_free(&t);
+
+	/* an LSTM-like chain: 255 dependent steps at 1.5 us a barrier bind over 0.17 ms of FLOPs */
+	json_t *p = peaks_with("sync_us", 1.5);
+	st_sol_floor f;
+	st_cost_at lstm = {.flops = 8.6e9, .bytes = 7.6e7, .l2_bytes = -1, .sfu = -1, .syncs = 255,
+	                   .unit = "fp32"};
+	st_sol_floor_compute(p, &lstm, &f);
+	assert_float_equal(f.flops_ms, 0.172, 1e-12);
+	assert_float_equal(f.sync_ms, 0.3825, 1e-12);
+	expect_floor(&f, 0.3825, "sync", "sync");
+
+	/* no synchronisation counted (or none needed): no bound */
+	lstm.syncs = 0;
+	st_sol_floor_compute(p, &lstm, &f);
+	assert_float_equal(f.sync_ms, -1, 0);
+	assert_string_equal(f.roof, "fp32");
+	json_decref(p);
+
+	/* the host's peaks: sync_us null, the bound left out */
+	p = peaks_with("sync_us", -1);
+	lstm.syncs = 255;
+	st_sol_floor_compute(p, &lstm, &f);
+	assert_float_equal(f.sync_ms, -1, 0);
+	json_t *fj = st_sol_floors_json(&f);
+	assert_null(json_object_get(fj, "sync"));
+	json_decref(fj);
 	json_decref(p);
 }
 
@@ -292,6 +348,7 @@ int main(void)
 		cmocka_unit_test(test_floor_dram),
 		cmocka_unit_test(test_floor_l2),
 		cmocka_unit_test(test_floor_sfu),
+		cmocka_unit_test(test_floor_sync),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
