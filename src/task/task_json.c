@@ -35,7 +35,8 @@ static json_t *nullable_string(const char *s)
 
 json_t *st_task_json(const st_task *t)
 {
-	return json_pack("{s:s, s:s, s:i, s:o, s:o, s:i, s:s, s:o, s:o, s:{s:o, s:o, s:o, s:s, s:o, s:o, s:o}}",
+	return json_pack("{s:s, s:s, s:i, s:o, s:o, s:i, s:s, s:o, s:o, "
+	                 "s:{s:o, s:o, s:o, s:s, s:o, s:o, s:o}}",
 	                 "id", t->id, "name", t->name, "tier", t->tier,
 	                 "eval", sizes_json(&t->eval), "small", sizes_json(&t->small),
 	                 "n_hidden", t->n_hidden, "policy", st_task_policy_name(t->policy),
