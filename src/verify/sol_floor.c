@@ -40,6 +40,16 @@ static double bound_ms(double amount, double rate, double scale)
 	return amount > 0 && rate > 0 ? 1e3 * amount / (rate * scale) : -1;
 }
 
+/* Raise f's floor to `ms` when that bound is longer, naming its roof: bounds are offered in
+ * the order ties go to (DRAM, L2, FLOPs, special functions, synchronisations). */
+static void raise_floor(st_sol_floor *f, double ms, const char *roof)
+{
+	if (ms > f->floor_ms) {
+		f->floor_ms = ms;
+		f->roof = roof;
+	}
+}
+
 void st_sol_floor_compute(const json_t *peaks, const st_cost_at *c, st_sol_floor *f)
 {
 	double bw = json_number_value(json_object_get(peaks, "bw_gbs"));
@@ -47,34 +57,23 @@ void st_sol_floor_compute(const json_t *peaks, const st_cost_at *c, st_sol_floor
 	double rate = c->unit ? json_number_value(json_object_get(peaks, c->unit)) : 0;
 	double sfu = json_number_value(json_object_get(peaks, "sfu"));
 	double sync_us = json_number_value(json_object_get(peaks, "sync_us"));
+	/* bound_ms leaves out a count that is not positive: -1, a task that counts none */
 	f->dram_ms = bw > 0 ? (c->bytes > 0 ? 1e3 * c->bytes / (bw * 1e9) : 0) : -1;
-	f->l2_ms = c->l2_bytes >= 0 ? bound_ms(c->l2_bytes, l2, 1e9) : -1;
+	f->l2_ms = bound_ms(c->l2_bytes, l2, 1e9);
 	f->flops_ms = bound_ms(c->flops, rate, 1e12);
-	f->sfu_ms = c->sfu >= 0 ? bound_ms(c->sfu, sfu, 1e12) : -1;
-	/* syncs one after another, sync_us each: the rate is 1e6 / sync_us a second */
-	f->sync_ms = c->syncs >= 0 && sync_us > 0 ? bound_ms(c->syncs, 1.0 / sync_us, 1e6) : -1;
+	f->sfu_ms = bound_ms(c->sfu, sfu, 1e12);
+	/* one synchronisation after another, sync_us each */
+	f->sync_ms = c->syncs > 0 && sync_us > 0 ? 1e-3 * c->syncs * sync_us : -1;
 	f->floor_ms = -1;
 	f->roof = NULL;
 	if (!(bw > 0))
 		return;
 	f->floor_ms = f->dram_ms;
 	f->roof = "dram";
-	if (f->l2_ms > f->floor_ms) {
-		f->floor_ms = f->l2_ms;
-		f->roof = "l2";
-	}
-	if (f->flops_ms > f->floor_ms) {
-		f->floor_ms = f->flops_ms;
-		f->roof = c->unit;
-	}
-	if (f->sfu_ms > f->floor_ms) {
-		f->floor_ms = f->sfu_ms;
-		f->roof = "sfu";
-	}
-	if (f->sync_ms > f->floor_ms) {
-		f->floor_ms = f->sync_ms;
-		f->roof = "sync";
-	}
+	raise_floor(f, f->l2_ms, "l2");
+	raise_floor(f, f->flops_ms, c->unit);
+	raise_floor(f, f->sfu_ms, "sfu");
+	raise_floor(f, f->sync_ms, "sync");
 }
 
 json_t *st_sol_floors_json(const st_sol_floor *f)
