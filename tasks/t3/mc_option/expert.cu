@@ -2,7 +2,10 @@
  * with nothing stored per path. A block takes a chunk of one option's paths; each thread draws its
  * normals from a hand-written Philox4x32-10 (counter = option, thread, round: no state to load or
  * initialise), turns each pair of uniforms into two normals by Box-Muller and each normal into an
- * antithetic pair of paths (Z and -Z), so one Philox call feeds eight paths. Payoffs are summed in
+ * antithetic pair of paths (Z and -Z), so one Philox call feeds eight paths. The special functions
+ * are the special-function unit's approximations, one MUFU operation each (lg2, sqrt, sin, cos, and
+ * ex2 with rcp for the antithetic partner), since that unit is the task's roof; the accurate forms
+ * cost twice the time (tasks/t3/mc_option/NOTES.md). Payoffs are summed in
  * registers, the block's sum is reduced with warp shuffles and written to a per-(option, chunk)
  * slot; a second kernel adds each option's slots in a fixed order (deterministic) and discounts. */
 #include <cuda_runtime.h>
@@ -52,8 +55,16 @@ __device__ __forceinline__ uint4 philox(uint4 c, uint2 key) {
     return c;
 }
 
-/* 24 random bits to a float in (0, 1): never 0, so the log is finite */
-__device__ __forceinline__ float to_unit(unsigned x) { return ((float)(x >> 8) + 0.5f) * (1.0f / 16777216.0f); }
+/* the special-function unit's approximations, one MUFU operation each (no range fix-ups) */
+__device__ __forceinline__ float ex2a(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+__device__ __forceinline__ float lg2a(float x) { float y; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+__device__ __forceinline__ float sqrta(float x) { float y; asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+__device__ __forceinline__ float sina(float x) { float y; asm("sin.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+__device__ __forceinline__ float cosa(float x) { float y; asm("cos.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+__device__ __forceinline__ float rcpa(float x) { float y; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+/* 22 random bits as a float in (1, 2) without a conversion: the exponent of 1.0, the bits as the
+ * mantissa and its lowest bit set, so that 2 - m is in (0, 1) and its log finite */
+__device__ __forceinline__ float bits_1_2(unsigned x) { return __int_as_float(0x3f800001u | (x >> 9)); }
 
 // ----------------------------------------------------------------------------
 // kernels
@@ -68,34 +79,35 @@ paths_kernel(const float *__restrict__ s0, const float *__restrict__ k, const fl
     __shared__ double warp_sums[THREADS / 32];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (int o = blockIdx.y; o < n; o += gridDim.y) {
-        const float so = s0[o], ko = k[o], vol = sigma[o] * sqrtf(t[o]);
+        const float vol = sigma[o] * sqrtf(t[o]);
         const float mu = (r[o] - 0.5f * sigma[o] * sigma[o]) * t[o];
+        /* S_T = A * 2^(vol2 * z), A = S0 e^mu; payoff A * max(e - K/A, 0), A applied at the end */
+        const float a = s0[o] * expf(mu), ka = k[o] / a, vol2 = vol * 1.4426950409f;
         const long long first = (long long)blockIdx.x * PATHS_PER_BLOCK + (long long)threadIdx.x * PATHS_PER_THREAD;
-        /* paths this thread may take, rounded down to whole pairs; an odd last path is done alone */
         const long long left = paths - first;
         const int mine = left <= 0 ? 0 : left >= PATHS_PER_THREAD ? PATHS_PER_THREAD : (int)left;
         float sum = 0.0f;
         for (int call = 0; call * 8 < mine; call++) {
-            /* counter: (path group, option, 0, 0); distinct for every option and group of 8 paths */
             const unsigned long long group = (unsigned long long)(first / 8) + call;
             const uint4 x = philox(make_uint4((unsigned)group, (unsigned)(group >> 32), (unsigned)o, 0u),
                                    make_uint2(SEED_LO, SEED_HI));
             const unsigned u[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
             for (int pair = 0; pair < 2; pair++) {
-                float sn, cs;
-                const float rad = sqrtf(-2.0f * logf(to_unit(u[2 * pair])));
-                sincospif(2.0f * to_unit(u[2 * pair + 1]), &sn, &cs);
-                const float z[2] = {rad * cs, rad * sn};
+                /* -2 ln u = -2 ln 2 * lg2 u; the angle 2 pi (m - 1.5) in [-pi, pi), where sin.approx is accurate */
+                const float rad = sqrta(-1.3862943611f * lg2a(2.0f - bits_1_2(u[2 * pair])));
+                const float ang = fmaf(bits_1_2(u[2 * pair + 1]), 6.2831853072f, -9.4247779608f);
+                const float z[2] = {rad * cosa(ang), rad * sina(ang)};
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int base = call * 8 + pair * 4 + h * 2; /* this normal's two paths */
-                    const float up = so * __expf(mu + vol * z[h]), down = so * __expf(mu - vol * z[h]);
-                    if (base < mine) sum += fmaxf(up - ko, 0.0f);
-                    if (base + 1 < mine) sum += fmaxf(down - ko, 0.0f);
+                    const float e = ex2a(vol2 * z[h]);
+                    if (base < mine) sum += fmaxf(e - ka, 0.0f);
+                    if (base + 1 < mine) sum += fmaxf(rcpa(e) - ka, 0.0f);
                 }
             }
         }
+        sum *= a;
         double s = sum;
         for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
         if (lane == 0) warp_sums[warp] = s;
