@@ -59,11 +59,6 @@ __global__ void pack_kernel(const float *__restrict__ pos, const float *__restri
     vel[3 * i + 2] = vel_in[3 * i + 2];
 }
 
-/* Block = 32 * TPT target bodies (TPT per lane: lane + 32 r) x Q warps; warp q sums the sources
- * of tiles q, q + Q, q + 2Q, ..., each source read from shared memory once for TPT targets.
- * Tiles past N are padded with massless bodies at the origin: their distance is at least the
- * softening, so they add exactly zero. Then v += kick * a, and either x += dt * v into `pout`
- * (drift != 0) or the final state into pos_out. */
 /* MUFU.RSQ without rsqrtf's subnormal guard: the argument is at least EPS2, never subnormal */
 __device__ __forceinline__ float rsqrt_ftz(float x) {
     float y;
@@ -71,6 +66,11 @@ __device__ __forceinline__ float rsqrt_ftz(float x) {
     return y;
 }
 
+/* Block = 32 * TPT target bodies (TPT per lane: lane + 32 r) x Q warps; warp q sums the sources
+ * of tiles q, q + Q, q + 2Q, ..., each source read from shared memory once for TPT targets.
+ * Tiles past N are padded with massless bodies at the origin: their distance is at least the
+ * softening, so they add exactly zero. Then v += kick * a, and either x += dt * v into `pout`
+ * (drift != 0) or the final state into pos_out. */
 __global__ void __launch_bounds__(TILE * MAX_Q)
 step_kernel(const float4 *__restrict__ pin, float4 *__restrict__ pout, float *__restrict__ vel,
             float *__restrict__ pos_out, float kick, int drift, int n) {
