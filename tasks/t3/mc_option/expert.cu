@@ -84,10 +84,12 @@ paths_kernel(const float *__restrict__ s0, const float *__restrict__ k, const fl
         /* S_T = A * 2^(vol2 * z), A = S0 e^mu; payoff A * max(e - K/A, 0), A applied at the end */
         const float a = s0[o] * expf(mu), ka = k[o] / a, vol2 = vol * 1.4426950409f;
         const long long first = (long long)blockIdx.x * PATHS_PER_BLOCK + (long long)threadIdx.x * PATHS_PER_THREAD;
+        /* paths this thread may take, rounded down to whole pairs; an odd last path is done alone */
         const long long left = paths - first;
         const int mine = left <= 0 ? 0 : left >= PATHS_PER_THREAD ? PATHS_PER_THREAD : (int)left;
         float sum = 0.0f;
         for (int call = 0; call * 8 < mine; call++) {
+            /* counter: (path group, option, 0, 0); distinct for every option and group of 8 paths */
             const unsigned long long group = (unsigned long long)(first / 8) + call;
             const uint4 x = philox(make_uint4((unsigned)group, (unsigned)(group >> 32), (unsigned)o, 0u),
                                    make_uint2(SEED_LO, SEED_HI));
