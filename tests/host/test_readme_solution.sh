@@ -30,11 +30,8 @@ check "host solution on every size set: exit $RC, want 0 ($(field "$WORK/host_al
 check "host solution on every size set: hidden ones checked" grep -q '"set": "hidden2"' \
 	"$WORK/host_all.json"
 
-NVCC=${STITCH_NVCC:-$(command -v nvcc || true)}
-if [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
-	NVCC=/usr/local/cuda/bin/nvcc
-fi
-if [ -n "$NVCC" ] && [ -x "$NVCC" ]; then
+find_nvcc
+if [ -n "$NVCC" ]; then
 	"$NVCC" -c -arch=sm_90a -std=c++17 -I"$STITCH_SRC/include" -Werror all-warnings \
 		-o "$WORK/my_softmax.o" "$WORK/my_softmax.cu" >"$WORK/nvcc.log" 2>&1
 	rc=$?

@@ -5,8 +5,7 @@
 # guarded so the others still build. Needs nvcc, not a GPU; skipped with a reason without one.
 . "$(dirname "$0")/../lib.sh"
 
-NVCC=$(command -v nvcc || true)
-[ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
+find_nvcc
 if [ -z "$NVCC" ]; then
 	echo "SKIP: no nvcc on this machine; the suite's CUDA files cannot be compiled here"
 	exit 77

@@ -6,13 +6,12 @@
 # not a GPU; skipped with a reason without one.
 . "$(dirname "$0")/../lib.sh"
 
-NVCC=$(command -v nvcc || true)
-[ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
+find_nvcc
 if [ -z "$NVCC" ] || ! command -v patch >/dev/null; then
 	echo "SKIP: no nvcc or no patch tool on this machine; the variants cannot be checked here"
 	exit 77
 fi
-export PATH="$(dirname "$NVCC"):$PATH"
+export STITCH_NVCC=$NVCC # the script compiles with the same one
 GV="$STITCH_SRC/scripts/gpu-variants"
 
 n=$(ls "$STITCH_SRC"/bench/variants/*.patch 2>/dev/null | wc -l)
