@@ -1,5 +1,6 @@
 /* The GPU-hold state machine of gpu_hold.h: FREE, SHARED (a read lock) or EXCLUSIVE (the write
- * lock) on a verify's st_verify_slot.gpu_lock, every hold given up recorded for the verdict. */
+ * lock) on a verify's st_verify_slot.gpu_lock and on the GPU's file lock, every hold given up
+ * recorded for the verdict. */
 #include <assert.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -7,15 +8,25 @@
 #include "common/clock.h"
 #include "verify/gpu_hold.h"
 
+/* Is there anything to hold? */
+static int shared_gpu(const st_gpu_hold *h)
+{
+	return h->lock || h->file;
+}
+
 static void take(st_gpu_hold *h, int exclusive)
 {
 	/* rwlocks do not nest: taking again while held would deadlock (write) or leak (read) */
-	assert(h->lock && h->held == ST_GPU_FREE);
+	assert(shared_gpu(h) && h->held == ST_GPU_FREE);
 	double t0 = st_now_s();
-	if (exclusive)
+	if (h->lock && exclusive)
 		pthread_rwlock_wrlock(h->lock);
-	else
+	else if (h->lock)
 		pthread_rwlock_rdlock(h->lock);
+	/* A file lock that fails (the file system) leaves this verify with the in-process lock
+	 * alone: what it was before file locks existed, not a reason to stop. */
+	if (h->file)
+		st_gpu_flock_take(h->file, exclusive, h->waiting, h->waiting_arg);
 	h->since = st_now_s();
 	h->wait_s += h->since - t0;
 	h->held = exclusive ? ST_GPU_EXCLUSIVE : ST_GPU_SHARED;
@@ -26,8 +37,11 @@ static void take(st_gpu_hold *h, int exclusive)
 static void unlock(st_gpu_hold *h)
 {
 	/* unlocking a lock not held is undefined behaviour, and would free another verify's hold */
-	assert(h->lock && h->held != ST_GPU_FREE);
-	pthread_rwlock_unlock(h->lock);
+	assert(shared_gpu(h) && h->held != ST_GPU_FREE);
+	if (h->file)
+		st_gpu_flock_give(h->file);
+	if (h->lock)
+		pthread_rwlock_unlock(h->lock);
 	if (h->holds)
 		json_array_append_new(h->holds,
 		                      json_pack("[s,f,f]", h->held == ST_GPU_EXCLUSIVE ? "x" : "s",
@@ -37,14 +51,14 @@ static void unlock(st_gpu_hold *h)
 
 void st_gpu_hold_use(st_gpu_hold *h)
 {
-	if (h->lock && h->held == ST_GPU_FREE)
+	if (shared_gpu(h) && h->held == ST_GPU_FREE)
 		take(h, h->alone);
-	assert(!h->lock || h->held != ST_GPU_FREE);
+	assert(!shared_gpu(h) || h->held != ST_GPU_FREE);
 }
 
 void st_gpu_hold_idle(st_gpu_hold *h)
 {
-	if (h->lock && h->held == ST_GPU_SHARED)
+	if (shared_gpu(h) && h->held == ST_GPU_SHARED)
 		unlock(h);
 	assert(h->held != ST_GPU_SHARED);
 }
@@ -59,7 +73,7 @@ void st_gpu_hold_for(st_gpu_hold *h, int on_gpu)
 
 void st_gpu_hold_release(st_gpu_hold *h)
 {
-	if (h->lock && h->held != ST_GPU_FREE)
+	if (shared_gpu(h) && h->held != ST_GPU_FREE)
 		unlock(h);
 	assert(h->held == ST_GPU_FREE);
 }
@@ -67,7 +81,7 @@ void st_gpu_hold_release(st_gpu_hold *h)
 /* A read lock cannot be upgraded in place: give it up, then wait for the GPU alone. */
 void st_gpu_hold_exclusive(st_gpu_hold *h)
 {
-	if (!h->lock || h->held == ST_GPU_EXCLUSIVE)
+	if (!shared_gpu(h) || h->held == ST_GPU_EXCLUSIVE)
 		return;
 	st_gpu_hold_release(h);
 	take(h, 1);

@@ -3,20 +3,28 @@
  * whatever measures (timing, the profile, the peaks), and not held at all during work on the CPU
  * alone (compiling, comparing outputs), so that another verify can measure meanwhile. Runners
  * that sit idle between requests hold memory but run nothing, which disturbs no measurement.
- * Apart from the verify's context so that the state machine can be tested alone. */
+ * The same holds are taken on the GPU's file lock (gpu_flock.h), for the verifies of other
+ * processes; the in-process lock first, so that one process's verifies queue on it, not on the
+ * file. Apart from the verify's context so that the state machine can be tested alone. */
 #ifndef ST_GPU_HOLD_H
 #define ST_GPU_HOLD_H
 
 #include <jansson.h>
 #include <pthread.h>
 
+#include "verify/gpu_flock.h"
+
 enum { ST_GPU_FREE, ST_GPU_SHARED, ST_GPU_EXCLUSIVE };
 
 typedef struct st_gpu_hold {
-	pthread_rwlock_t *lock; /* slot->gpu_lock; NULL: the GPU is not shared, every call a no-op */
+	pthread_rwlock_t *lock; /* slot->gpu_lock; NULL: no verify of this process shares the GPU */
+	st_gpu_flock *file;     /* the GPU's lock across processes, or NULL; with neither, every
+	                         * call is a no-op */
+	void (*waiting)(void *arg, double s); /* told every 5 s of a wait on the file lock */
+	void *waiting_arg;
 	int alone;              /* slot->gpu_alone: exclusive from the first use on */
 	int held;               /* ST_GPU_FREE, ST_GPU_SHARED or ST_GPU_EXCLUSIVE */
-	double wait_s;          /* time spent waiting for the lock */
+	double wait_s;          /* time spent waiting for the locks */
 	double since;           /* when the present hold began (st_now_s) */
 	json_t *holds;          /* the holds so far: [mode "s" or "x", from, to] in st_now_s time,
 	                         * which is one clock for every verify of a service; NULL: not kept */

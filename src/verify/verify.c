@@ -117,6 +117,32 @@ static st_status add_solutions(vctx *v, const char *solution, st_err *err)
 
 /* A runner per solution, and the device they found into the verdict; *arch is the arch to
  * compile for. *compiled: the solutions were compiled first (then the verdict may be decided). */
+static void report_gpu_wait(void *arg, double waited)
+{
+	vx_progress((vctx *)arg, "waiting %.0f s for the GPU: a verify of another process is "
+	            "measuring on it (the lock %s/<GPU UUID>.lock)", waited, st_gpu_flock_dir());
+}
+
+/* The GPU's lock shared with the verifies of other processes (gpu_flock.h), named by the UUID
+ * the reference's runner reported, taken from the first hold on. */
+static void attach_file_lock(vctx *v)
+{
+	if (strcmp(v->o->backend, "cuda"))
+		return;
+	const char *uuid = json_string_value(json_object_get(v->sols[v->ref].runner.info, "uuid"));
+	char why[400];
+	if (st_gpu_flock_open(&v->gpu_file, st_gpu_flock_dir(), uuid, why, sizeof why)) {
+		vx_flag(v, "gpu_lock_unavailable");
+		vx_progress(v, "no GPU lock shared with other processes (%s): a verify of another "
+		            "process could measure while this one does", why);
+		return;
+	}
+	st_gpu_hold_release(&v->gpu); /* nothing is held yet; a hold is taken on both from now */
+	v->gpu.file = &v->gpu_file;
+	v->gpu.waiting = report_gpu_wait;
+	v->gpu.waiting_arg = v;
+}
+
 static st_status start_runners(vctx *v, int *compiled, const char **arch, st_err *err)
 {
 	const st_verify_opts *o = v->o;
@@ -154,6 +180,7 @@ static st_status start_runners(vctx *v, int *compiled, const char **arch, st_err
 	*arch = o->arch ? o->arch : json_string_value(json_object_get(info, "arch"));
 	json_object_set_new(v->verdict, "arch", json_string(*arch ? *arch : "?"));
 	vx_progress(v, "device: %s (%s)", json_string_value(json_object_get(info, "device")), *arch);
+	attach_file_lock(v);
 	return ST_OK;
 }
 
@@ -298,6 +325,7 @@ static void init_ctx(vctx *v, const st_task *task, const st_verify_opts *o,
 	v->gpu.lock = v->slot->gpu_lock;
 	v->gpu.alone = v->slot->gpu_alone;
 	v->gpu.holds = v->slot->gpu_lock ? json_array() : NULL;
+	v->gpu_file.fd = v->gpu_file.turnstile = -1;
 	/* Comparing is the correctness phase's main cost on large outputs, and the runners wait. */
 	v->threads = o->threads > 0 ? o->threads : st_cpus_share(1, 16);
 	v->verdict = json_pack("{s:s,s:s,s:s,s:s}", "status", "ok", "reason", "", "task", task->id,
@@ -349,6 +377,7 @@ st_status vx_verify(const char *task_dir, const char *solution, const st_verify_
 	if (v.under_ncu && v.cand >= 0 && v.sols[v.cand].started)
 		json_object_set_new(v.verdict, "ncu", vx_ncu_collect(&v.sols[v.cand].runner));
 	vx_release_runners(&v, s);
+	st_gpu_flock_close(&v.gpu_file);
 	if (live)
 		json_object_set(v.verdict, "reference_runner", live->info);
 	if (v.hooks_dl)

@@ -136,7 +136,8 @@ typedef struct vctx {
 	int stored;            /* an imported task: inputs and expected outputs from its files */
 	struct vx_live *live;  /* or from its PyTorch program, drawn for this verify (live_ref.h),
 	                        * NULL otherwise */
-	st_gpu_hold gpu;       /* this verify's hold on slot->gpu_lock (gpu_hold.h) */
+	st_gpu_hold gpu;       /* this verify's hold on slot->gpu_lock and gpu_file (gpu_hold.h) */
+	st_gpu_flock gpu_file; /* the GPU's lock across processes (gpu_flock.h); fd -1: none */
 	double wait_mark;      /* gpu.wait_s at the last phase mark */
 	json_t *gpu_waits;     /* per phase, the part of it spent waiting for the GPU */
 	json_t *runner_ms;     /* the runners' own account of set-up and teardown ("setup.alloc":
