@@ -14,18 +14,27 @@ fi
 export STITCH_NVCC=$NVCC # the script compiles with the same one
 GV="$STITCH_SRC/scripts/gpu-variants"
 
+# the folder's own patches, when any wait for a GPU (none, once every one was measured)
 n=$(ls "$STITCH_SRC"/bench/variants/*.patch 2>/dev/null | wc -l)
-check "bench/variants holds patches ($n)" [ "$n" -ge 1 ]
 "$GV" --check "$WORK/all" >"$WORK/all.out" 2>&1
 rc=$?
 cat "$WORK/all.out"
-check "every variant applies and compiles (exit $rc)" [ "$rc" -eq 0 ]
-check "a line for each of the $n variants" [ "$(grep -c ': applies to tasks/.* and compiles for sm_90a$' "$WORK/all.out")" -eq "$n" ]
+check "every variant of bench/variants applies and compiles (exit $rc)" [ "$rc" -eq 0 ]
+check "a line for each of its $n variants" [ "$(grep -c ': applies to tasks/.* and compiles for sm_90a$' "$WORK/all.out")" -eq "$n" ]
+[ "$n" -gt 0 ] || check "an empty folder is said to be one" grep -q 'none waiting for a GPU' "$WORK/all.out"
 
-# a stale patch (its context changed) and a broken one (applies, does not compile)
-mkdir -p "$WORK/bad"
-first=$(ls "$STITCH_SRC"/bench/variants/*.patch | head -n 1)
-sed '0,/^ /s/^ \(.*\)$/ \1 stale/' "$first" >"$WORK/bad/stale.patch"
+# a good patch (a comment added to t1/softmax's expert), the same made stale (its context
+# changed), and a broken one (applies, does not compile)
+mkdir -p "$WORK/good" "$WORK/bad"
+E=tasks/t1/softmax/expert.cu
+{ cat "$STITCH_SRC/$E"; echo "/* a variant that only adds this comment */"; } >"$WORK/softmax.cu"
+diff -u --label "a/$E" --label "b/$E" "$STITCH_SRC/$E" "$WORK/softmax.cu" >"$WORK/good/comment.patch"
+"$GV" --check --dir "$WORK/good" "$WORK/goodout" >"$WORK/good.out" 2>&1
+rc=$?
+cat "$WORK/good.out"
+check "a good patch: exit 0 (exit $rc)" [ "$rc" -eq 0 ]
+check "it is named as applying and compiling" grep -q "^comment: applies to $E and compiles for sm_90a$" "$WORK/good.out"
+sed '0,/^ /s/^ \(.*\)$/ \1 stale/' "$WORK/good/comment.patch" >"$WORK/bad/stale.patch"
 cat >"$WORK/bad/broken.patch" <<'P'
 --- a/tasks/t1/softmax/expert.cu
 +++ b/tasks/t1/softmax/expert.cu

@@ -1,7 +1,11 @@
 /* Expert for t2/lstm: the input projection for all time steps in one TF32 cuBLAS GEMM
  * (Gx[T*B, 4H] = x·W_ih^T, the half of the FLOPs that does not depend on the recurrence), then
- * the T dependent steps as one fused kernel each, replayed from a CUDA graph captured in
- * st_init. A step kernel computes h_{t-1}·W_hh^T for a tile of 32 batch rows by 8 hidden units,
+ * the T dependent steps. Where the whole grid can be resident and a block's W_hh columns fit in
+ * shared memory (the eval shape on an H200), the steps run in one cooperative kernel: each block
+ * loads its 32 gate columns of W_hh into shared memory once, keeps its cells' c in registers, and
+ * passes a grid-wide barrier between steps instead of a launch (1.62x the graph of steps on the
+ * H200, session 43). Otherwise each step is one fused kernel, replayed from a CUDA graph captured
+ * in st_init. A step kernel computes h_{t-1}·W_hh^T for a tile of 32 batch rows by 8 hidden units,
  * i.e. the i, f, g and o columns of those units together, on TF32 mma.sync with fp32
  * accumulators, and finishes the cell in its epilogue (Gx + bias + product, sigmoid/tanh, c and
  * h), so each step is one launch and the [B, 4H] gates never touch memory. W_hh is re-laid out
@@ -14,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include "stitch/solution.h"
@@ -55,6 +60,7 @@ typedef struct {
     cudaStream_t capture;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    size_t p_smem;              /* the persistent kernel's shared memory; 0: the graph of steps */
 } lstm_ctx;
 
 // ----------------------------------------------------------------------------
@@ -235,6 +241,124 @@ lstm_step_kernel(int t, int T, int B, int H, int Hpad, const float *__restrict__
 }
 
 // ----------------------------------------------------------------------------
+// all T steps in one cooperative kernel: the block's W_hh columns stay in shared memory, the cell
+// state in registers, and a grid-wide barrier replaces the launch between steps
+
+namespace cg = cooperative_groups;
+
+#define P_THREADS 256      /* 8 warps: 2 (even and odd k steps) x 2 x 2 over the 32 x 32 tile */
+#define NG 4               /* groups of k chunks in which a step's h tile lands */
+
+__global__ void __launch_bounds__(P_THREADS)
+lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ gx,
+                       const float *__restrict__ wp, const float *__restrict__ bp,
+                       const float *__restrict__ h0, const float *__restrict__ c0,
+                       float *__restrict__ h_state, float *__restrict__ h_seq,
+                       float *__restrict__ c_final) {
+    extern __shared__ __align__(16) float smem[];
+    const int WS = Hpad + 4;                                   /* conflict-free fragment loads */
+    float *Ws = smem;                                          /* [NC][WS] */
+    float *As = smem + NC * WS;                                /* [BB][WS]: h_{t-1} rows */
+    float (*Ps)[BB][NC + 1] = (float (*)[BB][NC + 1])(smem + (NC + BB) * WS);
+
+    cg::grid_group grid = cg::this_grid();
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wk = warp >> 2, wm = (warp >> 1) & 1, wn = warp & 1;
+    const int g = lane >> 2, tg = lane & 3;
+    const int jt = blockIdx.x, b0 = blockIdx.y * BB;
+    const size_t state = (size_t)gridDim.y * BB * Hpad;
+    const int nk = Hpad / KC;
+
+    /* the block's 32 gate columns of W_hh, once */
+    const float *wsrc = wp + (size_t)jt * NC * Hpad;
+    for (int c = tid; c < NC * (Hpad / 4); c += P_THREADS) {
+        const int r = c / (Hpad / 4), col = (c % (Hpad / 4)) * 4;
+        cp_async16(&Ws[r * WS + col], wsrc + (size_t)r * Hpad + col);
+    }
+    cp_async_commit();
+
+    /* one cell (batch row, unit) per thread; its c lives in a register for all T steps */
+    const int bl = tid / UJ, u = tid % UJ, b = b0 + bl, j = jt * UJ + u;
+    const bool live = b < B && j < H;
+    float c = live ? c0[(size_t)b * H + j] : 0.0f;
+    float bias[4];
+#pragma unroll
+    for (int gate = 0; gate < 4; gate++) bias[gate] = bp[jt * NC + gate * UJ + u];
+    if (live) h_state[(size_t)b * Hpad + j] = h0[(size_t)b * H + j];
+    cp_async_wait<0>();
+    grid.sync();
+
+    for (int t = 0; t < T; t++) {
+        const float *hsrc = h_state + (size_t)(t & 1) * state + (size_t)b0 * Hpad;
+        float *hnext = h_state + (size_t)((t + 1) & 1) * state;
+        /* the whole h tile in flight at once, in NG groups of chunks: the product starts on the
+         * first group while the others land (no per-chunk round trips to L2) */
+#pragma unroll
+        for (int q = 0; q < NG; q++) {
+            const int c0k = q * nk / NG, c1k = (q + 1) * nk / NG;
+            const int per_row = (c1k - c0k) * (KC / 4);
+            for (int cc = tid; cc < BB * per_row; cc += P_THREADS) {
+                const int r = cc / per_row, col = c0k * KC + (cc % per_row) * 4;
+                cp_async16(&As[r * WS + col], hsrc + (size_t)r * Hpad + col);
+            }
+            cp_async_commit();
+        }
+        /* the epilogue's operands, fetched while the product runs */
+        float zin[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (live) {
+            const float *z = gx + ((size_t)t * B + b) * 4 * H + j;
+#pragma unroll
+            for (int gate = 0; gate < 4; gate++) zin[gate] = __ldcs(z + (size_t)gate * H);
+        }
+        float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+        for (int q = 0; q < NG; q++) {
+            if (q == 0) cp_async_wait<NG - 1>();
+            else if (q == 1) cp_async_wait<NG - 2>();
+            else if (q == 2) cp_async_wait<NG - 3>();
+            else cp_async_wait<0>();
+            __syncthreads();
+            const int k1 = (q + 1) * nk / NG * KC;
+            for (int k = q * nk / NG * KC + wk * 8; k < k1; k += 16) {
+                unsigned a[4];
+                const float *ar = As + (wm * 16 + g) * WS + k;
+                a[0] = to_tf32(ar[tg]);
+                a[1] = to_tf32(ar[8 * WS + tg]);
+                a[2] = to_tf32(ar[tg + 4]);
+                a[3] = to_tf32(ar[8 * WS + tg + 4]);
+#pragma unroll
+                for (int ni = 0; ni < 2; ni++) {
+                    const float *wrow = Ws + (wn * 16 + ni * 8 + g) * WS + k;
+                    mma_tf32(acc[ni], a, __float_as_uint(wrow[tg]), __float_as_uint(wrow[tg + 4]));
+                }
+            }
+        }
+        cp_async_wait<0>();
+#pragma unroll
+        for (int ni = 0; ni < 2; ni++) {
+            const int n = wn * 16 + ni * 8 + tg * 2, r = wm * 16 + g;
+            Ps[wk][r][n] = acc[ni][0];
+            Ps[wk][r][n + 1] = acc[ni][1];
+            Ps[wk][r + 8][n] = acc[ni][2];
+            Ps[wk][r + 8][n + 1] = acc[ni][3];
+        }
+        __syncthreads();
+        if (live) {
+            const float i = sigmoidf(zin[0] + bias[0] + Ps[0][bl][u] + Ps[1][bl][u]);
+            const float f = sigmoidf(zin[1] + bias[1] + Ps[0][bl][UJ + u] + Ps[1][bl][UJ + u]);
+            const float gc = tanhf(zin[2] + bias[2] + Ps[0][bl][2 * UJ + u] + Ps[1][bl][2 * UJ + u]);
+            const float o = sigmoidf(zin[3] + bias[3] + Ps[0][bl][3 * UJ + u] + Ps[1][bl][3 * UJ + u]);
+            c = f * c + i * gc;
+            const float h = o * tanhf(c);
+            hnext[(size_t)b * Hpad + j] = h;
+            __stcs(h_seq + ((size_t)t * B + b) * H + j, h);
+            if (t == T - 1) c_final[(size_t)b * H + j] = c;
+        }
+        grid.sync(); /* h_t is everywhere; the stages and Ps are free again */
+    }
+}
+
+// ----------------------------------------------------------------------------
 
 static int cfg_get(const st_config *cfg, const char *name, int64_t *v) {
     for (int i = 0; i < cfg->n; i++)
@@ -291,6 +415,23 @@ static int capture_steps(lstm_ctx *ctx) {
     return 0;
 }
 
+/* The persistent kernel when its grid fits on the device at once (a cooperative launch needs
+ * that) and a block's W_hh columns fit in shared memory; otherwise the graph of step kernels. */
+static int pick_persistent(lstm_ctx *ctx) {
+    int dev, sms, coop, optin, per_sm = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const size_t smem = sizeof(float) * ((size_t)(NC + BB) * (ctx->Hpad + 4) + 2 * (size_t)BB * (NC + 1));
+    ctx->p_smem = 0;
+    if (!coop || smem > (size_t)optin) return 0;
+    CUDA_CHECK(cudaFuncSetAttribute(lstm_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, lstm_persistent_kernel, P_THREADS, smem));
+    if ((int64_t)per_sm * sms >= (int64_t)ctx->njt * (ctx->Bpad / BB)) ctx->p_smem = smem;
+    return 0;
+}
+
 static int init_ctx(lstm_ctx *ctx, const st_config *cfg, const st_tensor *params, int32_t n_params,
                     cudaStream_t stream) {
     int64_t T, B, I, H;
@@ -335,6 +476,8 @@ static int init_ctx(lstm_ctx *ctx, const st_config *cfg, const st_tensor *params
     CUDA_CHECK(cudaStreamSynchronize(stream));
 
     CUBLAS_CHECK(cublasCreate(&ctx->handle));
+    if (pick_persistent(ctx)) return 1;
+    if (ctx->p_smem) return 0;
     CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->capture, cudaStreamNonBlocking));
     return capture_steps(ctx);
 }
@@ -371,6 +514,17 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
                               ctx->W_ih, CUDA_R_32F, I, in[0].data, CUDA_R_32F, I, &zero, ctx->gx,
                               CUDA_R_32F, 4 * H, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
 
+    if (ctx->p_smem) {
+        int Tv = T, Bv = B, Hv = H, Hpad = ctx->Hpad;
+        const float *gx = ctx->gx, *wp = ctx->wp, *bp = ctx->bp, *h0 = (const float *)in[1].data,
+                    *c0 = (const float *)in[2].data;
+        float *hs = ctx->h_state, *h_seq = (float *)out[0].data, *c_final = (float *)out[1].data;
+        void *args[] = {&Tv, &Bv, &Hv, &Hpad, &gx, &wp, &bp, &h0, &c0, &hs, &h_seq, &c_final};
+        CUDA_CHECK(cudaLaunchCooperativeKernel((const void *)lstm_persistent_kernel,
+                                               dim3((unsigned)ctx->njt, (unsigned)(ctx->Bpad / BB)),
+                                               dim3(P_THREADS), args, ctx->p_smem, stream));
+        return 0;
+    }
     const int64_t cells = (int64_t)B * H;
     prep_kernel<<<(unsigned)((cells + 255) / 256), 256, 0, stream>>>(
         (const float *)in[1].data, (const float *)in[2].data, ctx->h_state, ctx->c_state, B, H,

@@ -5,7 +5,9 @@
  * antithetic pair of paths (Z and -Z), so one Philox call feeds eight paths. The special functions
  * are the special-function unit's approximations, one MUFU operation each (lg2, sqrt, sin, cos, and
  * ex2 with rcp for the antithetic partner), since that unit is the task's roof; the accurate forms
- * cost twice the time (tasks/t3/mc_option/NOTES.md). Payoffs are summed in
+ * cost twice the time (tasks/t3/mc_option/NOTES.md). A thread whose 128 paths all exist takes a
+ * loop without per-path bounds that sums max(e, K/A) and takes K/A off once at the end (issue
+ * slots, not the MUFU, were binding alongside it: 1.18x on the H200, session 43). Payoffs are summed in
  * registers, the block's sum is reduced with warp shuffles and written to a per-(option, chunk)
  * slot; a second kernel adds each option's slots in a fixed order (deterministic) and discounts. */
 #include <cuda_runtime.h>
@@ -16,7 +18,7 @@
 #include "stitch/solution.h"
 
 #define THREADS 256
-#define PATHS_PER_THREAD 64  /* 8 Philox calls; a multiple of 8 */
+#define PATHS_PER_THREAD 128
 #define PATHS_PER_BLOCK (THREADS * PATHS_PER_THREAD)
 #define MAX_GRID_Y 65535
 #define SEED_LO 0x7105f00du
@@ -83,34 +85,60 @@ paths_kernel(const float *__restrict__ s0, const float *__restrict__ k, const fl
         const float mu = (r[o] - 0.5f * sigma[o] * sigma[o]) * t[o];
         /* S_T = A * 2^(vol2 * z), A = S0 e^mu; payoff A * max(e - K/A, 0), A applied at the end */
         const float a = s0[o] * expf(mu), ka = k[o] / a, vol2 = vol * 1.4426950409f;
+        /* vol2 * z as one product: r cos with r = sqrt(-2 ln u * vol2^2) */
+        const float c2 = -1.3862943611f * vol2 * vol2;
         const long long first = (long long)blockIdx.x * PATHS_PER_BLOCK + (long long)threadIdx.x * PATHS_PER_THREAD;
         /* paths this thread may take, rounded down to whole pairs; an odd last path is done alone */
         const long long left = paths - first;
         const int mine = left <= 0 ? 0 : left >= PATHS_PER_THREAD ? PATHS_PER_THREAD : (int)left;
         float sum = 0.0f;
-        for (int call = 0; call * 8 < mine; call++) {
-            /* counter: (path group, option, 0, 0); distinct for every option and group of 8 paths */
-            const unsigned long long group = (unsigned long long)(first / 8) + call;
-            const uint4 x = philox(make_uint4((unsigned)group, (unsigned)(group >> 32), (unsigned)o, 0u),
-                                   make_uint2(SEED_LO, SEED_HI));
-            const unsigned u[4] = {x.x, x.y, x.z, x.w};
+        double offset = 0.0; /* what the unchecked loop's max(e, K/A) added beyond the payoffs */
+        if (mine == PATHS_PER_THREAD) {
+            /* every path of the thread is taken: no bounds, and max(e, K/A) summed with the
+             * K/A of each path taken off once at the end (one FMNMX and one FADD a path) */
+            for (int call = 0; call < PATHS_PER_THREAD / 8; call++) {
+                const unsigned long long group = (unsigned long long)(first / 8) + call;
+                const uint4 x = philox(make_uint4((unsigned)group, (unsigned)(group >> 32), (unsigned)o, 0u),
+                                       make_uint2(SEED_LO, SEED_HI));
+                const unsigned u[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
-            for (int pair = 0; pair < 2; pair++) {
-                /* -2 ln u = -2 ln 2 * lg2 u; the angle 2 pi (m - 1.5) in [-pi, pi), where sin.approx is accurate */
-                const float rad = sqrta(-1.3862943611f * lg2a(2.0f - bits_1_2(u[2 * pair])));
-                const float ang = fmaf(bits_1_2(u[2 * pair + 1]), 6.2831853072f, -9.4247779608f);
-                const float z[2] = {rad * cosa(ang), rad * sina(ang)};
+                for (int pair = 0; pair < 2; pair++) {
+                    const float rad = sqrta(c2 * lg2a(2.0f - bits_1_2(u[2 * pair])));
+                    const float ang = fmaf(bits_1_2(u[2 * pair + 1]), 6.2831853072f, -9.4247779608f);
+                    const float z[2] = {rad * cosa(ang), rad * sina(ang)};
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int base = call * 8 + pair * 4 + h * 2; /* this normal's two paths */
-                    const float e = ex2a(vol2 * z[h]);
-                    if (base < mine) sum += fmaxf(e - ka, 0.0f);
-                    if (base + 1 < mine) sum += fmaxf(rcpa(e) - ka, 0.0f);
+                    for (int h = 0; h < 2; h++) {
+                        const float e = ex2a(z[h]);
+                        sum += fmaxf(e, ka);
+                        sum += fmaxf(rcpa(e), ka);
+                    }
+                }
+            }
+            offset = (double)PATHS_PER_THREAD * ka;
+        } else {
+            for (int call = 0; call * 8 < mine; call++) {
+                /* counter: (path group, option, 0, 0); distinct for every option and group of 8 paths */
+                const unsigned long long group = (unsigned long long)(first / 8) + call;
+                const uint4 x = philox(make_uint4((unsigned)group, (unsigned)(group >> 32), (unsigned)o, 0u),
+                                       make_uint2(SEED_LO, SEED_HI));
+                const unsigned u[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+                for (int pair = 0; pair < 2; pair++) {
+                    /* -2 ln u = -2 ln 2 * lg2 u; the angle 2 pi (m - 1.5) in [-pi, pi), where sin.approx is accurate */
+                    const float rad = sqrta(c2 * lg2a(2.0f - bits_1_2(u[2 * pair])));
+                    const float ang = fmaf(bits_1_2(u[2 * pair + 1]), 6.2831853072f, -9.4247779608f);
+                    const float z[2] = {rad * cosa(ang), rad * sina(ang)};
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int base = call * 8 + pair * 4 + h * 2; /* this normal's two paths */
+                        const float e = ex2a(z[h]);
+                        if (base < mine) sum += fmaxf(e - ka, 0.0f);
+                        if (base + 1 < mine) sum += fmaxf(rcpa(e) - ka, 0.0f);
+                    }
                 }
             }
         }
-        sum *= a;
-        double s = sum;
+        double s = ((double)sum - offset) * a;
         for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
         if (lane == 0) warp_sums[warp] = s;
         __syncthreads();
