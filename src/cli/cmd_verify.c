@@ -67,6 +67,9 @@ static void usage(FILE *f)
 	        "import), and timed against the PyTorch baselines. The first such verify starts a\n"
 	        "server that keeps torch imported for the next ones (this user's only; it exits\n"
 	        "after STITCH_REF_SERVER_IDLE seconds idle, default 600; STITCH_REF_SERVER=0: none).\n"
+	        "Verifies of other processes on the same GPU take turns to measure through a lock\n"
+	        "file per GPU in STITCH_GPU_LOCK_DIR (default /tmp/stitch-gpu-locks); a verify\n"
+	        "waiting for one says so every 5 s.\n"
 	        "\noptions:\n",
 	        st_cli_tasks_root());
 	st_opt_usage(f, own);
