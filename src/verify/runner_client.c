@@ -390,6 +390,12 @@ static void *reap_thread(void *arg)
 	return NULL;
 }
 
+void st_runner_kill(st_runner *r)
+{
+	r->alive = 0;
+	reap(r, 1); /* leaves the neighbours' list first; a no-op when reaped already */
+}
+
 void st_runner_stop(st_runner *r)
 {
 	st_runner_quit(r);

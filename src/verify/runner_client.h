@@ -99,6 +99,9 @@ int st_runner_join(st_runner *r, struct st_neighbours *nb);
 void st_runner_quit(st_runner *r);
 /* Quit (if not done yet), then make sure it is gone; frees everything. Safe to call twice. */
 void st_runner_stop(st_runner *r);
+/* Kill its group now, without a word, and reap it: its device context, and whatever it queued
+ * on the GPU, go with it. st_runner_stop still cleans up. A no-op on one already gone. */
+void st_runner_kill(st_runner *r);
 
 /* For a runner started with ST_RUNNER_NCU: ask it to quit, wait (at most timeout_s) for ncu to
  * write its report and exit, and return the report (ncu's CSV, `--page raw`) in *text (caller

@@ -140,20 +140,65 @@ static void resume_neighbours(vctx *v)
 #define QUIET_BELOW_US 200.0
 #define QUIET_RUNS 3
 #define QUIET_CHUNK_S 5.0
+/* After the candidate's runner is killed its context is torn down within a second or two: busy
+ * longer than this, the work is another process's. */
+#define QUIET_AFTER_KILL_MS 15000.0
+
+/* How long a baseline's batch waits for the GPU before the candidate's runner is killed to see
+ * whose work holds it: an honest runner leaves nothing queued after its reply (it waits for the
+ * device before answering), so this is only ever reached by work queued on purpose or by
+ * another process. The request limit, within 5 to 60 s. */
+static double quiet_patience_ms(const vctx *v)
+{
+	double s = v->o->timeout_s < 5 ? 5 : v->o->timeout_s > 60 ? 60 : v->o->timeout_s;
+	return s * 1e3;
+}
+
+/* Still busy after `waited` ms: ST_OK to keep waiting (with the candidate's runner killed now
+ * when the patience ran out: *killed_at is then set, and the wait shows whether the GPU comes
+ * free), or an error when the work is not the candidate's (busy long after its runner was
+ * killed, or no candidate runner to blame): the environment's fault, not a verdict. */
+static st_status quiet_overdue(vctx *v, int i, double waited, double *killed_at, st_err *err)
+{
+	sol *c = &v->sols[v->cand];
+	if (*killed_at >= 0) {
+		if (waited - *killed_at < QUIET_AFTER_KILL_MS)
+			return ST_OK;
+		return st_err_set(err, ST_E_SYSTEM, "timing: the GPU stayed busy with another process's "
+		                  "work for %.0f s before the %s's batch, and for %.0f s more after the "
+		                  "candidate's runner was killed, so not the candidate's: verify again "
+		                  "when the GPU is free", *killed_at / 1e3, vx_role_of(v, i),
+		                  (waited - *killed_at) / 1e3);
+	}
+	if (waited < quiet_patience_ms(v))
+		return ST_OK;
+	if (i == v->cand || c->trusted)
+		return st_err_set(err, ST_E_SYSTEM, "timing: the GPU stayed busy with another context "
+		                  "for %.0f s before the %s's batch (%s): verify again when the GPU is "
+		                  "free", waited / 1e3, vx_role_of(v, i),
+		                  i == v->cand ? "the verifies sharing it had their candidates stopped"
+		                               : "a trusted candidate queues nothing");
+	vx_progress(v, "the GPU stayed busy for %.0f s with the candidate stopped: its runner is "
+	            "killed, to see whether the work is its own", waited / 1e3);
+	st_runner_kill(&c->runner);
+	*killed_at = waited;
+	return ST_OK;
+}
 
 /* With the candidate stopped, a kernel it queued before its reply still runs, time-sliced with
  * the baseline's (a long one queued in a hook on its reply slowed t1/topk's reference from 3.8
  * to 6.3 ms a call on the H200). The baseline's runner probes the GPU until no other context
- * holds it, outside the batch's window, for as long as the verify's deadline allows: work
- * queued ahead costs the candidate its deadline, never its baselines' speed. The candidate's
- * runner does the same before its own batch when neighbours were stopped for it (their queued
- * kernels; a candidate that lies in its probe's reply only loses its own time). When the
- * deadline comes first the verdict is `timeout`. */
+ * holds it, outside the batch's window: work queued ahead costs the candidate its time, never
+ * its baselines' speed. The candidate's runner does the same before its own batch when
+ * neighbours were stopped for it (their queued kernels; a candidate that lies in its probe's
+ * reply only loses its own time). Busy beyond the patience above, the candidate's runner is
+ * killed: a GPU that then comes free was held by its work (`timeout`), one that stays busy by
+ * another process's (an error of the environment, not a verdict on the candidate). */
 static st_status wait_quiet(vctx *v, int i, st_err *err)
 {
 	sol *so = &v->sols[i];
 	vx_quiet *q = &v->quiet[i == v->cand];
-	double waited = 0;
+	double waited = 0, killed_at = -1;
 	for (int quiet = 0; !quiet;) {
 		json_t *req = json_pack("{s:s,s:f,s:f,s:i}", "op", "quiet", "within_ms",
 		                        vx_time_left(v, QUIET_CHUNK_S) * 1e3, "below_us",
@@ -173,20 +218,28 @@ static st_status wait_quiet(vctx *v, int i, st_err *err)
 		if (bad)
 			return bad_batch(v, i, why, err);
 		waited += ms;
-		/* a chunk's worth of waiting (5 s) at a time: whoever waits sees why */
-		if (!quiet && !vx_past_deadline(v))
-			vx_progress(v, "the GPU has been busy with another context for %.0f s (work queued "
-			            "before a candidate was stopped, or another process): the %s's batch "
-			            "waits for it, at most until the verify's deadline",
-			            waited / 1e3, vx_role_of(v, i));
-		if (!quiet && vx_past_deadline(v)) {
+		if (quiet)
+			break;
+		if (vx_past_deadline(v)) {
 			vx_fail(v, "timeout", "timing: the GPU stayed busy with another context for %.1f s "
 			        "before the %s's batch while the candidate%s stopped (work queued before "
 			        "the stop, or another process): the verify reached its deadline",
 			        waited / 1e3, vx_role_of(v, i),
 			        i == v->cand ? "s of the verifies sharing the GPU were" : " was");
-			break;
+			return ST_OK;
 		}
+		if ((s = quiet_overdue(v, i, waited, &killed_at, err)))
+			return s;
+		/* a chunk's worth of waiting (5 s) at a time: whoever waits sees why */
+		vx_progress(v, "the GPU has been busy with another context for %.0f s (work queued "
+		            "before a candidate was stopped, or another process): the %s's batch waits "
+		            "for it", waited / 1e3, vx_role_of(v, i));
+	}
+	if (killed_at >= 0) {
+		vx_fail(v, "timeout", "timing: the candidate's GPU work, queued before it was stopped, "
+		        "kept the GPU busy for %.1f s before the %s's batch; the GPU came free once its "
+		        "runner was killed", killed_at / 1e3, vx_role_of(v, i));
+		return ST_OK;
 	}
 	q->checks++;
 	q->wait_ms += waited;
