@@ -144,44 +144,92 @@ static void resume_neighbours(vctx *v)
  * longer than this, the work is another process's. */
 #define QUIET_AFTER_KILL_MS 15000.0
 
-/* How long a baseline's batch waits for the GPU before the candidate's runner is killed to see
- * whose work holds it: an honest runner leaves nothing queued after its reply (it waits for the
- * device before answering), so this is only ever reached by work queued on purpose or by
- * another process. The request limit, within 5 to 60 s. */
+/* How long a batch waits for the GPU before the wait is looked into: an honest runner leaves
+ * nothing queued after its reply (it waits for the device before answering), and verifies of
+ * this process and others take turns to measure (gpu_hold.h), so only work queued on purpose, a
+ * runner that lies in its probe's reply, or another program gets this far. The request limit,
+ * within 5 to 60 s. */
 static double quiet_patience_ms(const vctx *v)
 {
 	double s = v->o->timeout_s < 5 ? 5 : v->o->timeout_s > 60 ? 60 : v->o->timeout_s;
 	return s * 1e3;
 }
 
-/* Still busy after `waited` ms: ST_OK to keep waiting (with the candidate's runner killed now
- * when the patience ran out: *killed_at is then set, and the wait shows whether the GPU comes
- * free), or an error when the work is not the candidate's (busy long after its runner was
- * killed, or no candidate runner to blame): the environment's fault, not a verdict. */
-static st_status quiet_overdue(vctx *v, int i, double waited, double *killed_at, st_err *err)
+/* One quiet probe by runner `r` (a chunk of up to 5 s): *quiet, and the ms it waited added to
+ * *waited. A failure decides the verdict (the runner's) or is the harness's error. */
+static st_status probe_quiet(vctx *v, int r, int *quiet, double *waited, st_err *err)
+{
+	json_t *req = json_pack("{s:s,s:f,s:f,s:i}", "op", "quiet", "within_ms",
+	                        vx_time_left(v, QUIET_CHUNK_S) * 1e3, "below_us", QUIET_BELOW_US,
+	                        "runs", QUIET_RUNS), *rep = NULL;
+	st_status s = st_runner_call(&v->sols[r].runner, req, -1, &rep,
+	                             vx_time_left(v, QUIET_CHUNK_S + 10), err);
+	json_decref(req);
+	double ms;
+	char why[160];
+	if (s || !st_reply_ok(rep)) {
+		s = vx_runner_failed(v, r, "timing (the quiet probe)", s, rep, err);
+		json_decref(rep);
+		return s;
+	}
+	int bad = st_reply_quiet(rep, quiet, &ms, why, sizeof why);
+	json_decref(rep);
+	if (bad)
+		return bad_batch(v, r, why, err);
+	*waited += ms;
+	return ST_OK;
+}
+
+/* A runner whose probe can be believed: a trusted solution's, started and not failed (the
+ * reference's first; the harness's null solution where an imported task keeps its outputs
+ * instead), or -1. */
+static int trusted_prober(const vctx *v)
+{
+	int order[3] = {v->ref, v->calib, v->expert};
+	for (int k = 0; k < 3; k++) {
+		int r = order[k];
+		if (r >= 0 && r != v->cand && v->sols[r].trusted && v->sols[r].started &&
+		    !v->sols[r].stored && !v->sols[r].failed && v->sols[r].runner.alive)
+			return r;
+	}
+	return -1;
+}
+
+/* Busy past the patience: whose work is it? The probes from here on are the reference's (a
+ * trusted runner, trusted_prober). Where the candidate's own runner had been probing, a GPU the reference finds
+ * free means the candidate said busy when it was not (`hacking`). Otherwise the candidate's
+ * runner (untrusted) is killed, its context and queued work with it, and *prober becomes the
+ * trusted one: a GPU that then comes free was held by the candidate's work, one still busy is
+ * another program's (wait_quiet decides). A trusted candidate queues nothing: an error of the
+ * environment at once. */
+static st_status quiet_overdue(vctx *v, int i, int *prober, double waited, double *killed_at,
+                               st_err *err)
 {
 	sol *c = &v->sols[v->cand];
-	if (*killed_at >= 0) {
-		if (waited - *killed_at < QUIET_AFTER_KILL_MS)
-			return ST_OK;
-		return st_err_set(err, ST_E_SYSTEM, "timing: the GPU stayed busy with another process's "
-		                  "work for %.0f s before the %s's batch, and for %.0f s more after the "
-		                  "candidate's runner was killed, so not the candidate's: verify again "
-		                  "when the GPU is free", *killed_at / 1e3, vx_role_of(v, i),
-		                  (waited - *killed_at) / 1e3);
-	}
-	if (waited < quiet_patience_ms(v))
-		return ST_OK;
-	if (i == v->cand || c->trusted)
+	int judge = trusted_prober(v);
+	if (c->trusted || judge < 0)
 		return st_err_set(err, ST_E_SYSTEM, "timing: the GPU stayed busy with another context "
-		                  "for %.0f s before the %s's batch (%s): verify again when the GPU is "
-		                  "free", waited / 1e3, vx_role_of(v, i),
-		                  i == v->cand ? "the verifies sharing it had their candidates stopped"
-		                               : "a trusted candidate queues nothing");
-	vx_progress(v, "the GPU stayed busy for %.0f s with the candidate stopped: its runner is "
-	            "killed, to see whether the work is its own", waited / 1e3);
+		                  "for %.0f s before the %s's batch: verify again when the GPU is free",
+		                  waited / 1e3, vx_role_of(v, i));
+	if (*prober == v->cand) {
+		int quiet = 0;
+		double ms = 0;
+		st_status s = probe_quiet(v, judge, &quiet, &ms, err);
+		if (s || v->verdict_final)
+			return s;
+		if (quiet) {
+			vx_fail(v, "hacking", "timing: the candidate's runner reported the GPU busy for "
+			        "%.0f s before its batch while the reference's runner found it free",
+			        waited / 1e3);
+			return ST_OK;
+		}
+	}
+	vx_progress(v, "the GPU stayed busy for %.0f s before the %s's batch: the candidate's "
+	            "runner is killed, to see whether the work is its own", waited / 1e3,
+	            vx_role_of(v, i));
 	st_runner_kill(&c->runner);
 	*killed_at = waited;
+	*prober = judge;
 	return ST_OK;
 }
 
@@ -190,34 +238,18 @@ static st_status quiet_overdue(vctx *v, int i, double waited, double *killed_at,
  * to 6.3 ms a call on the H200). The baseline's runner probes the GPU until no other context
  * holds it, outside the batch's window: work queued ahead costs the candidate its time, never
  * its baselines' speed. The candidate's runner does the same before its own batch when
- * neighbours were stopped for it (their queued kernels; a candidate that lies in its probe's
- * reply only loses its own time). Busy beyond the patience above, the candidate's runner is
- * killed: a GPU that then comes free was held by its work (`timeout`), one that stays busy by
- * another process's (an error of the environment, not a verdict on the candidate). */
+ * neighbours were stopped for it (their queued kernels). Past the patience the wait is looked
+ * into (quiet_overdue): a GPU freed by killing the candidate's runner ends the verify in
+ * `timeout`, one still busy in an error of the environment, not a verdict. */
 static st_status wait_quiet(vctx *v, int i, st_err *err)
 {
-	sol *so = &v->sols[i];
 	vx_quiet *q = &v->quiet[i == v->cand];
 	double waited = 0, killed_at = -1;
-	for (int quiet = 0; !quiet;) {
-		json_t *req = json_pack("{s:s,s:f,s:f,s:i}", "op", "quiet", "within_ms",
-		                        vx_time_left(v, QUIET_CHUNK_S) * 1e3, "below_us",
-		                        QUIET_BELOW_US, "runs", QUIET_RUNS), *rep = NULL;
-		st_status s = st_runner_call(&so->runner, req, -1, &rep,
-		                             vx_time_left(v, QUIET_CHUNK_S + 10), err);
-		json_decref(req);
-		double ms;
-		char why[160];
-		if (s || !st_reply_ok(rep)) {
-			s = vx_runner_failed(v, i, "timing (the quiet probe)", s, rep, err);
-			json_decref(rep);
+	int prober = i, quiet = 0;
+	while (!quiet) {
+		st_status s = probe_quiet(v, prober, &quiet, &waited, err);
+		if (s || v->verdict_final)
 			return s;
-		}
-		int bad = st_reply_quiet(rep, &quiet, &ms, why, sizeof why);
-		json_decref(rep);
-		if (bad)
-			return bad_batch(v, i, why, err);
-		waited += ms;
 		if (quiet)
 			break;
 		if (vx_past_deadline(v)) {
@@ -228,7 +260,14 @@ static st_status wait_quiet(vctx *v, int i, st_err *err)
 			        i == v->cand ? "s of the verifies sharing the GPU were" : " was");
 			return ST_OK;
 		}
-		if ((s = quiet_overdue(v, i, waited, &killed_at, err)))
+		if (killed_at >= 0 && waited - killed_at >= QUIET_AFTER_KILL_MS)
+			return st_err_set(err, ST_E_SYSTEM, "timing: the GPU stayed busy for %.0f s before "
+			                  "the %s's batch, and for %.0f s more after the candidate's runner "
+			                  "was killed, so with another program's work: verify again when "
+			                  "the GPU is free", killed_at / 1e3, vx_role_of(v, i),
+			                  (waited - killed_at) / 1e3);
+		if (killed_at < 0 && waited >= quiet_patience_ms(v) &&
+		    ((s = quiet_overdue(v, i, &prober, waited, &killed_at, err)) || v->verdict_final))
 			return s;
 		/* a chunk's worth of waiting (5 s) at a time: whoever waits sees why */
 		vx_progress(v, "the GPU has been busy with another context for %.0f s (work queued "
