@@ -38,4 +38,19 @@ verify "$WORK/pt.json" "$TASK" "$STITCH_SRC/tests/redteam/cuda/patch_timer.cu" -
 verify "$WORK/sh2.json" "$TASK" "$WORK/slow_honest.cu" --no-policy  # the same work again: the faster honest time is the bar
 check "source check off: patched runner timer is hacking or paid for (status $(field "$WORK/pt.json" status): $(field "$WORK/pt.json" reason))" \
 	paid_for "$WORK/pt.json" "$WORK/sh.json" "$WORK/sh2.json"
+
+# sabotage_queued.cu made to queue a kernel of about 150 s after each timing reply: a baseline's
+# wait for the GPU runs past its patience (--timeout 10: 10 s), the candidate's runner is killed,
+# the GPU comes free, and the verdict is timeout, long before the verify's deadline (until
+# session 43 the wait lasted until then, of the order of hours).
+sed -e 's/^#define HOG_CYCLES .*/#define HOG_CYCLES 300000000000ll/' -e 's/^#define AFTER_TIMING 0/#define AFTER_TIMING 1/' \
+	"$STITCH_SRC/tests/redteam/cuda/sabotage_queued.cu" >"$WORK/queued_long.cu"
+t0=$(date +%s)
+verify "$WORK/ql.json" t1/topk "$WORK/queued_long.cu" --timeout 10
+took=$(($(date +%s) - t0))
+check "a kernel of minutes queued after a timing reply: timeout (status $(field "$WORK/ql.json" status): $(field "$WORK/ql.json" reason))" \
+	[ "$(field "$WORK/ql.json" status)" = timeout ]
+check "...named as the candidate's queued work, freed by killing its runner" \
+	grep -q "came free once its runner was killed" "$WORK/ql.json"
+check "...within two minutes (took $took s)" [ "$took" -le 120 ]
 finish
