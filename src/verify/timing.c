@@ -195,9 +195,9 @@ static int trusted_prober(const vctx *v)
 	return -1;
 }
 
-/* Busy past the patience: whose work is it? The probes from here on are the reference's (a
- * trusted runner, trusted_prober). Where the candidate's own runner had been probing, a GPU the reference finds
- * free means the candidate said busy when it was not (`hacking`). Otherwise the candidate's
+/* Busy past the patience: whose work is it? The probes from here on are a trusted runner's
+ * (trusted_prober). Where the candidate's own runner had been probing, a GPU the trusted one
+ * finds free means the candidate said busy when it was not (`hacking`). Otherwise the candidate's
  * runner (untrusted) is killed, its context and queued work with it, and *prober becomes the
  * trusted one: a GPU that then comes free was held by the candidate's work, one still busy is
  * another program's (wait_quiet decides). A trusted candidate queues nothing: an error of the
@@ -244,7 +244,9 @@ static st_status quiet_overdue(vctx *v, int i, int *prober, double waited, doubl
 static st_status wait_quiet(vctx *v, int i, st_err *err)
 {
 	vx_quiet *q = &v->quiet[i == v->cand];
-	double waited = 0, killed_at = -1;
+	/* waited: what the probes reported (the figures); the decisions go by the parent's clock,
+	 * since the candidate's runner probes before its own batch */
+	double waited = 0, killed_at = -1, t0 = st_now_s();
 	int prober = i, quiet = 0;
 	while (!quiet) {
 		st_status s = probe_quiet(v, prober, &quiet, &waited, err);
@@ -260,14 +262,15 @@ static st_status wait_quiet(vctx *v, int i, st_err *err)
 			        i == v->cand ? "s of the verifies sharing the GPU were" : " was");
 			return ST_OK;
 		}
-		if (killed_at >= 0 && waited - killed_at >= QUIET_AFTER_KILL_MS)
+		double busy_ms = (st_now_s() - t0) * 1e3;
+		if (killed_at >= 0 && busy_ms - killed_at >= QUIET_AFTER_KILL_MS)
 			return st_err_set(err, ST_E_SYSTEM, "timing: the GPU stayed busy for %.0f s before "
 			                  "the %s's batch, and for %.0f s more after the candidate's runner "
 			                  "was killed, so with another program's work: verify again when "
 			                  "the GPU is free", killed_at / 1e3, vx_role_of(v, i),
-			                  (waited - killed_at) / 1e3);
-		if (killed_at < 0 && waited >= quiet_patience_ms(v) &&
-		    ((s = quiet_overdue(v, i, &prober, waited, &killed_at, err)) || v->verdict_final))
+			                  (busy_ms - killed_at) / 1e3);
+		if (killed_at < 0 && busy_ms >= quiet_patience_ms(v) &&
+		    ((s = quiet_overdue(v, i, &prober, busy_ms, &killed_at, err)) || v->verdict_final))
 			return s;
 		/* a chunk's worth of waiting (5 s) at a time: whoever waits sees why */
 		vx_progress(v, "the GPU has been busy with another context for %.0f s (work queued "
