@@ -8,8 +8,9 @@
  * cost twice the time (tasks/t3/mc_option/NOTES.md). A thread whose 128 paths all exist takes a
  * loop without per-path bounds that sums max(e, K/A) and takes K/A off once at the end (issue
  * slots, not the MUFU, were binding alongside it: 1.18x on the H200, session 43). Payoffs are
- * summed in registers, the block's sum is reduced with warp shuffles and written to a per-(option, chunk)
- * slot; a second kernel adds each option's slots in a fixed order (deterministic) and discounts. */
+ * summed in registers, the block's sum is reduced with warp shuffles and written to a
+ * per-(option, chunk) slot; a second kernel adds each option's slots in a fixed order
+ * (deterministic) and discounts. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
