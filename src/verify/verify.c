@@ -115,8 +115,6 @@ static st_status add_solutions(vctx *v, const char *solution, st_err *err)
 	return ST_OK;
 }
 
-/* A runner per solution, and the device they found into the verdict; *arch is the arch to
- * compile for. *compiled: the solutions were compiled first (then the verdict may be decided). */
 static void report_gpu_wait(void *arg, double waited)
 {
 	vx_progress((vctx *)arg, "waiting %.0f s for the GPU: a verify of another process is "
@@ -143,6 +141,8 @@ static void attach_file_lock(vctx *v)
 	v->gpu.waiting_arg = v;
 }
 
+/* A runner per solution, and the device they found into the verdict; *arch is the arch to
+ * compile for. *compiled: the solutions were compiled first (then the verdict may be decided). */
 static st_status start_runners(vctx *v, int *compiled, const char **arch, st_err *err)
 {
 	const st_verify_opts *o = v->o;
