@@ -110,41 +110,56 @@ void st_gpu_flock_close(st_gpu_flock *f)
 	f->fd = f->turnstile = -1;
 }
 
+/* The wait of one take across its two locks: its start, its next report, when it gives up (0:
+ * never), and whom to tell. */
+typedef struct take_wait {
+	double t0, next, give_up;
+	void (*waiting)(void *, double);
+	void *arg;
+} take_wait;
+
 /* flock `op` on fd, polled from 1 ms up to 20 ms between tries; 0, or -1 on a failure other than
- * contention. `t0` and `next` carry the wait's start and its next report across the two locks. */
-static int poll_lock(int fd, int op, double t0, double *next, void (*waiting)(void *, double),
-                     void *arg)
+ * contention or when the wait gives up (errno ETIMEDOUT). */
+static int poll_lock(int fd, int op, take_wait *w)
 {
 	long ns = 1000000;
 	while (flock(fd, op | LOCK_NB)) {
 		if (errno != EWOULDBLOCK && errno != EINTR)
 			return -1;
+		if (w->give_up > 0 && st_now_s() >= w->give_up) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
 		struct timespec ts = {0, ns};
 		nanosleep(&ts, NULL);
 		ns = ns < 20000000 ? ns * 2 : 20000000;
 		double now = st_now_s();
-		if (waiting && now >= *next) {
-			waiting(arg, now - t0);
-			*next = now + REPORT_EVERY_S;
+		if (w->waiting && now >= w->next) {
+			w->waiting(w->arg, now - w->t0);
+			w->next = now + REPORT_EVERY_S;
 		}
 	}
 	return 0;
 }
 
-double st_gpu_flock_take(st_gpu_flock *f, int exclusive, void (*waiting)(void *arg, double s),
-                         void *arg)
+double st_gpu_flock_take(st_gpu_flock *f, int exclusive, double give_up_s,
+                         void (*waiting)(void *arg, double s), void *arg)
 {
 	if (f->fd < 0 || f->held)
 		return -1;
-	double t0 = st_now_s(), next = t0 + REPORT_EVERY_S;
+	double t0 = st_now_s();
+	take_wait w = {t0, t0 + REPORT_EVERY_S, give_up_s > 0 ? t0 + give_up_s : 0, waiting, arg};
 	/* An exclusive taker keeps the turnstile until it has the lock, so shared takers that come
 	 * after it wait behind it instead of keeping it out for ever. */
-	if (poll_lock(f->turnstile, exclusive ? LOCK_EX : LOCK_SH, t0, &next, waiting, arg))
+	if (poll_lock(f->turnstile, exclusive ? LOCK_EX : LOCK_SH, &w))
 		return -1;
-	int bad = poll_lock(f->fd, exclusive ? LOCK_EX : LOCK_SH, t0, &next, waiting, arg);
+	int bad = poll_lock(f->fd, exclusive ? LOCK_EX : LOCK_SH, &w);
+	int e = errno;
 	flock(f->turnstile, LOCK_UN);
-	if (bad)
+	if (bad) {
+		errno = e;
 		return -1;
+	}
 	f->held = exclusive ? 2 : 1;
 	return st_now_s() - t0;
 }

@@ -27,11 +27,12 @@ int st_gpu_flock_open(st_gpu_flock *f, const char *dir, const char *key, char *w
 /* Give up any hold and close; a closed one is left alone. */
 void st_gpu_flock_close(st_gpu_flock *f);
 
-/* Take the GPU shared or exclusive, waiting as long as it takes; `waiting`, when given, is told
- * every 5 s how long this take has waited so far. Returns the seconds waited, or -1 when
- * flock(2) failed (nothing is then held). The hold must be free. */
-double st_gpu_flock_take(st_gpu_flock *f, int exclusive, void (*waiting)(void *arg, double s),
-                         void *arg);
+/* Take the GPU shared or exclusive, waiting at most give_up_s seconds (0 or less: as long as it
+ * takes); `waiting`, when given, is told every 5 s how long this take has waited so far. Returns
+ * the seconds waited, or -1 when flock(2) failed or the wait gave up (errno ETIMEDOUT); nothing
+ * is then held. The hold must be free. */
+double st_gpu_flock_take(st_gpu_flock *f, int exclusive, double give_up_s,
+                         void (*waiting)(void *arg, double s), void *arg);
 /* Give the hold up (a free one is left alone). */
 void st_gpu_flock_give(st_gpu_flock *f);
 

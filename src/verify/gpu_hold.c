@@ -23,10 +23,12 @@ static void take(st_gpu_hold *h, int exclusive)
 		pthread_rwlock_wrlock(h->lock);
 	else if (h->lock)
 		pthread_rwlock_rdlock(h->lock);
-	/* A file lock that fails (the file system) leaves this verify with the in-process lock
-	 * alone: what it was before file locks existed, not a reason to stop. */
-	if (h->file)
-		st_gpu_flock_take(h->file, exclusive, h->waiting, h->waiting_arg);
+	/* A file lock that fails (the file system), or whose holder keeps it past the limit (a
+	 * process stopped with ^Z while it measured), leaves this verify with the in-process lock
+	 * alone: what it was before file locks existed, not a reason to stop or to hang. */
+	if (h->file &&
+	    st_gpu_flock_take(h->file, exclusive, h->file_give_up_s, h->waiting, h->waiting_arg) < 0)
+		h->file_missed++;
 	h->since = st_now_s();
 	h->wait_s += h->since - t0;
 	h->held = exclusive ? ST_GPU_EXCLUSIVE : ST_GPU_SHARED;

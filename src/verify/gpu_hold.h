@@ -20,6 +20,9 @@ typedef struct st_gpu_hold {
 	pthread_rwlock_t *lock; /* slot->gpu_lock; NULL: no verify of this process shares the GPU */
 	st_gpu_flock *file;     /* the GPU's lock across processes, or NULL; with neither, every
 	                         * call is a no-op */
+	double file_give_up_s;  /* the longest wait for the file lock (0: no limit): past it the hold
+	                         * goes on without it, counted in file_missed */
+	int file_missed;        /* holds taken without the file lock (a failure, or the limit) */
 	void (*waiting)(void *arg, double s); /* told every 5 s of a wait on the file lock */
 	void *waiting_arg;
 	int alone;              /* slot->gpu_alone: exclusive from the first use on */

@@ -115,6 +115,12 @@ static st_status add_solutions(vctx *v, const char *solution, st_err *err)
 	return ST_OK;
 }
 
+/* The longest wait for another process's hold on the GPU's lock file: each of its holds lasts
+ * seconds (a timing phase, the device's peaks), so a longer one is a process stopped (^Z) or
+ * hung while it held the lock, and this verify goes on without it (flag gpu_lock_unavailable);
+ * the quiet probe still keeps its figures from sharing the GPU with work that is running. */
+#define GPU_LOCK_GIVE_UP_S 300.0
+
 static void report_gpu_wait(void *arg, double waited)
 {
 	vx_progress((vctx *)arg, "waiting %.0f s for the GPU: a verify of another process is "
@@ -137,6 +143,7 @@ static void attach_file_lock(vctx *v)
 	}
 	st_gpu_hold_release(&v->gpu); /* nothing is held yet; a hold is taken on both from now */
 	v->gpu.file = &v->gpu_file;
+	v->gpu.file_give_up_s = GPU_LOCK_GIVE_UP_S;
 	v->gpu.waiting = report_gpu_wait;
 	v->gpu.waiting_arg = v;
 }
@@ -378,6 +385,8 @@ st_status vx_verify(const char *task_dir, const char *solution, const st_verify_
 		json_object_set_new(v.verdict, "ncu", vx_ncu_collect(&v.sols[v.cand].runner));
 	vx_release_runners(&v, s);
 	st_gpu_flock_close(&v.gpu_file);
+	if (v.gpu.file_missed)
+		vx_flag(&v, "gpu_lock_unavailable");
 	if (live)
 		json_object_set(v.verdict, "reference_runner", live->info);
 	if (v.hooks_dl)

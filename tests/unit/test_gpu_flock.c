@@ -1,8 +1,8 @@
 /* Unit tests for the GPU's lock across processes (src/verify/gpu_flock.c) and a verify's hold
  * taken on it (gpu_hold.c): a bad GPU identity is refused, the folder and files are made for
  * every user, an exclusive hold keeps other processes out and shared ones share, a waiter gets
- * the lock when the holder dies, and a waiting exclusive taker goes before shared takers that
- * come after it. Other processes are real ones (fork), probing the lock file with flock(2). */
+ * the lock when the holder dies, a waiting exclusive taker goes before shared takers that come
+ * after it, and a take with a limit gives up at it. Other processes are real ones (fork), probing the lock file with flock(2). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +17,7 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,15 +114,15 @@ static void test_exclusive_and_shared(void **state)
 	assert_int_equal(st_gpu_flock_open(&a, dir, KEY, why, sizeof why), 0);
 	assert_int_equal(st_gpu_flock_open(&b, dir, KEY, why, sizeof why), 0);
 	assert_true(other_can_take(1));
-	assert_true(st_gpu_flock_take(&a, 1, NULL, NULL) >= 0);
+	assert_true(st_gpu_flock_take(&a, 1, 0, NULL, NULL) >= 0);
 	assert_false(other_can_take(0));
 	assert_false(other_can_take(1));
-	assert_true(st_gpu_flock_take(&a, 0, NULL, NULL) < 0); /* already held */
+	assert_true(st_gpu_flock_take(&a, 0, 0, NULL, NULL) < 0); /* already held */
 	st_gpu_flock_give(&a);
 	assert_true(other_can_take(1));
 	/* two shared holds at once, from two verifies of this process */
-	assert_true(st_gpu_flock_take(&a, 0, NULL, NULL) < 0.5);
-	assert_true(st_gpu_flock_take(&b, 0, NULL, NULL) < 0.5);
+	assert_true(st_gpu_flock_take(&a, 0, 0, NULL, NULL) < 0.5);
+	assert_true(st_gpu_flock_take(&b, 0, 0, NULL, NULL) < 0.5);
 	assert_true(other_can_take(0));
 	assert_false(other_can_take(1));
 	st_gpu_flock_give(&a);
@@ -141,7 +142,7 @@ static pid_t taker(int exclusive, int hold_ms, int die, int out)
 		st_gpu_flock f;
 		char why[200];
 		if (st_gpu_flock_open(&f, dir, KEY, why, sizeof why) ||
-		    st_gpu_flock_take(&f, exclusive, NULL, NULL) < 0)
+		    st_gpu_flock_take(&f, exclusive, 0, NULL, NULL) < 0)
 			_exit(2);
 		double got = st_now_s();
 		if (out >= 0 && write(out, &got, sizeof got) != sizeof got)
@@ -166,7 +167,7 @@ static void test_holder_dies(void **state)
 	st_gpu_flock f;
 	char why[200];
 	assert_int_equal(st_gpu_flock_open(&f, dir, KEY, why, sizeof why), 0);
-	double waited = st_gpu_flock_take(&f, 0, NULL, NULL);
+	double waited = st_gpu_flock_take(&f, 0, 0, NULL, NULL);
 	double done = st_now_s();
 	assert_true(waited >= 0);
 	assert_true(done - got >= 0.29); /* the child held it for 300 ms, then died holding it */
@@ -187,7 +188,7 @@ static void test_exclusive_goes_first(void **state)
 	st_gpu_flock a;
 	char why[200];
 	assert_int_equal(st_gpu_flock_open(&a, dir, KEY, why, sizeof why), 0);
-	assert_true(st_gpu_flock_take(&a, 0, NULL, NULL) >= 0);
+	assert_true(st_gpu_flock_take(&a, 0, 0, NULL, NULL) >= 0);
 	int pw[2], pr[2];
 	assert_int_equal(pipe(pw), 0);
 	assert_int_equal(pipe(pr), 0);
@@ -221,6 +222,43 @@ static void test_exclusive_goes_first(void **state)
 		close(pw[i]);
 		close(pr[i]);
 	}
+}
+
+/* A holder that keeps the lock (a process stopped while it measured): a take with a limit gives
+ * up after it (ETIMEDOUT, nothing held), and a verify's hold goes on without the file, counted. */
+static void test_give_up(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t c = taker(1, 3000, 0, p[1]);
+	double got;
+	assert_int_equal(read(p[0], &got, sizeof got), (ssize_t)sizeof got);
+	st_gpu_flock f;
+	char why[200];
+	assert_int_equal(st_gpu_flock_open(&f, dir, KEY, why, sizeof why), 0);
+	double t0 = st_now_s();
+	errno = 0;
+	assert_true(st_gpu_flock_take(&f, 0, 0.3, NULL, NULL) < 0);
+	assert_int_equal(errno, ETIMEDOUT);
+	double took = st_now_s() - t0;
+	assert_true(took >= 0.29 && took < 2.5);
+	assert_int_equal(f.held, 0);
+	st_gpu_hold h;
+	memset(&h, 0, sizeof h);
+	h.file = &f;
+	h.file_give_up_s = 0.2;
+	st_gpu_hold_exclusive(&h);
+	assert_int_equal(h.held, ST_GPU_EXCLUSIVE); /* goes on */
+	assert_int_equal(h.file_missed, 1);
+	st_gpu_hold_release(&h);
+	kill(c, SIGKILL);
+	waitpid(c, NULL, 0);
+	/* the holder gone, the next take gets it at once */
+	assert_true(st_gpu_flock_take(&f, 1, 0.3, NULL, NULL) >= 0);
+	st_gpu_flock_close(&f);
+	close(p[0]);
+	close(p[1]);
 }
 
 /* A verify's hold with the file lock alone (a lone `stitch verify`): use shares, exclusive
@@ -259,6 +297,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_exclusive_and_shared, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_holder_dies, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exclusive_goes_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_give_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hold_on_file, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
