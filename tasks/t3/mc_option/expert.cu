@@ -69,6 +69,22 @@ __device__ __forceinline__ float rcpa(float x) { float y; asm("rcp.approx.ftz.f3
  * mantissa and its lowest bit set, so that 2 - m is in (0, 1) and its log finite */
 __device__ __forceinline__ float bits_1_2(unsigned x) { return __int_as_float(0x3f800001u | (x >> 9)); }
 
+/* The four normals (times vol2) of path group `group` of option o: one Philox call, two
+ * Box-Muller pairs. -2 ln u = -2 ln 2 * lg2 u, folded with vol2^2 into c2; the angle 2 pi (m - 1.5)
+ * in [-pi, pi), where sin.approx is accurate. Each normal makes two paths (z, -z). */
+__device__ __forceinline__ void draw_normals(unsigned long long group, int o, float c2, float z[4]) {
+    const uint4 x = philox(make_uint4((unsigned)group, (unsigned)(group >> 32), (unsigned)o, 0u),
+                           make_uint2(SEED_LO, SEED_HI));
+    const unsigned u[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int pair = 0; pair < 2; pair++) {
+        const float rad = sqrta(c2 * lg2a(2.0f - bits_1_2(u[2 * pair])));
+        const float ang = fmaf(bits_1_2(u[2 * pair + 1]), 6.2831853072f, -9.4247779608f);
+        z[2 * pair] = rad * cosa(ang);
+        z[2 * pair + 1] = rad * sina(ang);
+    }
+}
+
 // ----------------------------------------------------------------------------
 // kernels
 
@@ -98,44 +114,27 @@ paths_kernel(const float *__restrict__ s0, const float *__restrict__ k, const fl
             /* every path of the thread is taken: no bounds, and max(e, K/A) summed with the
              * K/A of each path taken off once at the end (one FMNMX and one FADD a path) */
             for (int call = 0; call < PATHS_PER_THREAD / 8; call++) {
-                const unsigned long long group = (unsigned long long)(first / 8) + call;
-                const uint4 x = philox(make_uint4((unsigned)group, (unsigned)(group >> 32), (unsigned)o, 0u),
-                                       make_uint2(SEED_LO, SEED_HI));
-                const unsigned u[4] = {x.x, x.y, x.z, x.w};
+                float z[4];
+                draw_normals((unsigned long long)(first / 8) + call, o, c2, z);
 #pragma unroll
-                for (int pair = 0; pair < 2; pair++) {
-                    const float rad = sqrta(c2 * lg2a(2.0f - bits_1_2(u[2 * pair])));
-                    const float ang = fmaf(bits_1_2(u[2 * pair + 1]), 6.2831853072f, -9.4247779608f);
-                    const float z[2] = {rad * cosa(ang), rad * sina(ang)};
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const float e = ex2a(z[h]);
-                        sum += fmaxf(e, ka);
-                        sum += fmaxf(rcpa(e), ka);
-                    }
+                for (int h = 0; h < 4; h++) {
+                    const float e = ex2a(z[h]);
+                    sum += fmaxf(e, ka);
+                    sum += fmaxf(rcpa(e), ka);
                 }
             }
             offset = (double)PATHS_PER_THREAD * ka;
         } else {
             for (int call = 0; call * 8 < mine; call++) {
                 /* counter: (path group, option, 0, 0); distinct for every option and group of 8 paths */
-                const unsigned long long group = (unsigned long long)(first / 8) + call;
-                const uint4 x = philox(make_uint4((unsigned)group, (unsigned)(group >> 32), (unsigned)o, 0u),
-                                       make_uint2(SEED_LO, SEED_HI));
-                const unsigned u[4] = {x.x, x.y, x.z, x.w};
+                float z[4];
+                draw_normals((unsigned long long)(first / 8) + call, o, c2, z);
 #pragma unroll
-                for (int pair = 0; pair < 2; pair++) {
-                    /* -2 ln u = -2 ln 2 * lg2 u; the angle 2 pi (m - 1.5) in [-pi, pi), where sin.approx is accurate */
-                    const float rad = sqrta(c2 * lg2a(2.0f - bits_1_2(u[2 * pair])));
-                    const float ang = fmaf(bits_1_2(u[2 * pair + 1]), 6.2831853072f, -9.4247779608f);
-                    const float z[2] = {rad * cosa(ang), rad * sina(ang)};
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const int base = call * 8 + pair * 4 + h * 2; /* this normal's two paths */
-                        const float e = ex2a(z[h]);
-                        if (base < mine) sum += fmaxf(e - ka, 0.0f);
-                        if (base + 1 < mine) sum += fmaxf(rcpa(e) - ka, 0.0f);
-                    }
+                for (int h = 0; h < 4; h++) {
+                    const int base = call * 8 + h * 2; /* this normal's two paths */
+                    const float e = ex2a(z[h]);
+                    if (base < mine) sum += fmaxf(e - ka, 0.0f);
+                    if (base + 1 < mine) sum += fmaxf(rcpa(e) - ka, 0.0f);
                 }
             }
         }
