@@ -156,17 +156,32 @@ static pid_t taker(int exclusive, int hold_ms, int die, int out)
 	return pid;
 }
 
+/* f opened on the test's folder and key */
+static void opened(st_gpu_flock *f)
+{
+	char why[200];
+	assert_int_equal(st_gpu_flock_open(f, dir, KEY, why, sizeof why), 0);
+}
+
+/* A taker that has the lock exclusive by the time this returns; *got: when it got it. */
+static pid_t holder(int hold_ms, int die, double *got)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t c = taker(1, hold_ms, die, p[1]);
+	assert_int_equal(read(p[0], got, sizeof *got), (ssize_t)sizeof *got);
+	close(p[0]);
+	close(p[1]);
+	return c;
+}
+
 static void test_holder_dies(void **state)
 {
 	(void)state;
-	int p[2];
-	assert_int_equal(pipe(p), 0);
-	pid_t c = taker(1, 300, 1, p[1]);
 	double got;
-	assert_int_equal(read(p[0], &got, sizeof got), (ssize_t)sizeof got);
+	pid_t c = holder(300, 1, &got);
 	st_gpu_flock f;
-	char why[200];
-	assert_int_equal(st_gpu_flock_open(&f, dir, KEY, why, sizeof why), 0);
+	opened(&f);
 	double waited = st_gpu_flock_take(&f, 0, 0, NULL, NULL);
 	double done = st_now_s();
 	assert_true(waited >= 0);
@@ -176,8 +191,6 @@ static void test_holder_dies(void **state)
 	assert_int_equal(waitpid(c, &st, 0), c);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	st_gpu_flock_close(&f);
-	close(p[0]);
-	close(p[1]);
 }
 
 /* Shared hold A; an exclusive taker W waits for it; a shared taker R comes after W: without the
@@ -186,8 +199,7 @@ static void test_exclusive_goes_first(void **state)
 {
 	(void)state;
 	st_gpu_flock a;
-	char why[200];
-	assert_int_equal(st_gpu_flock_open(&a, dir, KEY, why, sizeof why), 0);
+	opened(&a);
 	assert_true(st_gpu_flock_take(&a, 0, 0, NULL, NULL) >= 0);
 	int pw[2], pr[2];
 	assert_int_equal(pipe(pw), 0);
@@ -229,14 +241,10 @@ static void test_exclusive_goes_first(void **state)
 static void test_give_up(void **state)
 {
 	(void)state;
-	int p[2];
-	assert_int_equal(pipe(p), 0);
-	pid_t c = taker(1, 3000, 0, p[1]);
 	double got;
-	assert_int_equal(read(p[0], &got, sizeof got), (ssize_t)sizeof got);
+	pid_t c = holder(3000, 0, &got);
 	st_gpu_flock f;
-	char why[200];
-	assert_int_equal(st_gpu_flock_open(&f, dir, KEY, why, sizeof why), 0);
+	opened(&f);
 	double t0 = st_now_s();
 	errno = 0;
 	assert_true(st_gpu_flock_take(&f, 0, 0.3, NULL, NULL) < 0);
@@ -257,8 +265,6 @@ static void test_give_up(void **state)
 	/* the holder gone, the next take gets it at once */
 	assert_true(st_gpu_flock_take(&f, 1, 0.3, NULL, NULL) >= 0);
 	st_gpu_flock_close(&f);
-	close(p[0]);
-	close(p[1]);
 }
 
 /* A verify's hold with the file lock alone (a lone `stitch verify`): use shares, exclusive
@@ -267,8 +273,7 @@ static void test_hold_on_file(void **state)
 {
 	(void)state;
 	st_gpu_flock f;
-	char why[200];
-	assert_int_equal(st_gpu_flock_open(&f, dir, KEY, why, sizeof why), 0);
+	opened(&f);
 	st_gpu_hold h;
 	memset(&h, 0, sizeof h);
 	h.file = &f;
