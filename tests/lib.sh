@@ -133,14 +133,8 @@ finish() {
 	[ "$FAILED" -eq 0 ]
 }
 
-# find_nvcc: the nvcc stitch itself would compile with, into NVCC: $STITCH_NVCC, else the one on
-# PATH, else /usr/local/cuda/bin's (src/verify/compile_job.c's order); empty where none runs.
-find_nvcc() {
-	NVCC=${STITCH_NVCC:-$(command -v nvcc || true)}
-	[ -n "$NVCC" ] || NVCC=/usr/local/cuda/bin/nvcc
-	[ -x "$NVCC" ] || NVCC=
-	return 0
-}
+# find_nvcc: the nvcc stitch itself would compile with, into NVCC (empty where none runs)
+. "$STITCH_SRC/scripts/find-nvcc.sh"
 
 # gpu_arch: sm_XY of the first GPU nvidia-smi lists (sm_90 where it does not say).
 gpu_arch() {

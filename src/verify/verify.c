@@ -141,8 +141,7 @@ static void attach_file_lock(vctx *v)
 		            "process could measure while this one does", why);
 		return;
 	}
-	st_gpu_hold_release(&v->gpu); /* nothing is held yet; a hold is taken on both from now */
-	v->gpu.file = &v->gpu_file;
+	v->gpu.file = &v->gpu_file; /* before the first hold: each is taken on both locks */
 	v->gpu.file_give_up_s = GPU_LOCK_GIVE_UP_S;
 	v->gpu.waiting = report_gpu_wait;
 	v->gpu.waiting_arg = v;
