@@ -196,14 +196,33 @@ static int trusted_prober(const vctx *v)
 }
 
 /* Busy past the patience: whose work is it? The probes from here on are a trusted runner's
- * (trusted_prober). Where the candidate's own runner had been probing, a GPU the trusted one
- * finds free means the candidate said busy when it was not (`hacking`). Otherwise the candidate's
+ * (trusted_prober). Where the candidate's own runner had been probing, candidate_lies decides
+ * whether it said busy when the GPU was free (`hacking`), or the GPU just came free (*quiet). Otherwise the candidate's
  * runner (untrusted) is killed, its context and queued work with it, and *prober becomes the
  * trusted one: a GPU that then comes free was held by the candidate's work, one still busy is
  * another program's (wait_quiet decides). A trusted candidate queues nothing: an error of the
  * environment at once. */
+/* Before the candidate's own batch, its runner said busy past the patience: does the trusted
+ * runner `judge` see the same? The GPU may come free between two probes, so the candidate is
+ * taken to lie only when it says busy again between two trusted probes that find the GPU free;
+ * *quiet when its second probe found the GPU free (the wait is over). */
+static st_status candidate_lies(vctx *v, int judge, int *lies, int *quiet, st_err *err)
+{
+	double ms = 0;
+	int free_now = 0;
+	*lies = *quiet = 0;
+	st_status s = probe_quiet(v, judge, &free_now, &ms, err);
+	if (s || v->verdict_final || !free_now)
+		return s;
+	if ((s = probe_quiet(v, v->cand, quiet, &ms, err)) || v->verdict_final || *quiet)
+		return s;
+	s = probe_quiet(v, judge, &free_now, &ms, err);
+	*lies = !s && !v->verdict_final && free_now;
+	return s;
+}
+
 static st_status quiet_overdue(vctx *v, int i, int *prober, double waited, double *killed_at,
-                               st_err *err)
+                               int *quiet, st_err *err)
 {
 	sol *c = &v->sols[v->cand];
 	int judge = trusted_prober(v);
@@ -212,15 +231,14 @@ static st_status quiet_overdue(vctx *v, int i, int *prober, double waited, doubl
 		                  "for %.0f s before the %s's batch: verify again when the GPU is free",
 		                  waited / 1e3, vx_role_of(v, i));
 	if (*prober == v->cand) {
-		int quiet = 0;
-		double ms = 0;
-		st_status s = probe_quiet(v, judge, &quiet, &ms, err);
-		if (s || v->verdict_final)
+		int lies;
+		st_status s = candidate_lies(v, judge, &lies, quiet, err);
+		if (s || v->verdict_final || *quiet)
 			return s;
-		if (quiet) {
+		if (lies) {
 			vx_fail(v, "hacking", "timing: the candidate's runner reported the GPU busy for "
-			        "%.0f s before its batch while the reference's runner found it free",
-			        waited / 1e3);
+			        "%.0f s before its batch, and again between two probes of a trusted runner "
+			        "that found it free", waited / 1e3);
 			return ST_OK;
 		}
 	}
@@ -270,8 +288,11 @@ static st_status wait_quiet(vctx *v, int i, st_err *err)
 			                  "the GPU is free", killed_at / 1e3, vx_role_of(v, i),
 			                  (busy_ms - killed_at) / 1e3);
 		if (killed_at < 0 && busy_ms >= quiet_patience_ms(v) &&
-		    ((s = quiet_overdue(v, i, &prober, busy_ms, &killed_at, err)) || v->verdict_final))
+		    ((s = quiet_overdue(v, i, &prober, busy_ms, &killed_at, &quiet, err)) ||
+		     v->verdict_final))
 			return s;
+		if (quiet)
+			break;
 		/* a chunk's worth of waiting (5 s) at a time: whoever waits sees why */
 		vx_progress(v, "the GPU has been busy with another context for %.0f s (work queued "
 		            "before a candidate was stopped, or another process): the %s's batch waits "
