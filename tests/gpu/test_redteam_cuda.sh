@@ -39,18 +39,26 @@ verify "$WORK/sh2.json" "$TASK" "$WORK/slow_honest.cu" --no-policy  # the same w
 check "source check off: patched runner timer is hacking or paid for (status $(field "$WORK/pt.json" status): $(field "$WORK/pt.json" reason))" \
 	paid_for "$WORK/pt.json" "$WORK/sh.json" "$WORK/sh2.json"
 
-# sabotage_queued.cu made to queue a kernel of about 150 s after each timing reply: a baseline's
-# wait for the GPU runs past its patience (--timeout 10: 10 s), the candidate's runner is killed,
-# the GPU comes free, and the verdict is timeout, long before the verify's deadline (until
-# session 43 the wait lasted until then, of the order of hours).
-sed -e 's/^#define HOG_CYCLES .*/#define HOG_CYCLES 300000000000ll/' -e 's/^#define AFTER_TIMING 0/#define AFTER_TIMING 1/' \
-	"$STITCH_SRC/tests/redteam/cuda/sabotage_queued.cu" >"$WORK/queued_long.cu"
-t0=$(date +%s)
-verify "$WORK/ql.json" t1/topk "$WORK/queued_long.cu" --timeout 10
-took=$(($(date +%s) - t0))
-check "a kernel of minutes queued after a timing reply: timeout (status $(field "$WORK/ql.json" status): $(field "$WORK/ql.json" reason))" \
-	[ "$(field "$WORK/ql.json" status)" = timeout ]
-check "...named as the candidate's queued work, freed by killing its runner" \
-	grep -q "came free once its runner was killed" "$WORK/ql.json"
-check "...within two minutes (took $took s)" [ "$took" -le 120 ]
+# sabotage_queued.cu made to queue a kernel of about 150 s after timing replies; two ways to
+# the same end, each long before the verify's deadline (until session 43 a baseline's wait
+# lasted until then, of the order of hours). From the first reply on: the candidate's own next
+# batch (its second warm-up one) comes next, its runner's device sync waits for the kernel, and
+# it misses the request limit (--timeout 10) and is killed (session 44, an H100: 12 s, 3 of 3).
+# From the second on: the reference's warm-up batch comes next, its wait for a quiet GPU runs
+# past its patience (the request limit), the candidate's runner is killed and the GPU comes free.
+# Either way: timeout, naming the candidate, within two minutes.
+for after in 1 2; do
+	sed -e 's/^#define HOG_CYCLES .*/#define HOG_CYCLES 300000000000ll/' -e "s/^#define AFTER_TIMING 0/#define AFTER_TIMING $after/" \
+		"$STITCH_SRC/tests/redteam/cuda/sabotage_queued.cu" >"$WORK/queued_$after.cu"
+	t0=$(date +%s)
+	verify "$WORK/q$after.json" t1/topk "$WORK/queued_$after.cu" --timeout 10
+	took=$(($(date +%s) - t0))
+	check "a kernel of minutes queued from timing reply $after on: timeout (status $(field "$WORK/q$after.json" status): $(field "$WORK/q$after.json" reason))" \
+		[ "$(field "$WORK/q$after.json" status)" = timeout ]
+	check "...within two minutes (took $took s)" [ "$took" -le 120 ]
+done
+check "...from the first: the candidate missed the request limit and was killed" \
+	grep -Eq "the candidate did not answer within [0-9]+ s and was killed" "$WORK/q1.json"
+check "...from the second: a baseline's wait ran out of patience; the GPU came free once the candidate's runner was killed" \
+	grep -q "came free once its runner was killed" "$WORK/q2.json"
 finish

@@ -4,7 +4,9 @@
  * shared memory (the eval shape on an H200), the steps run in one cooperative kernel: each block
  * loads its 32 gate columns of W_hh into shared memory once, keeps its cells' c in registers, and
  * passes a grid-wide barrier between steps instead of a launch (1.62x the graph of steps on the
- * H200, session 43). Otherwise each step is one fused kernel, replayed from a CUDA graph captured
+ * H200, session 43); 16 warps, four of which split each piece of the step's product by k, so a
+ * warp's chain of dependent mma steps is a quarter of the product (1.04-1.07x the 8 warps of
+ * before, session 44). Otherwise each step is one fused kernel, replayed from a CUDA graph captured
  * in st_init. A step kernel computes h_{t-1}·W_hh^T for a tile of 32 batch rows by 8 hidden units,
  * i.e. the i, f, g and o columns of those units together, on TF32 mma.sync with fp32
  * accumulators, and finishes the cell in its epilogue (Gx + bias + product, sigmoid/tanh, c and
@@ -246,7 +248,9 @@ lstm_step_kernel(int t, int T, int B, int H, int Hpad, const float *__restrict__
 
 namespace cg = cooperative_groups;
 
-#define P_THREADS 256      /* 8 warps: 2 (even and odd k steps) x 2 x 2 over the 32 x 32 tile */
+#define P_THREADS 512      /* 16 warps: KSPLIT (k steps mod 4) x 2 x 2 over the 32 x 32 tile */
+#define KSPLIT (P_THREADS / 128) /* warps that share a 16 x 16 piece of the tile, by k */
+#define P_CELLS (BB * UJ)  /* the block's cells, one a thread; the other threads only multiply */
 #define NG 4               /* groups of k chunks in which a step's h tile lands */
 
 __global__ void __launch_bounds__(P_THREADS)
@@ -259,7 +263,7 @@ lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ 
     const int WS = Hpad + 4;                                   /* conflict-free fragment loads */
     float *Ws = smem;                                          /* [NC][WS] */
     float *As = smem + NC * WS;                                /* [BB][WS]: h_{t-1} rows */
-    float (*Ps)[BB][NC + 1] = (float (*)[BB][NC + 1])(smem + (NC + BB) * WS);
+    float (*Ps)[BB][NC + 1] = (float (*)[BB][NC + 1])(smem + (NC + BB) * WS); /* [KSPLIT] */
 
     cg::grid_group grid = cg::this_grid();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -279,7 +283,7 @@ lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ 
 
     /* one cell (batch row, unit) per thread; its c lives in a register for all T steps */
     const int bl = tid / UJ, u = tid % UJ, b = b0 + bl, j = jt * UJ + u;
-    const bool live = b < B && j < H;
+    const bool live = tid < P_CELLS && b < B && j < H;
     float c = live ? c0[(size_t)b * H + j] : 0.0f;
     float bias[4];
 #pragma unroll
@@ -319,7 +323,7 @@ lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ 
             else cp_async_wait<0>();
             __syncthreads();
             const int k1 = (q + 1) * nk / NG * KC;
-            for (int k = q * nk / NG * KC + wk * 8; k < k1; k += 16) {
+            for (int k = q * nk / NG * KC + wk * 8; k < k1; k += 8 * KSPLIT) {
                 unsigned a[4];
                 const float *ar = As + (wm * 16 + g) * WS + k;
                 a[0] = to_tf32(ar[tg]);
@@ -344,10 +348,14 @@ lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ 
         }
         __syncthreads();
         if (live) {
-            const float i = sigmoidf(zin[0] + bias[0] + Ps[0][bl][u] + Ps[1][bl][u]);
-            const float f = sigmoidf(zin[1] + bias[1] + Ps[0][bl][UJ + u] + Ps[1][bl][UJ + u]);
-            const float gc = tanhf(zin[2] + bias[2] + Ps[0][bl][2 * UJ + u] + Ps[1][bl][2 * UJ + u]);
-            const float o = sigmoidf(zin[3] + bias[3] + Ps[0][bl][3 * UJ + u] + Ps[1][bl][3 * UJ + u]);
+            float pre[4];
+#pragma unroll
+            for (int gate = 0; gate < 4; gate++) {
+                pre[gate] = zin[gate] + bias[gate];
+#pragma unroll
+                for (int w = 0; w < KSPLIT; w++) pre[gate] += Ps[w][bl][gate * UJ + u];
+            }
+            const float i = sigmoidf(pre[0]), f = sigmoidf(pre[1]), gc = tanhf(pre[2]), o = sigmoidf(pre[3]);
             c = f * c + i * gc;
             const float h = o * tanhf(c);
             hnext[(size_t)b * Hpad + j] = h;
@@ -423,7 +431,7 @@ static int pick_persistent(lstm_ctx *ctx) {
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    const size_t smem = sizeof(float) * ((size_t)(NC + BB) * (ctx->Hpad + 4) + 2 * (size_t)BB * (NC + 1));
+    const size_t smem = sizeof(float) * ((size_t)(NC + BB) * (ctx->Hpad + 4) + KSPLIT * (size_t)BB * (NC + 1));
     ctx->p_smem = 0;
     if (!coop || smem > (size_t)optin) return 0;
     CUDA_CHECK(cudaFuncSetAttribute(lstm_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));

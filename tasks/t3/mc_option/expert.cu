@@ -1,13 +1,14 @@
 /* Expert for t3/mc_option: Monte-Carlo prices of European calls under geometric Brownian motion
  * with nothing stored per path. A block takes a chunk of one option's paths; each thread draws its
- * normals from a hand-written Philox4x32-10 (counter = option, thread, round: no state to load or
+ * normals from a hand-written Philox4x32-7 (counter = option, thread, round: no state to load or
  * initialise), turns each pair of uniforms into two normals by Box-Muller and each normal into an
  * antithetic pair of paths (Z and -Z), so one Philox call feeds eight paths. The special functions
  * are the special-function unit's approximations, one MUFU operation each (lg2, sqrt, sin, cos, and
  * ex2 with rcp for the antithetic partner), since that unit is the task's roof; the accurate forms
  * cost twice the time (tasks/t3/mc_option/NOTES.md). A thread whose 128 paths all exist takes a
  * loop without per-path bounds that sums max(e, K/A) and takes K/A off once at the end (issue
- * slots, not the MUFU, were binding alongside it: 1.18x on the H200, session 43). Payoffs are
+ * slots, not the MUFU, were binding alongside it: 1.18x on the H200, session 43; seven Philox
+ * rounds instead of ten another 1.07x, session 44). Payoffs are
  * summed in registers, the block's sum is reduced with warp shuffles and written to a
  * per-(option, chunk) slot; a second kernel adds each option's slots in a fixed order
  * (deterministic) and discounts. */
@@ -44,11 +45,15 @@ static int cfg_get(const st_config *cfg, const char *name, int64_t *v) {
 }
 
 // ----------------------------------------------------------------------------
-// Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC 2011)
+// Philox4x32-7 (Salmon, Moraes, Dror and Shaw, SC 2011: seven rounds are the fewest they found
+// to pass TestU01's BigCrush for every key; cuRAND's ten add a margin). A round is four integer
+// instructions (two IMAD.WIDE, two LOP3: the fixed key's schedule folds into immediates) of the
+// unchecked loop's issue slots per eight paths, which share the schedulers with the MUFU's 128
+// clocks: 86 slots with seven rounds against 98 with ten (1.07x, SOL 0.82: NOTES.md).
 
 __device__ __forceinline__ uint4 philox(uint4 c, uint2 key) {
 #pragma unroll
-    for (int round = 0; round < 10; round++) {
+    for (int round = 0; round < 7; round++) {
         const unsigned lo0 = 0xD2511F53u * c.x, hi0 = __umulhi(0xD2511F53u, c.x);
         const unsigned lo1 = 0xCD9E8D57u * c.z, hi1 = __umulhi(0xCD9E8D57u, c.z);
         c = make_uint4(hi1 ^ c.y ^ key.x, lo1, hi0 ^ c.w ^ key.y, lo0);
