@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/fs.h"
 
 #define REPORT_EVERY_S 5.0
 
@@ -59,17 +60,41 @@ static int open_lock(const char *path)
 	return -1;
 }
 
-/* The folder, sticky and writable by all like /tmp when this process makes it. */
-static int make_dir(const char *dir)
+/* The folder, sticky and writable by all like /tmp when this process makes it; missing parents
+ * (a $STITCH_GPU_LOCK_DIR under a folder not made yet) as any folder of stitch's, 0755: only
+ * the lock folder itself is shared. 0, or an errno with *why said. */
+static int make_dir(const char *path, char *why, size_t len)
 {
-	if (mkdir(dir, 01777) == 0)
-		return chmod(dir, 01777) ? errno : 0;
-	if (errno != EEXIST)
-		return errno;
+	char dir[1024];
+	size_t n = strlen(path);
+	while (n > 1 && path[n - 1] == '/') /* "locks/" is "locks" */
+		n--;
+	if (n >= sizeof dir) {
+		snprintf(why, len, "%s: %s", path, strerror(ENAMETOOLONG));
+		return ENAMETOOLONG;
+	}
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	int rc = mkdir(dir, 01777) ? errno : 0;
+	const char *slash = strrchr(dir, '/');
+	if (rc == ENOENT && slash && slash > dir) {
+		char parent[1024];
+		st_err err;
+		snprintf(parent, sizeof parent, "%.*s", (int)(slash - dir), dir);
+		if (st_mkdirs(parent, &err) != ST_OK) {
+			snprintf(why, len, "%s", err.msg);
+			return ENOENT;
+		}
+		rc = mkdir(dir, 01777) ? errno : 0;
+	}
+	if (rc == 0 && chmod(dir, 01777))
+		rc = errno;
 	struct stat st;
-	if (lstat(dir, &st))
-		return errno;
-	return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+	if (rc == EEXIST)
+		rc = lstat(dir, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+	if (rc)
+		snprintf(why, len, "%s: %s", dir, strerror(rc));
+	return rc;
 }
 
 int st_gpu_flock_open(st_gpu_flock *f, const char *dir, const char *key, char *why, size_t len)
@@ -80,11 +105,9 @@ int st_gpu_flock_open(st_gpu_flock *f, const char *dir, const char *key, char *w
 		snprintf(why, len, "no usable GPU identity for the lock file ('%s')", key ? key : "");
 		return EINVAL;
 	}
-	int rc = make_dir(dir);
-	if (rc) {
-		snprintf(why, len, "%s: %s", dir, strerror(rc));
+	int rc = make_dir(dir, why, len);
+	if (rc)
 		return rc;
-	}
 	char path[1024];
 	const char *what[2] = {"lock", "turnstile"};
 	int *fds[2] = {&f->fd, &f->turnstile};

@@ -1,6 +1,6 @@
 /* Unit tests for the GPU's lock across processes (src/verify/gpu_flock.c) and a verify's hold
  * taken on it (gpu_hold.c): a bad GPU identity is refused, the folder and files are made for
- * every user, an exclusive hold keeps other processes out and shared ones share, a waiter gets
+ * every user (missing parents too, as stitch's other folders), an exclusive hold keeps other processes out and shared ones share, a waiter gets
  * the lock when the holder dies, a waiting exclusive taker goes before shared takers that come
  * after it, and a take with a limit gives up at it. Other processes are real ones (fork), probing the lock file with flock(2). */
 #include <setjmp.h>
@@ -104,6 +104,35 @@ static void test_made_for_every_user(void **state)
 	assert_non_null(p);
 	fclose(p);
 	assert_int_equal(st_gpu_flock_open(&f, path, KEY, why, sizeof why), ENOTDIR);
+	/* a folder under it cannot be made either, and the message names the file in the way */
+	snprintf(path, sizeof path, "%s/plain/locks", dir);
+	assert_int_not_equal(st_gpu_flock_open(&f, path, KEY, why, sizeof why), 0);
+	assert_non_null(strstr(why, "plain"));
+	assert_int_equal(f.fd, -1);
+}
+
+/* A lock folder whose parents do not exist yet: the parents are made as stitch makes any
+ * folder (0755), the lock folder itself shared (01777), a trailing slash the same folder. */
+static void test_parents_made(void **state)
+{
+	(void)state;
+	st_gpu_flock f;
+	char why[200], locks[480], parent[400];
+	snprintf(parent, sizeof parent, "%s/a/b", dir);
+	snprintf(locks, sizeof locks, "%s/locks/", parent);
+	assert_int_equal(st_gpu_flock_open(&f, locks, KEY, why, sizeof why), 0);
+	struct stat st;
+	const mode_t mask = umask(0);
+	umask(mask);
+	assert_int_equal(stat(parent, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755 & ~mask);
+	assert_int_equal(stat(locks, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 01777);
+	char path[560];
+	snprintf(path, sizeof path, "%s%s.lock", locks, KEY);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(f.fd >= 0);
+	st_gpu_flock_close(&f);
 }
 
 static void test_exclusive_and_shared(void **state)
@@ -299,6 +328,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_bad_key_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_made_for_every_user, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parents_made, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exclusive_and_shared, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_holder_dies, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exclusive_goes_first, setup, teardown),
