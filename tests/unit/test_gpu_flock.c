@@ -1,8 +1,9 @@
 /* Unit tests for the GPU's lock across processes (src/verify/gpu_flock.c) and a verify's hold
  * taken on it (gpu_hold.c): a bad GPU identity is refused, the folder and files are made for
- * every user (missing parents too, as stitch's other folders), an exclusive hold keeps other processes out and shared ones share, a waiter gets
- * the lock when the holder dies, a waiting exclusive taker goes before shared takers that come
- * after it, and a take with a limit gives up at it. Other processes are real ones (fork), probing the lock file with flock(2). */
+ * every user (missing parents too, as stitch's other folders), an exclusive hold keeps other
+ * processes out and shared ones share, a waiter gets the lock when the holder dies, a waiting
+ * exclusive taker goes before shared takers that come after it, and a take with a limit gives up
+ * at it. Other processes are real ones (fork), probing the lock file with flock(2). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
