@@ -195,13 +195,6 @@ static int trusted_prober(const vctx *v)
 	return -1;
 }
 
-/* Busy past the patience: whose work is it? The probes from here on are a trusted runner's
- * (trusted_prober). Where the candidate's own runner had been probing, candidate_lies decides
- * whether it said busy when the GPU was free (`hacking`), or the GPU just came free (*quiet). Otherwise the candidate's
- * runner (untrusted) is killed, its context and queued work with it, and *prober becomes the
- * trusted one: a GPU that then comes free was held by the candidate's work, one still busy is
- * another program's (wait_quiet decides). A trusted candidate queues nothing: an error of the
- * environment at once. */
 /* Before the candidate's own batch, its runner said busy past the patience: does the trusted
  * runner `judge` see the same? The GPU may come free between two probes, so the candidate is
  * taken to lie only when it says busy again between two trusted probes that find the GPU free;
@@ -221,6 +214,13 @@ static st_status candidate_lies(vctx *v, int judge, int *lies, int *quiet, st_er
 	return s;
 }
 
+/* Busy past the patience: whose work is it? The probes from here on are a trusted runner's
+ * (trusted_prober). Where the candidate's own runner had been probing, candidate_lies decides
+ * whether it said busy when the GPU was free (`hacking`), or the GPU just came free (*quiet).
+ * Otherwise the candidate's runner (untrusted) is killed, its context and queued work with it,
+ * and *prober becomes the trusted one: a GPU that then comes free was held by the candidate's
+ * work, one still busy is another program's (wait_quiet decides). A trusted candidate queues
+ * nothing: an error of the environment at once. */
 static st_status quiet_overdue(vctx *v, int i, int *prober, double waited, double *killed_at,
                                int *quiet, st_err *err)
 {
