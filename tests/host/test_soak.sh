@@ -15,6 +15,10 @@ check "six verdicts on disk" [ "$(ls "$WORK"/real/v*.json | wc -l)" -eq 6 ]
 for f in "$WORK"/real/v*.json; do verdicts_keep "$f"; done
 check "the summary counts them: 6 verifies, all ok" grep -q '^soak: 6 verifies, ok 6; hacking 0$' "$WORK/real.out"
 check "a line for each verify" [ "$(grep -c ': verify [0-5], t[0-9]/.*: ok$' "$WORK/real.out")" -eq 6 ]
+# where the time went: the mean wall time of the six verdicts, and their timing phase
+mean=$(python3 -c 'import json, sys; w = [json.load(open(f))["wall_s"] for f in sys.argv[1:]]; print(f"{sum(w) / len(w):.1f}")' "$WORK"/real/v*.json)
+check "the summary gives the verdicts' mean wall time ($mean s) and the phases" \
+	grep -Eq "^soak: a verify's wall time, mean $mean s, max [0-9.]+ s; by phase \(mean s\): .*timing [0-9.]+" "$WORK/real.out"
 
 # The stand-in: call 1 ok, call 2 hacking, call 3 hangs; the soak runs one lane, so in order.
 mkdir -p "$WORK/fake"
