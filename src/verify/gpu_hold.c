@@ -8,8 +8,7 @@
 #include "common/clock.h"
 #include "verify/gpu_hold.h"
 
-/* Is there anything to hold? */
-static int shared_gpu(const st_gpu_hold *h)
+int st_gpu_hold_has_lock(const st_gpu_hold *h)
 {
 	return h->lock || h->file;
 }
@@ -17,7 +16,7 @@ static int shared_gpu(const st_gpu_hold *h)
 static void take(st_gpu_hold *h, int exclusive)
 {
 	/* rwlocks do not nest: taking again while held would deadlock (write) or leak (read) */
-	assert(shared_gpu(h) && h->held == ST_GPU_FREE);
+	assert(st_gpu_hold_has_lock(h) && h->held == ST_GPU_FREE);
 	double t0 = st_now_s();
 	if (h->lock && exclusive)
 		pthread_rwlock_wrlock(h->lock);
@@ -39,7 +38,7 @@ static void take(st_gpu_hold *h, int exclusive)
 static void unlock(st_gpu_hold *h)
 {
 	/* unlocking a lock not held is undefined behaviour, and would free another verify's hold */
-	assert(shared_gpu(h) && h->held != ST_GPU_FREE);
+	assert(st_gpu_hold_has_lock(h) && h->held != ST_GPU_FREE);
 	if (h->file)
 		st_gpu_flock_give(h->file);
 	if (h->lock)
@@ -53,14 +52,14 @@ static void unlock(st_gpu_hold *h)
 
 void st_gpu_hold_use(st_gpu_hold *h)
 {
-	if (shared_gpu(h) && h->held == ST_GPU_FREE)
+	if (st_gpu_hold_has_lock(h) && h->held == ST_GPU_FREE)
 		take(h, h->alone);
-	assert(!shared_gpu(h) || h->held != ST_GPU_FREE);
+	assert(!st_gpu_hold_has_lock(h) || h->held != ST_GPU_FREE);
 }
 
 void st_gpu_hold_idle(st_gpu_hold *h)
 {
-	if (shared_gpu(h) && h->held == ST_GPU_SHARED)
+	if (st_gpu_hold_has_lock(h) && h->held == ST_GPU_SHARED)
 		unlock(h);
 	assert(h->held != ST_GPU_SHARED);
 }
@@ -75,7 +74,7 @@ void st_gpu_hold_for(st_gpu_hold *h, int on_gpu)
 
 void st_gpu_hold_release(st_gpu_hold *h)
 {
-	if (shared_gpu(h) && h->held != ST_GPU_FREE)
+	if (st_gpu_hold_has_lock(h) && h->held != ST_GPU_FREE)
 		unlock(h);
 	assert(h->held == ST_GPU_FREE);
 }
@@ -83,7 +82,7 @@ void st_gpu_hold_release(st_gpu_hold *h)
 /* A read lock cannot be upgraded in place: give it up, then wait for the GPU alone. */
 void st_gpu_hold_exclusive(st_gpu_hold *h)
 {
-	if (!shared_gpu(h) || h->held == ST_GPU_EXCLUSIVE)
+	if (!st_gpu_hold_has_lock(h) || h->held == ST_GPU_EXCLUSIVE)
 		return;
 	st_gpu_hold_release(h);
 	take(h, 1);

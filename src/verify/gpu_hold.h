@@ -33,6 +33,10 @@ typedef struct st_gpu_hold {
 	                         * which is one clock for every verify of a service; NULL: not kept */
 } st_gpu_hold;
 
+/* Is there a lock to hold (this process's, the file, or both)? Without one every call below is
+ * a no-op and the verdict has no waits to report. */
+int st_gpu_hold_has_lock(const st_gpu_hold *h);
+
 /* Runners are about to use the GPU: share it, unless this verify already has it to itself or
  * must have it alone throughout (alone). */
 void st_gpu_hold_use(st_gpu_hold *h);

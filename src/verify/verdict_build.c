@@ -33,7 +33,7 @@ void vx_phase(vctx *v, const char *name)
 	vx_json_add(v->phases, name, t - v->t_mark);
 	v->t_mark = t;
 	/* and how much of it went to waiting for the GPU, where other verifies share it */
-	if ((v->slot->gpu_lock || v->gpu.file) && v->gpu.wait_s > v->wait_mark) {
+	if (st_gpu_hold_has_lock(&v->gpu) && v->gpu.wait_s > v->wait_mark) {
 		vx_json_add(v->gpu_waits, name, v->gpu.wait_s - v->wait_mark);
 		v->wait_mark = v->gpu.wait_s;
 	}
@@ -94,7 +94,7 @@ void vx_verdict_finish(vctx *v)
 	json_object_set_new(v->verdict, "shm_blocks",
 	                    json_pack("{s:i,s:i}", "made", v->shm_made, "reused", v->shm_reused));
 	/* inside the phases: waiting for other verifies to finish measuring */
-	if (v->slot->gpu_lock || v->gpu.file) {
+	if (st_gpu_hold_has_lock(&v->gpu)) {
 		json_object_set_new(v->verdict, "gpu_wait_s", json_real(v->gpu.wait_s));
 		json_object_set_new(v->verdict, "gpu_wait_by_phase_s", v->gpu_waits);
 		if (v->gpu.holds)

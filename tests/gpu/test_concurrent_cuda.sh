@@ -2,9 +2,10 @@
 # Independent `stitch verify` processes on one GPU take turns to measure through the GPU's lock
 # file (src/verify/gpu_flock.c): three started together each end `ok`, all within three minutes
 # (their compiles and the device's peaks included), each verdict saying how long it waited for
-# the others (gpu_wait_s), the lock files made in STITCH_GPU_LOCK_DIR. Before session 43 each verify's quiet probe saw the others' contexts
-# and waited for them: on the H200 three such verifies were all still waiting when stopped at
-# 75 s (alone, each took under 2 s), and a soak of three lanes ended 1 verify in 540 s.
+# the others (gpu_wait_s), the lock files made in STITCH_GPU_LOCK_DIR. Before session 43 each
+# verify's quiet probe saw the others' contexts and waited for them: on the H200 three such
+# verifies were all still waiting when stopped at 75 s (alone, each took under 2 s), and a soak
+# of three lanes ended 1 verify in 540 s.
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 export STITCH_GPU_LOCK_DIR=$WORK/locks
