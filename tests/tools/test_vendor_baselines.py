@@ -2,7 +2,8 @@
 """Tests of scripts/vendor_baselines.py that need no GPU: every suite task is either mapped to a
 PyTorch op or left out with a reason, the shape arithmetic of task.json, the device file name
 (the same rule as src/task/vendor.c), the fastest backend's choice, the JSON document and the
-table, and `--list`. Where python has torch (CPU only is fine), every builder also runs once on
+table, `--list`, and the stored files of bench/vendor (each named for its device, timed at
+today's eval sizes). Where python has torch (CPU only is fine), every builder also runs once on
 its task's small size set (`--smoke`); without torch that part is skipped and says so.
 
     test_vendor_baselines.py SRC_DIR      (prints 'N passed, N failed')
@@ -97,6 +98,28 @@ text = out.getvalue()
 check("table: the winner", "t4/flash_attention" in text and "cudnn" in text and "0.5000" in text)
 check("table: a failed backend", "failed" in text and "math" in text)
 check("table: left out with the reason", "t3/bfs" in text and "left out" in text)
+
+# the stored files (bench/vendor/*.json): what `stitch bench` reads on each GPU model must name
+# its device by the file's name, time only suite tasks at their present eval sizes (a task whose
+# sizes changed makes its figure stale), and hold a positive median for the backend it names
+import glob  # noqa: E402
+by_id = {t["id"]: t for t in tasks}
+stored = sorted(glob.glob(os.path.join(SRC, "bench", "vendor", "*.json")))
+check("bench/vendor holds the stored files", len(stored) >= 2)
+for path in stored:
+    base = os.path.basename(path)
+    with open(path) as f:
+        doc = json.load(f)
+    check(f"{base}: its format", doc.get("format") == vb.FORMAT)
+    check(f"{base}: named for its device", vb.device_slug(doc.get("device", "")) + ".json" == base)
+    for tid, e in doc.get("tasks", {}).items():
+        check(f"{base}: {tid} is a suite task", tid in by_id)
+        if tid not in by_id:
+            continue
+        check(f"{base}: {tid} timed at the eval sizes of today",
+              e.get("set") == "eval" and e.get("sizes") == by_id[tid]["eval"])
+        check(f"{base}: {tid}'s median is its backend's",
+              e.get("ms", 0) > 0 and e["backends"][e["backend"]]["ms"] == e["ms"])
 
 # --list runs without torch
 p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "vendor_baselines.py"),

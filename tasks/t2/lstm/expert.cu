@@ -6,7 +6,9 @@
  * passes a grid-wide barrier between steps instead of a launch (1.62x the graph of steps on the
  * H200, session 43); 16 warps, four of which split each piece of the step's product by k, so a
  * warp's chain of dependent mma steps is a quarter of the product (1.04-1.07x the 8 warps of
- * before, session 44). Otherwise each step is one fused kernel, replayed from a CUDA graph captured
+ * before, session 44); h_t is kept in fp16 between steps (fp16 has TF32's 10 mantissa bits and
+ * |h| < 1, so the product's operands are the same for half the bytes each block reads from L2 a
+ * step: 1.07x, session 45). Otherwise each step is one fused kernel, replayed from a CUDA graph captured
  * in st_init. A step kernel computes h_{t-1}·W_hh^T for a tile of 32 batch rows by 8 hidden units,
  * i.e. the i, f, g and o columns of those units together, on TF32 mma.sync with fp32
  * accumulators, and finishes the cell in its epilogue (Gx + bias + product, sigmoid/tanh, c and
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
 #include <cublas_v2.h>
 #include "stitch/solution.h"
 
@@ -54,7 +57,8 @@ typedef struct {
     float *wp;                  /* [njt*NC, Hpad]: W_hh rows regrouped by unit tile, TF32, zero padded */
     float *bp;                  /* [njt*NC]: b regrouped the same way */
     float *gx;                  /* [T*B, 4H] */
-    float *h_state;             /* [2, Bpad, Hpad]: ping-pong, padding stays zero */
+    float *h_state;             /* [2, Bpad, Hpad]: ping-pong, padding stays zero (the persistent
+                                 * kernel: h0 in fp32 and the ping-pong in fp16, lstm_persistent_kernel) */
     float *c_state;             /* [Bpad, Hpad] */
     lstm_io *io;                /* device */
     void *workspace;
@@ -253,7 +257,62 @@ namespace cg = cooperative_groups;
 #define P_CELLS (BB * UJ)  /* the block's cells, one a thread; the other threads only multiply */
 #define NG 4               /* groups of k chunks in which a step's h tile lands */
 
-__global__ void __launch_bounds__(P_THREADS)
+/* The step's h tile into shared memory (row stride ws elements), all of it in flight at once in
+ * NG groups of chunks, so the product starts on the first group while the others land. */
+template <typename TH>
+__device__ __forceinline__ void load_h_tile(TH *As, int ws, const TH *hsrc, int Hpad, int nk, int tid) {
+    constexpr int V = 16 / (int)sizeof(TH); /* elements a 16-byte copy */
+#pragma unroll
+    for (int q = 0; q < NG; q++) {
+        const int c0k = q * nk / NG, c1k = (q + 1) * nk / NG;
+        const int per_row = (c1k - c0k) * (KC / V);
+        for (int cc = tid; cc < BB * per_row; cc += P_THREADS) {
+            const int r = cc / per_row, col = c0k * KC + (cc % per_row) * V;
+            cp_async16(&As[r * ws + col], hsrc + (size_t)r * Hpad + col);
+        }
+        cp_async_commit();
+    }
+}
+
+/* An A fragment register: fp32 rounded to TF32, or fp16 widened, which is a TF32 value as it
+ * stands (fp16 keeps TF32's 10 mantissa bits) */
+__device__ __forceinline__ unsigned a_frag(const float *p) { return to_tf32(*p); }
+__device__ __forceinline__ unsigned a_frag(const __half *p) { return __float_as_uint(__half2float(*p)); }
+
+/* This warp's share of the step's product h_{t-1}·W_hh^T over its k steps (k mod KSPLIT), each
+ * group of the h tile used once it has landed. */
+template <typename TH>
+__device__ __forceinline__ void h_product(float (&acc)[2][4], const TH *As, int ws, const float *Ws, int WS,
+                                          int nk, int wk, int wm, int wn, int g, int tg) {
+#pragma unroll
+    for (int q = 0; q < NG; q++) {
+        if (q == 0) cp_async_wait<NG - 1>();
+        else if (q == 1) cp_async_wait<NG - 2>();
+        else if (q == 2) cp_async_wait<NG - 3>();
+        else cp_async_wait<0>();
+        __syncthreads();
+        const int k1 = (q + 1) * nk / NG * KC;
+        for (int k = q * nk / NG * KC + wk * 8; k < k1; k += 8 * KSPLIT) {
+            unsigned a[4];
+            const TH *ar = As + (wm * 16 + g) * ws + k;
+            a[0] = a_frag(ar + tg);
+            a[1] = a_frag(ar + 8 * ws + tg);
+            a[2] = a_frag(ar + tg + 4);
+            a[3] = a_frag(ar + 8 * ws + tg + 4);
+#pragma unroll
+            for (int ni = 0; ni < 2; ni++) {
+                const float *wrow = Ws + (wn * 16 + ni * 8 + g) * WS + k;
+                mma_tf32(acc[ni], a, __float_as_uint(wrow[tg]), __float_as_uint(wrow[tg + 4]));
+            }
+        }
+    }
+}
+
+/* h_state holds, as one float buffer of 2 * state: h0 as given (fp32, any range) in its second
+ * half, read by step 0, and the ping-pong of h_t for t >= 1 as fp16 in its first half. h_t =
+ * o * tanh(c) lies in (-1, 1), and the product takes its operands at TF32, whose 10 mantissa
+ * bits fp16 has too: the same operands for half the bytes each block reads from L2 a step. */
+__global__ void __launch_bounds__(P_THREADS, 1)
 lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ gx,
                        const float *__restrict__ wp, const float *__restrict__ bp,
                        const float *__restrict__ h0, const float *__restrict__ c0,
@@ -262,7 +321,9 @@ lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ 
     extern __shared__ __align__(16) float smem[];
     const int WS = Hpad + 4;                                   /* conflict-free fragment loads */
     float *Ws = smem;                                          /* [NC][WS] */
-    float *As = smem + NC * WS;                                /* [BB][WS]: h_{t-1} rows */
+    float *As = smem + NC * WS;                                /* [BB][WS]: h0's rows (step 0) */
+    __half *Ash = (__half *)As;                                /* [BB][WSH]: h_{t-1} (the others) */
+    const int WSH = Hpad + 8;                                  /* conflict-free, rows 16-byte aligned */
     float (*Ps)[BB][NC + 1] = (float (*)[BB][NC + 1])(smem + (NC + BB) * WS); /* [KSPLIT] */
 
     cg::grid_group grid = cg::this_grid();
@@ -288,25 +349,16 @@ lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ 
     float bias[4];
 #pragma unroll
     for (int gate = 0; gate < 4; gate++) bias[gate] = bp[jt * NC + gate * UJ + u];
-    if (live) h_state[(size_t)b * Hpad + j] = h0[(size_t)b * H + j];
+    if (live) h_state[state + (size_t)b * Hpad + j] = h0[(size_t)b * H + j];
     cp_async_wait<0>();
     grid.sync();
 
     for (int t = 0; t < T; t++) {
-        const float *hsrc = h_state + (size_t)(t & 1) * state + (size_t)b0 * Hpad;
-        float *hnext = h_state + (size_t)((t + 1) & 1) * state;
-        /* the whole h tile in flight at once, in NG groups of chunks: the product starts on the
-         * first group while the others land (no per-chunk round trips to L2) */
-#pragma unroll
-        for (int q = 0; q < NG; q++) {
-            const int c0k = q * nk / NG, c1k = (q + 1) * nk / NG;
-            const int per_row = (c1k - c0k) * (KC / 4);
-            for (int cc = tid; cc < BB * per_row; cc += P_THREADS) {
-                const int r = cc / per_row, col = c0k * KC + (cc % per_row) * 4;
-                cp_async16(&As[r * WS + col], hsrc + (size_t)r * Hpad + col);
-            }
-            cp_async_commit();
-        }
+        __half *hnext = (__half *)h_state + (size_t)((t + 1) & 1) * state;
+        if (t == 0)
+            load_h_tile(As, WS, h_state + state + (size_t)b0 * Hpad, Hpad, nk, tid);
+        else
+            load_h_tile(Ash, WSH, (const __half *)h_state + (size_t)(t & 1) * state + (size_t)b0 * Hpad, Hpad, nk, tid);
         /* the epilogue's operands, fetched while the product runs */
         float zin[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         if (live) {
@@ -315,28 +367,10 @@ lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ 
             for (int gate = 0; gate < 4; gate++) zin[gate] = __ldcs(z + (size_t)gate * H);
         }
         float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-        for (int q = 0; q < NG; q++) {
-            if (q == 0) cp_async_wait<NG - 1>();
-            else if (q == 1) cp_async_wait<NG - 2>();
-            else if (q == 2) cp_async_wait<NG - 3>();
-            else cp_async_wait<0>();
-            __syncthreads();
-            const int k1 = (q + 1) * nk / NG * KC;
-            for (int k = q * nk / NG * KC + wk * 8; k < k1; k += 8 * KSPLIT) {
-                unsigned a[4];
-                const float *ar = As + (wm * 16 + g) * WS + k;
-                a[0] = to_tf32(ar[tg]);
-                a[1] = to_tf32(ar[8 * WS + tg]);
-                a[2] = to_tf32(ar[tg + 4]);
-                a[3] = to_tf32(ar[8 * WS + tg + 4]);
-#pragma unroll
-                for (int ni = 0; ni < 2; ni++) {
-                    const float *wrow = Ws + (wn * 16 + ni * 8 + g) * WS + k;
-                    mma_tf32(acc[ni], a, __float_as_uint(wrow[tg]), __float_as_uint(wrow[tg + 4]));
-                }
-            }
-        }
+        if (t == 0)
+            h_product(acc, As, WS, Ws, WS, nk, wk, wm, wn, g, tg);
+        else
+            h_product(acc, Ash, WSH, Ws, WS, nk, wk, wm, wn, g, tg);
         cp_async_wait<0>();
 #pragma unroll
         for (int ni = 0; ni < 2; ni++) {
@@ -358,7 +392,7 @@ lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ 
             const float i = sigmoidf(pre[0]), f = sigmoidf(pre[1]), gc = tanhf(pre[2]), o = sigmoidf(pre[3]);
             c = f * c + i * gc;
             const float h = o * tanhf(c);
-            hnext[(size_t)b * Hpad + j] = h;
+            hnext[(size_t)b * Hpad + j] = __float2half_rn(h);
             __stcs(h_seq + ((size_t)t * B + b) * H + j, h);
             if (t == T - 1) c_final[(size_t)b * H + j] = c;
         }
