@@ -9,8 +9,15 @@
 #include "common/digest.h"
 #include "verify/verify_int.h"
 
-#define AUDIT_CALLS 3 /* re-runs: a solution that skips a fraction f of its calls escapes with
-                       * probability (1 - f)^3 */
+/* Random re-runs: at least AUDIT_CALLS, then more while the audit has cost less than AUDIT_SHARE of
+ * the candidate's timed batches (or AUDIT_FLOOR_S), up to AUDIT_CALLS_MAX. A solution that skips a fraction f of its
+ * calls escapes m re-runs with probability (1 - f)^m: 88 % for one call in 25 with three, 0.5 %
+ * with 128. Where a re-run is dear (128 MiB of outputs copied and compared: 30 ms) the budget
+ * keeps it at three; where it is cheap (a fraction of a millisecond) the cap binds. */
+#define AUDIT_CALLS 3
+#define AUDIT_CALLS_MAX 128
+#define AUDIT_SHARE 0.05
+#define AUDIT_FLOOR_S 0.05 /* the budget of a candidate timed briefly (a few hundred calls) */
 #define AUDIT_REPEATED 2 /* re-runs of calls whose digest another call committed to too */
 
 /* An imported task has no reference to recompute a timed call: instead, after timing, one more
@@ -144,31 +151,52 @@ static st_status rerun_call(vctx *v, const layout *L, const st_size_set *set, in
 	return ST_OK;
 }
 
-/* Timed calls picked at random now that all have run, each re-run (rerun_call); then up to
- * AUDIT_REPEATED of the calls whose digest another call also committed to (st_commits_repeated):
- * calls that skipped their work all leave the same poisoned buffers, while an honest solution
- * repeats itself only where its outputs hardly depend on the inputs. A call whose work was
- * skipped, deferred past its digest or done only for the calls it expected to be checked cannot
- * match. */
+/* Timed calls picked at random now that all have run, each re-run (rerun_call): AUDIT_CALLS of
+ * them, then up to AUDIT_REPEATED of the calls whose digest another call also committed to
+ * (st_commits_repeated): calls that skipped their work all leave the same poisoned buffers, while
+ * an honest solution repeats itself only where its outputs hardly depend on the inputs; then
+ * more of the random picks while the audit stays within its share of the candidate's timing. A
+ * call whose work was skipped, deferred past its digest or done only for the calls it expected
+ * to be checked cannot match. */
 static st_status audit_reruns(vctx *v, const layout *L, const st_size_set *set, audit_cost *ac,
                               st_err *err)
 {
 	sol *c = &v->sols[v->cand];
-	int idx[AUDIT_CALLS + AUDIT_REPEATED];
-	int n = st_commits_pick(&c->commits, AUDIT_CALLS, idx), unmatched = 0;
-	int rep = st_commits_repeated(&c->commits, AUDIT_REPEATED, idx, n, idx + n);
+	int idx[AUDIT_CALLS_MAX + AUDIT_REPEATED];
+	int n = st_commits_pick(&c->commits, AUDIT_CALLS_MAX, idx), unmatched = 0;
+	int first = n < AUDIT_CALLS ? n : AUDIT_CALLS;
+	/* the repeated digests' calls go right after the first picks, the other picks after them */
+	int rep = st_commits_repeated(&c->commits, AUDIT_REPEATED, idx, first, idx + n);
 	if (rep < 0)
 		return st_err_set(err, ST_E_NOMEM, "out of memory for the audit's %d digests",
 		                  c->commits.n);
-	for (int m = 0; m < n + rep && !v->verdict_final; m++) {
-		st_status s = rerun_call(v, L, set, idx[m], &unmatched, ac, err);
+	int order[AUDIT_CALLS_MAX + AUDIT_REPEATED], k = 0;
+	for (int m = 0; m < first; m++)
+		order[k++] = idx[m];
+	for (int m = 0; m < rep; m++)
+		order[k++] = idx[n + m];
+	for (int m = first; m < n; m++) {
+		int again = 0;
+		for (int q = 0; q < rep; q++)
+			again |= idx[m] == idx[n + q];
+		if (!again)
+			order[k++] = idx[m];
+	}
+	double budget_s = AUDIT_SHARE * c->timing_wall_ms / 1e3, t0 = st_now_s();
+	if (budget_s < AUDIT_FLOOR_S)
+		budget_s = AUDIT_FLOOR_S;
+	int done = 0;
+	for (; done < k && !v->verdict_final; done++) {
+		if (done >= first + rep && st_now_s() - t0 >= budget_s)
+			break;
+		st_status s = rerun_call(v, L, set, order[done], &unmatched, ac, err);
 		if (s || !vx_usable(v, v->cand))
 			return s;
 	}
 	int nondet = vx_has_flag(v, "nondeterministic");
 	json_object_set_new(v->verdict, "audit",
 	                    json_pack("{s:i,s:i,s:i,s:i,s:b,s:{s:f,s:f,s:f}}", "timed_calls",
-	                              c->commits.n, "rerun", n + rep, "rerun_repeated", rep,
+	                              c->commits.n, "rerun", done, "rerun_repeated", rep,
 	                              "digest_mismatches", unmatched, "digests_binding", !nondet,
 	                              "cost_s", "replays", ac->replays_s, "compare",
 	                              v->compare_s - ac->compare_s_at_start, "digest", ac->digest_s));
@@ -191,8 +219,8 @@ st_status vx_audit(vctx *v, const layout *L, const st_size_set *set, st_err *err
 		vx_flag(v, "timed_calls_unchecked");
 		return ST_OK;
 	}
-	vx_progress(v, "audit of the candidate's timed calls: %d committed, the last held and %d "
-	            "re-run from their seeds", c->commits.n,
+	vx_progress(v, "audit of the candidate's timed calls: %d committed, the last held and at "
+	            "least %d re-run from their seeds", c->commits.n,
 	            c->commits.n < AUDIT_CALLS ? c->commits.n : AUDIT_CALLS);
 	audit_cost ac = {0, 0, v->compare_s};
 	st_status s = audit_held(v, L, set, &ac, err);
