@@ -12,10 +12,10 @@
 /* Random re-runs: at least AUDIT_CALLS, then more while the audit has cost less than AUDIT_SHARE of
  * the candidate's timed batches (or AUDIT_FLOOR_S), up to AUDIT_CALLS_MAX. A solution that skips a fraction f of its
  * calls escapes m re-runs with probability (1 - f)^m: 88 % for one call in 25 with three, 0.5 %
- * with 128. Where a re-run is dear (128 MiB of outputs copied and compared: 30 ms) the budget
+ * with 128, 0.003 % with 256 (fewer still where the picks are a large part of few calls). Where a re-run is dear (128 MiB of outputs copied and compared: 30 ms) the budget
  * keeps it at three; where it is cheap (a fraction of a millisecond) the cap binds. */
 #define AUDIT_CALLS 3
-#define AUDIT_CALLS_MAX 128
+#define AUDIT_CALLS_MAX 256
 #define AUDIT_SHARE 0.05
 #define AUDIT_FLOOR_S 0.05 /* the budget of a candidate timed briefly (a few hundred calls) */
 #define AUDIT_REPEATED 2 /* re-runs of calls whose digest another call committed to too */

@@ -2,7 +2,7 @@
  * skip_rare.cu made harder to see: a skipped call writes its own count into its first output
  * element (one thread) and leaves the rest poisoned, so no two calls commit the same digest and
  * the re-runs of repeated digests find nothing; only re-runs of the skipped calls themselves can:
- * three random ones let it through 88 % of the time, the audit's budgeted re-runs (up to 128
+ * three random ones let it through 88 % of the time, the audit's budgeted re-runs (up to 256
  * while they cost under 5 % of its timing) do not. */
 #include <cuda_runtime.h>
 #include <stdint.h>
