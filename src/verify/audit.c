@@ -9,11 +9,12 @@
 #include "common/digest.h"
 #include "verify/verify_int.h"
 
-/* Random re-runs: at least AUDIT_CALLS, then more while the audit has cost less than AUDIT_SHARE of
- * the candidate's timed batches (or AUDIT_FLOOR_S), up to AUDIT_CALLS_MAX. A solution that skips a fraction f of its
- * calls escapes m re-runs with probability (1 - f)^m: 88 % for one call in 25 with three, 0.5 %
- * with 128, 0.003 % with 256 (fewer still where the picks are a large part of few calls). Where a re-run is dear (128 MiB of outputs copied and compared: 30 ms) the budget
- * keeps it at three; where it is cheap (a fraction of a millisecond) the cap binds. */
+/* Random re-runs: at least AUDIT_CALLS, then more while the audit has cost less than AUDIT_SHARE
+ * of the candidate's timed batches (or AUDIT_FLOOR_S), up to AUDIT_CALLS_MAX. A solution that
+ * skips a fraction f of its calls escapes m re-runs with probability (1 - f)^m: 88 % for one call
+ * in 25 with three, 0.5 % with 128, 0.003 % with 256 (less still where the picks are a large part
+ * of few calls). Where a re-run is dear (128 MiB of outputs copied and compared: 30 ms) the
+ * budget keeps it at three; where it is cheap (a fraction of a millisecond) the cap binds. */
 #define AUDIT_CALLS 3
 #define AUDIT_CALLS_MAX 256
 #define AUDIT_SHARE 0.05
