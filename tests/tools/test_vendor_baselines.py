@@ -8,6 +8,7 @@ its task's small size set (`--smoke`); without torch that part is skipped and sa
 
     test_vendor_baselines.py SRC_DIR      (prints 'N passed, N failed')
 """
+import glob
 import io
 import json
 import os
@@ -102,7 +103,6 @@ check("table: left out with the reason", "t3/bfs" in text and "left out" in text
 # the stored files (bench/vendor/*.json): what `stitch bench` reads on each GPU model must name
 # its device by the file's name, time only suite tasks at their present eval sizes (a task whose
 # sizes changed makes its figure stale), and hold a positive median for the backend it names
-import glob  # noqa: E402
 by_id = {t["id"]: t for t in tasks}
 stored = sorted(glob.glob(os.path.join(SRC, "bench", "vendor", "*.json")))
 check("bench/vendor holds the stored files", len(stored) >= 2)

@@ -1,23 +1,23 @@
-/* Expert for t2/lstm: the input projection for all time steps in one TF32 cuBLAS GEMM
- * (Gx[T*B, 4H] = x·W_ih^T, the half of the FLOPs that does not depend on the recurrence), then
- * the T dependent steps. Where the whole grid can be resident and a block's W_hh columns fit in
- * shared memory (the eval shape on an H200), the steps run in one cooperative kernel: each block
- * loads its 32 gate columns of W_hh into shared memory once, keeps its cells' c in registers, and
- * passes a grid-wide barrier between steps instead of a launch (1.62x the graph of steps on the
- * H200, session 43); 16 warps, four of which split each piece of the step's product by k, so a
- * warp's chain of dependent mma steps is a quarter of the product (1.04-1.07x the 8 warps of
- * before, session 44); h_t is kept in fp16 between steps (fp16 has TF32's 10 mantissa bits and
- * |h| < 1, so the product's operands are the same for half the bytes each block reads from L2 a
- * step: 1.07x, session 45). Otherwise each step is one fused kernel, replayed from a CUDA graph captured
- * in st_init. A step kernel computes h_{t-1}·W_hh^T for a tile of 32 batch rows by 8 hidden units,
- * i.e. the i, f, g and o columns of those units together, on TF32 mma.sync with fp32
- * accumulators, and finishes the cell in its epilogue (Gx + bias + product, sigmoid/tanh, c and
- * h), so each step is one launch and the [B, 4H] gates never touch memory. W_hh is re-laid out
- * once in st_init (the four gate rows of a unit tile adjacent, pre-rounded to TF32, zero-padded)
- * and h and c live in padded buffers of the context, so every load of the step's reduction is an
- * aligned 16-byte cp.async. Input and output pointers change between calls, so the graph never
- * sees them: st_run copies h0 and c0 into the state buffers and writes the addresses of h_seq and
- * c_final into a small device table that the step kernels read. */
+/* Expert for t2/lstm: the input projection for all time steps in one TF32 cuBLAS GEMM (Gx[T*B, 4H]
+ * = x·W_ih^T, the half of the FLOPs that does not depend on the recurrence), then the T dependent
+ * steps. Where the whole grid can be resident and a block's W_hh columns fit in shared memory (the
+ * eval shape on an H200), the steps run in one cooperative kernel: each block loads its 32 gate
+ * columns of W_hh into shared memory once, keeps its cells' c in registers, and passes a grid-wide
+ * barrier between steps instead of a launch (1.62x the graph of steps on the H200, session 43); 16
+ * warps, four of which split each piece of the step's product by k, so a warp's chain of dependent
+ * mma steps is a quarter of the product (1.04-1.07x the 8 warps of before, session 44); h_t is
+ * kept in fp16 between steps (fp16 has TF32's 10 mantissa bits and |h| < 1, so the product's
+ * operands are the same for half the bytes each block reads from L2 a step: 1.07x, session 45).
+ * Otherwise each step is one fused kernel, replayed from a CUDA graph captured in st_init. A step
+ * kernel computes h_{t-1}·W_hh^T for a tile of 32 batch rows by 8 hidden units, i.e. the i, f, g
+ * and o columns of those units together, on TF32 mma.sync with fp32 accumulators, and finishes the
+ * cell in its epilogue (Gx + bias + product, sigmoid/tanh, c and h), so each step is one launch
+ * and the [B, 4H] gates never touch memory. W_hh is re-laid out once in st_init (the four gate
+ * rows of a unit tile adjacent, pre-rounded to TF32, zero-padded) and h and c live in padded
+ * buffers of the context, so every load of the step's reduction is an aligned 16-byte cp.async.
+ * Input and output pointers change between calls, so the graph never sees them: st_run copies h0
+ * and c0 into the state buffers and writes the addresses of h_seq and c_final into a small device
+ * table that the step kernels read. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
