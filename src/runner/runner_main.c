@@ -59,6 +59,8 @@ static struct runner {
 	int keep;             /* the set-up said to keep the block after teardown (dev_keep.h) */
 	rb_init *in_init;
 	void **staging;       /* host copies of inputs when a task hook generates them */
+	int staged;           /* staging holds the inputs of seed staged_seed (generate_inputs) */
+	uint64_t staged_seed;
 	size_t *out_off[2];   /* shm offsets of the outputs, per slot */
 	size_t *in_off;       /* shm offsets of the inputs (dump) */
 	unsigned char *shm;
@@ -248,6 +250,7 @@ static void teardown(void)
 		munmap(R.shm, R.shm_len);
 	R.params = NULL;
 	R.staging = NULL;
+	R.staged = 0;
 	R.in_init = NULL;
 	R.out_off[0] = R.out_off[1] = R.in_off = NULL;
 	R.size_names = NULL;
@@ -523,6 +526,36 @@ static json_t *op_setup(json_t *req, int fd)
 
 /* ---- run ----------------------------------------------------------------------------------- */
 
+/* The host copies of the inputs of `seed`, made by the task's generator, in R.staging. They are
+ * made again only for another seed: the audit re-runs timed calls from their buffer set's seed,
+ * two seeds for all of them, and a task's generator takes seconds at eval (t3/bfs's graph:
+ * 1.4-2 s). 0, or -1 with g_err. */
+static int stage_inputs(uint64_t seed)
+{
+	if (R.staged && R.staged_seed == seed)
+		return 0;
+	R.staged = 0;
+	st_tensor host[64];
+	if (R.n_in > 64) {
+		seterr("too many inputs for task hooks");
+		return -1;
+	}
+	for (int i = 0; i < R.n_in; i++) {
+		host[i] = R.in[0][i];
+		host[i].data = R.staging[i];
+		st_gen_host(R.staging[i], host[i].dtype, tensor_numel(&host[i]), &R.in_init[i],
+		            st_tensor_seed(seed, (uint64_t)i));
+	}
+	char msg[512] = "";
+	if (R.hook_gen(&R.cfg, seed, host, R.n_in, msg, sizeof msg)) {
+		seterr("task generator failed: %s", msg);
+		return -1;
+	}
+	R.staged = 1;
+	R.staged_seed = seed;
+	return 0;
+}
+
 static int generate_inputs(int set, uint64_t seed)
 {
 	st_tensor *in = R.in[set];
@@ -533,22 +566,9 @@ static int generate_inputs(int set, uint64_t seed)
 				return -1;
 		return 0;
 	}
-	st_tensor host[64];
-	if (R.n_in > 64) {
-		seterr("too many inputs for task hooks");
+	if (stage_inputs(seed))
 		return -1;
-	}
-	for (int i = 0; i < R.n_in; i++) {
-		host[i] = in[i];
-		host[i].data = R.staging[i];
-		st_gen_host(R.staging[i], in[i].dtype, tensor_numel(&in[i]), &R.in_init[i],
-		            st_tensor_seed(seed, (uint64_t)i));
-	}
-	char msg[512] = "";
-	if (R.hook_gen(&R.cfg, seed, host, R.n_in, msg, sizeof msg)) {
-		seterr("task generator failed: %s", msg);
-		return -1;
-	}
+	/* uploaded every time, so that inputs a solution wrote over are made whole again */
 	for (int i = 0; i < R.n_in; i++)
 		if (rb_upload(in[i].data, R.staging[i], tensor_bytes(&in[i]), g_err, sizeof g_err))
 			return -1;

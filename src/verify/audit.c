@@ -152,6 +152,21 @@ static st_status rerun_call(vctx *v, const layout *L, const st_size_set *set, in
 	return ST_OK;
 }
 
+/* The calls order[0..n) put in the order of their seeds: where a task's host generator makes the
+ * inputs, all timed calls share their buffer set's two seeds, and a runner makes a seed's inputs
+ * again only when the seed changes (runner_main.c stage_inputs). Only the re-runs that are always
+ * made are reordered: the budget cuts the others short, and sorted they would always cut the same
+ * buffer set's calls. */
+static void by_seed(const st_commits *cs, int *order, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && cs->v[order[j - 1]].seed > cs->v[order[j]].seed; j--) {
+			int t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+}
+
 /* Timed calls picked at random now that all have run, each re-run (rerun_call): AUDIT_CALLS of
  * them, then up to AUDIT_REPEATED of the calls whose digest another call also committed to
  * (st_commits_repeated): calls that skipped their work all leave the same poisoned buffers, while
@@ -183,6 +198,7 @@ static st_status audit_reruns(vctx *v, const layout *L, const st_size_set *set, 
 		if (!again)
 			order[k++] = idx[m];
 	}
+	by_seed(&c->commits, order, first + rep);
 	double budget_s = AUDIT_SHARE * c->timing_wall_ms / 1e3, t0 = st_now_s();
 	if (budget_s < AUDIT_FLOOR_S)
 		budget_s = AUDIT_FLOOR_S;
