@@ -6,8 +6,10 @@
  * 16-byte loads, two 16-byte stores); v is a 16-byte copy. That pass is a programmatic dependent
  * launch: its blocks are placed while the matmul ends and wait for its writes. When D % 16 != 0
  * or a pointer is not 16-byte aligned, the same pass runs element-wise (and plainly launched).
- * The matmul's algorithm: the heuristic's first 128x128-tile candidate (as t3/gpt2_forward
- * picks), else its first. On the H200 both together took 0.1600 ms against 0.1649 (NOTES.md). */
+ * The matmul's algorithm: on a GPU with at least 4 TB/s of DRAM bandwidth (the H200), the
+ * heuristic's first 128x128-tile candidate, else its first; elsewhere its first. On the H200 the
+ * 128x128 tile with the programmatic launch took 0.1600 ms against 0.1649; on an H100 the first
+ * candidate (256x128 there) took 0.1716 ms against the 128x128 one's 0.1850 (NOTES.md). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,9 +31,11 @@
 #define ROPE_THETA 10000.0
 #define THREADS 256
 #define N_TRY 8 /* heuristic candidates considered */
-/* the tile the matmul's algorithm should have: at eval 3 % faster than the heuristic's top pick
- * together with the programmatic launch (solutions may not time candidates themselves) */
+/* the tile the matmul's algorithm should have where DRAM is fast: at eval 3 % faster than the
+ * heuristic's top pick on the H200, 7.7 % slower on an H100 (3.35 TB/s); solutions may not time
+ * candidates themselves, so the rule reads the device's peak bandwidth */
 #define WANT_TILE CUBLASLT_MATMUL_TILE_128x128
+#define WANT_TILE_MIN_GBS 4000.0
 
 typedef __nv_bfloat16 bf16;
 
@@ -170,6 +174,19 @@ rope_split_scalar_kernel(const bf16 *__restrict__ qkv, const float *__restrict__
  * qkv^T in column-major form (leading dimensions 3C, C, 3C), and the epilogue's bias runs along
  * D's rows, our 3C columns, which is where bqkv belongs. `align` is what the heuristic may
  * assume of every pointer; the leading dimensions limit it too (see st_init). */
+/* The device's peak DRAM bandwidth in GB/s from its memory clock and bus width (double data
+ * rate); 0 where the driver does not say. */
+static double dram_gbs(void) {
+    int dev = 0, khz = 0, bits = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
+        cudaGetLastError(); /* an attribute the driver lacks is no error of ours */
+        return 0.0;
+    }
+    return 2.0 * khz * 1e3 * (bits / 8.0) / 1e9;
+}
+
 static int plan_gemm(cublasLtHandle_t lt, lt_gemm *g, int64_t T, int64_t C, const void *bias,
                      unsigned int align) {
     const int64_t N = 3 * C;
@@ -200,6 +217,7 @@ static int plan_gemm(cublasLtHandle_t lt, lt_gemm *g, int64_t T, int64_t C, cons
         st = cublasLtMatmulAlgoGetHeuristic(lt, g->desc, g->a, g->b, g->d, g->d, pref, N_TRY, res, &n_res);
     cublasLtMatmulPreferenceDestroy(pref);
     CUBLAS_CHECK(st);
+    const uint32_t want = dram_gbs() >= WANT_TILE_MIN_GBS ? (uint32_t)WANT_TILE : UINT32_MAX;
     for (int i = 0; i < n_res; i++) {
         if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > WORKSPACE_BYTES) continue;
         uint32_t tile = 0;
@@ -207,7 +225,7 @@ static int plan_gemm(cublasLtHandle_t lt, lt_gemm *g, int64_t T, int64_t C, cons
         CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID,
                                                           &tile, sizeof(tile), &written));
         if (pick < 0) pick = i;
-        if (tile == WANT_TILE) {
+        if (tile == want) {
             pick = i;
             break;
         }
