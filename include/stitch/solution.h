@@ -28,8 +28,9 @@ typedef struct st_config { int32_t n; const char *const *names; const int64_t *v
 /* once, untimed: weights are read-only and live until st_free; build plans, workspaces, graphs */
 int  st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
              cudaStream_t stream, void **ctx);
-/* many times, timed: read in[], write every element of out[]; pointers AND contents of in/out
-   may differ on every call; all work must be done or ordered on `stream` when it returns */
+/* many times, timed: read in[] (read-only: a run that writes an input is incorrect), write
+   every element of out[]; pointers AND contents of in/out may differ on every call; all work
+   must be done or ordered on `stream` when it returns */
 int  st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *out, int32_t n_out,
             cudaStream_t stream);
 void st_free(void *ctx);

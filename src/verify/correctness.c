@@ -278,6 +278,21 @@ static st_status determinism_check(vctx *v, const layout *L, const st_size_set *
 	return ST_OK;
 }
 
+/* The ABI's st_run reads in[] and writes out[]: a candidate that wrote into an input fails here,
+ * whatever its answer, with the input named. Where the inputs are made fresh for every call such
+ * a candidate would pass unnoticed; where a task's host generator makes them they are kept
+ * through timing, and it would compute its later timed calls on what it wrote and be judged on
+ * those. */
+static void inputs_kept(vctx *v, const st_size_set *set, int k, const json_t *rep)
+{
+	int w = st_reply_inputs_written(rep, v->task->n_inputs);
+	if (w >= 0)
+		vx_fail(v, "incorrect", "set %s, seed %d: st_run wrote into its input '%s'; inputs are "
+		        "read-only (stitch/solution.h: st_run reads in[] and writes out[]; use a "
+		        "workspace of its own from st_init for scratch)", set->label, k + 1,
+		        v->task->inputs[w].name);
+}
+
 st_status vx_run_seed(vctx *v, const layout *L, const st_size_set *set, int k, st_err *err)
 {
 	uint64_t seed = vx_next_seed(v);
@@ -291,12 +306,15 @@ st_status vx_run_seed(vctx *v, const layout *L, const st_size_set *set, int k, s
 	 * measures meanwhile. */
 	for (int i = 0; i < v->n_sols; i++)
 		reqs[i] = !vx_runs_seed(v, i, k) ? NULL
-		        : json_pack("{s:s,s:I,s:i,s:i,s:b,s:b,s:b}", "op", "run", "seed",
+		        : json_pack("{s:s,s:I,s:i,s:i,s:b,s:b,s:b,s:b}", "op", "run", "seed",
 		                    (json_int_t)seed, "set", k % 2, "slot", 0, "dump_inputs",
-		                    need_inputs && i == v->ref, "given", v->stored, "fetch", 0);
+		                    need_inputs && i == v->ref, "given", v->stored, "fetch", 0,
+		                    "check_inputs", i == v->cand && i != v->ref);
 	char phase[128];
 	snprintf(phase, sizeof phase, "set %s, seed %d", set->label, k + 1);
 	s = vx_broadcast(v, reqs, NULL, phase, v->o->timeout_s, reps, err);
+	if (!s && vx_usable(v, v->cand))
+		inputs_kept(v, set, k, reps[v->cand]);
 	vx_free_reps(reps, v->n_sols);
 	for (int i = 0; i < v->n_sols; i++) {
 		json_decref(reqs[i]);

@@ -98,6 +98,20 @@ int st_reply_quiet(const json_t *rep, int *quiet, double *waited_ms, char *why, 
 	return 0;
 }
 
+int st_reply_inputs_written(const json_t *rep, int n_in)
+{
+	const json_t *w = json_object_get(rep, "inputs_written");
+	size_t n = json_array_size(w); /* 0 for anything but an array */
+	int first = -1;
+	for (size_t k = 0; k < n; k++) {
+		const json_t *e = json_array_get(w, k);
+		json_int_t i = json_is_integer(e) ? json_integer_value(e) : -1;
+		if (i >= 0 && i < n_in && (first < 0 || i < first))
+			first = (int)i;
+	}
+	return first;
+}
+
 int st_reply_check_time(const json_t *rep, int n, int digests, uint64_t *out, char *why,
                         size_t len)
 {

@@ -45,6 +45,12 @@ int st_reply_profile(const json_t *rep, const json_t **out, char *why, size_t le
 int st_reply_check_time(const json_t *rep, int n, int digests, uint64_t *out, char *why,
                         size_t len);
 
+/* The lowest index in a run reply's "inputs_written" (the inputs whose bytes st_run changed, where
+ * the request said "check_inputs") that names one of n_in inputs; -1 when there is none, the
+ * member is absent or not an array. A runner can leave it out: this reports an honest solution's
+ * mistake, the audit is what catches a dishonest one. */
+int st_reply_inputs_written(const json_t *rep, int n_in);
+
 /* A quiet probe's reply (the runner's op "quiet"): *quiet from "quiet" (a boolean), *waited_ms
  * from "waited_ms" (finite, 0 to a day). 0 when both are there and sane; otherwise -1 and
  * why[len] says what is not. */

@@ -84,6 +84,9 @@ static void read_reply(const json_t *msg, st_sample **samples, int *n, int *cap)
 	if (!st_reply_quiet(msg, &quiet, &waited, refused, sizeof refused) &&
 	    !(waited >= 0 && waited <= 86400e3 && (quiet == 0 || quiet == 1)))
 		abort();
+	int w = st_reply_inputs_written(msg, 3);
+	if (w < -1 || w > 2)
+		abort();
 	st_reply_add_samples(msg, samples, n, cap);
 }
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Inputs a task's host generator makes (t3/bfs's graphs): a runner makes a seed's inputs once and
-# uploads them again for every call of that seed, so the audit's re-runs (which all share the
-# buffer sets' two seeds) do not pay the generator each time. Both halves are checked by what a
-# solution sees: one that keeps its first answer and writes it again is caught (a runner that
+# Inputs are read-only, and a task's host-generated inputs are made once a seed. A runner makes a
+# seed's inputs (t3/bfs's graphs) once and uploads them again for every call of that seed, so the
+# audit's re-runs (which all share the buffer sets' two seeds) do not pay the generator each
+# time: a solution that keeps its first answer and writes it again is still caught (a runner that
 # handed out the last seed's inputs for a new seed would give both runners the same stale graph,
-# and the kept answer would pass); one that writes over its inputs after each search is still
-# right when a seed is run again (an upload skipped would leave it the wrecked graph). The honest
-# search, timed, passes the audit with every re-run's digest the committed one.
+# and the kept answer would pass), and the honest search, timed, passes the audit with every
+# re-run's digest the committed one. A solution that writes into its inputs (the ABI: st_run reads
+# in[], writes out[]) is `incorrect`, naming the input, on a task with kept inputs (where it used
+# to compute its later timed calls on its own writes and be called `hacking`) and on one whose
+# inputs are fresh for every call alike.
 . "$(dirname "$0")/../lib.sh"
 
 E="$STITCH_SRC/tasks/t3/bfs/expert.c"
@@ -51,10 +53,25 @@ check "first answer kept: exit 1 (got $RC; $(tail -n 1 "$WORK/first.json.err"))"
 check "first answer kept: incorrect ($(field "$WORK/first.json" status))" \
 	[ "$(field "$WORK/first.json" status)" = incorrect ]
 
-verify "$WORK/scribble.json" --no-timing t3/bfs "$WORK/scribble.c"
-check "inputs written over: exit 0 (got $RC; $(field "$WORK/scribble.json" reason))" [ "$RC" -eq 0 ]
-check "inputs written over: no nondeterministic flag" \
-	bash -c "! grep -q '\"nondeterministic\"' '$WORK/scribble.json'"
+verify "$WORK/scribble.json" --sets small t3/bfs "$WORK/scribble.c"
+check "bfs, inputs written over: exit 1 (got $RC)" [ "$RC" -eq 1 ]
+check "bfs, inputs written over: incorrect ($(field "$WORK/scribble.json" status))" \
+	[ "$(field "$WORK/scribble.json" status)" = incorrect ]
+check "bfs, inputs written over: the reason names row_ptr ($(field "$WORK/scribble.json" reason))" \
+	grep -q "wrote into its input 'row_ptr'; inputs are read-only" "$WORK/scribble.json"
+
+# t1/scale's inputs are made for every call: the same rule
+S="$STITCH_SRC/tests/data/tasks/t1/scale"
+sed 's/\t\ty\[i\] = x\[i\] + x\[i\] + b;/\t\ty[i] = x[i] + x[i] + b, ((float *)in[0].data)[i] = 0;/' \
+	"$S/expert.c" >"$WORK/scale_scribble.c"
+check "the scale scribbler differs from the expert" bash -c "! cmp -s '$S/expert.c' '$WORK/scale_scribble.c'"
+verify "$WORK/scale.json" "$S" "$WORK/scale_scribble.c"
+check "scale, input written over: incorrect ($(field "$WORK/scale.json" status))" \
+	[ "$(field "$WORK/scale.json" status)" = incorrect ]
+check "scale, input written over: the reason names x" \
+	grep -q "wrote into its input 'x'" "$WORK/scale.json"
+verify "$WORK/scale_ok.json" "$S" "$S/expert.c"
+check "scale, the expert: ok ($(field "$WORK/scale_ok.json" reason))" [ "$RC" -eq 0 ]
 
 verify "$WORK/timed.json" --sets small t3/bfs "$E"
 check "expert timed: exit 0 (got $RC; $(field "$WORK/timed.json" reason))" [ "$RC" -eq 0 ]

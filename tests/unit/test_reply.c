@@ -114,6 +114,33 @@ static void test_quiet(void **state)
 	assert_int_equal(st_reply_quiet(NULL, &quiet, &ms, why, sizeof why), -1);
 }
 
+/* The inputs a run wrote: the lowest index that names one of the inputs; anything else is none. */
+static void test_inputs_written(void **state)
+{
+	(void)state;
+	const struct {
+		const char *json;
+		int want;
+	} cases[] = {
+		{"{\"ok\": true}", -1},
+		{"{\"inputs_written\": [2, 1]}", 1},
+		{"{\"inputs_written\": [0]}", 0},
+		{"{\"inputs_written\": [3]}", -1}, /* only 3 inputs: 0, 1, 2 */
+		{"{\"inputs_written\": [-1, \"1\", 1.0, null, 2]}", 2},
+		{"{\"inputs_written\": 1}", -1},
+		{"{\"inputs_written\": {\"0\": 0}}", -1},
+		{"{\"inputs_written\": [9223372036854775807]}", -1},
+		{"[]", -1},
+	};
+	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+		json_t *r = json_loads(cases[k].json, 0, NULL);
+		assert_non_null(r);
+		assert_int_equal(st_reply_inputs_written(r, 3), cases[k].want);
+		json_decref(r);
+	}
+	assert_int_equal(st_reply_inputs_written(NULL, 3), -1);
+}
+
 static void test_id_matches(void **state)
 {
 	(void)state;
@@ -350,6 +377,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_check_time),
 		cmocka_unit_test(test_quiet),
+		cmocka_unit_test(test_inputs_written),
 		cmocka_unit_test(test_id_matches),
 		cmocka_unit_test(test_add_samples),
 		cmocka_unit_test(test_ms),
