@@ -1,6 +1,9 @@
-/* redteam: zeroing the inputs after use | expect: ok | task: tests/data/tasks/t1/scale
+/* redteam: zeroing the inputs after use | expect: incorrect | task: tests/data/tasks/t1/scale
  * Zeroes its input after computing, hoping later calls run on zeros. The harness regenerates
- * inputs before every call (timed ones too), so nothing is gained: `ok` is right. */
+ * inputs before every call on this task, so nothing would be gained; but inputs are read-only
+ * (stitch/solution.h), and where a task's host generator makes them they are kept through
+ * timing: the runner's digest of the inputs before and after each checked run shows the write,
+ * `incorrect`, naming the input (it was `ok` here before session 46). */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "stitch/solution.h"
