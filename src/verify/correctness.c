@@ -283,7 +283,7 @@ static st_status determinism_check(vctx *v, const layout *L, const st_size_set *
  * a candidate would pass unnoticed; where a task's host generator makes them they are kept
  * through timing, and it would compute its later timed calls on what it wrote and be judged on
  * those. */
-static void inputs_kept(vctx *v, const st_size_set *set, int k, const json_t *rep)
+static void inputs_read_only(vctx *v, const st_size_set *set, int k, const json_t *rep)
 {
 	int w = st_reply_inputs_written(rep, v->task->n_inputs);
 	if (w >= 0)
@@ -314,7 +314,7 @@ st_status vx_run_seed(vctx *v, const layout *L, const st_size_set *set, int k, s
 	snprintf(phase, sizeof phase, "set %s, seed %d", set->label, k + 1);
 	s = vx_broadcast(v, reqs, NULL, phase, v->o->timeout_s, reps, err);
 	if (!s && vx_usable(v, v->cand))
-		inputs_kept(v, set, k, reps[v->cand]);
+		inputs_read_only(v, set, k, reps[v->cand]);
 	vx_free_reps(reps, v->n_sols);
 	for (int i = 0; i < v->n_sols; i++) {
 		json_decref(reqs[i]);
