@@ -4,7 +4,9 @@
  * local GPU with the L2 flushed before every call, on random inputs. A solution may not read a
  * clock, so the expert cannot tune itself at st_init: its fixed rule for picking among the offers
  * is measured here. Prints, per product, one row per offer (rank, configuration, median, TFLOP/s)
- * and marks the offer the expert's current rule takes (the first 128x128 tile among the first 8).
+ * and marks the offer the expert's current rule takes (among the first 8, the first with the
+ * product's tile, else the first 128x128 one, else the first; the product's tile depends on the
+ * GPU's DRAM bandwidth, as in the expert's plan_gemm).
  * Usage: stitch-bench-gpt2-gemms [B T]   (default 8 1024, the eval set; C = 768, V = 50257) */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -27,7 +29,8 @@ typedef struct {
 	int64_t m, n, k, ldb, ldd;
 	cublasLtEpilogue_t epi;
 	float beta;
-	int count; /* how many of these one forward runs */
+	int count;          /* how many of these one forward runs */
+	uint32_t slow_tile; /* the expert's tile under 4 TB/s of DRAM: 0 its first offer */
 } product;
 
 typedef struct {
@@ -36,6 +39,7 @@ typedef struct {
 	void *flush, *ws;
 	size_t flush_len;
 	cublasLtHandle_t lt;
+	int slow; /* DRAM under 4 TB/s (memory clock x bus width x 2): the expert's H100 tiles */
 } bench;
 
 static int offers(bench *b, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
@@ -74,6 +78,16 @@ static float time_offer(bench *b, cublasLtMatmulDesc_t op, const product *p,
 	return t[REPS / 2];
 }
 
+/* The first of the offers the expert considers that is usable and has tile `want` (0: any). */
+static int expert_pick(const cublasLtMatmulHeuristicResult_t *res, int found, uint32_t want)
+{
+	for (int i = 0; i < found && i < EXPERT_TRY; i++)
+		if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= WORKSPACE &&
+		    (want == 0 || lt_config(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID) == want))
+			return i;
+	return -1;
+}
+
 /* Every offer for p: one row each; returns the best and the expert's pick through *best_ms and
  * *pick_ms (forward time = count x call). */
 static int run_product(bench *b, const product *p, const void *W, const void *X, void *D,
@@ -92,19 +106,15 @@ static int run_product(bench *b, const product *p, const void *W, const void *X,
 	LK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, (uint64_t)p->k, (uint64_t)p->n, p->ldb));
 	LK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, (uint64_t)p->m, (uint64_t)p->n, p->ldd));
 	cublasLtMatmulHeuristicResult_t res[OFFERS];
-	int found = 0, pick = -1;
+	int found = 0;
 	if (offers(b, op, la, lb, ld, 16, res, &found))
 		return 1;
-	for (int i = 0; i < found && i < EXPERT_TRY; i++) {
-		if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > WORKSPACE)
-			continue;
-		if (pick < 0)
-			pick = i;
-		if (lt_config(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID) == CUBLASLT_MATMUL_TILE_128x128) {
-			pick = i;
-			break;
-		}
-	}
+	const uint32_t want = b->slow ? p->slow_tile : CUBLASLT_MATMUL_TILE_128x128;
+	int pick = expert_pick(res, found, want);
+	if (pick < 0)
+		pick = expert_pick(res, found, CUBLASLT_MATMUL_TILE_128x128);
+	if (pick < 0)
+		pick = expert_pick(res, found, 0);
 	double flop = 2.0 * (double)p->m * (double)p->n * (double)p->k;
 	printf("\n%s: m %lld n %lld k %lld (x%d a forward), %d offers\n", p->name, (long long)p->m,
 	       (long long)p->n, (long long)p->k, p->count, found);
@@ -156,17 +166,21 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const product ps[] = {
-		{"qkv (bias)", 3 * C, N, C, C, 3 * C, CUBLASLT_EPILOGUE_BIAS, 0, 12},
-		{"attproj (bias, residual in place)", C, N, C, C, C, CUBLASLT_EPILOGUE_BIAS, 1, 12},
-		{"fc (GELU + bias)", 4 * C, N, C, C, 4 * C, CUBLASLT_EPILOGUE_GELU_BIAS, 0, 12},
-		{"fcproj (bias, residual in place)", C, N, 4 * C, 4 * C, C, CUBLASLT_EPILOGUE_BIAS, 1, 12},
+		{"qkv (bias)", 3 * C, N, C, C, 3 * C, CUBLASLT_EPILOGUE_BIAS, 0, 12, CUBLASLT_MATMUL_TILE_128x128},
+		{"attproj (bias, residual in place)", C, N, C, C, C, CUBLASLT_EPILOGUE_BIAS, 1, 12, CUBLASLT_MATMUL_TILE_128x128},
+		{"fc (GELU + bias)", 4 * C, N, C, C, 4 * C, CUBLASLT_EPILOGUE_GELU_BIAS, 0, 12, CUBLASLT_MATMUL_TILE_128x128},
+		{"fcproj (bias, residual in place)", C, N, 4 * C, 4 * C, C, CUBLASLT_EPILOGUE_BIAS, 1, 12, 0},
 		{"logits row class (1 of 8)", res_w, (N + RES - 1) / RES, C, RES * C, RES * V,
-		 CUBLASLT_EPILOGUE_DEFAULT, 0, 8},
+		 CUBLASLT_EPILOGUE_DEFAULT, 0, 8, CUBLASLT_MATMUL_TILE_176x128},
 	};
 	cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, 0));
 	bench b = {0};
 	b.flush_len = 2 * (size_t)prop.l2CacheSize;
+	int khz = 0, bits = 0;
+	CK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, 0));
+	CK(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, 0));
+	b.slow = 2.0 * khz * 1e3 * (bits / 8.0) / 1e9 < 4000.0;
 	void *W, *X, *D, *bias;
 	size_t w_elems = (size_t)V * C, x_elems = (size_t)N * 4 * C, d_elems = (size_t)N * V;
 	CK(cudaMalloc(&W, 2 * w_elems));

@@ -1369,29 +1369,53 @@ static int heuristic(const gpt_ctx *c, const char *name, cublasLtMatmulDesc_t de
     return 0;
 }
 
-/* p->algo: among the heuristic's usable candidates, the first with 128 x 128 tiles, else the
- * first. Measured on the H200 at the eval size, the heuristic ranks a 256 x 128 or 128 x 256
- * tile first for qkv, fc and the logits, and the 128 x 128 candidate further down is 10-14%
- * faster there (at least as fast for attproj and fcproj). Timing the candidates in st_init
- * would be the general answer, but solutions may not read the timer. */
-static int plan_gemm(const gpt_ctx *c, const char *name, cublasLtMatmulDesc_t desc, gemm_plan *p,
-                     uint32_t align) {
-    cublasLtMatmulHeuristicResult_t res[N_TRY];
-    int n_res = 0, pick = -1;
-    if (heuristic(c, name, desc, p, align, res, N_TRY, &n_res)) return 1;
-    for (int i = 0; i < n_res; i++) {
+/* The device's peak DRAM bandwidth in GB/s (memory clock x bus width x 2); 0 unknown. */
+static double dram_gbs(void) {
+    int dev = 0, khz = 0, bits = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0.0;
+    }
+    return 2.0 * khz * 1e3 * (bits / 8.0) / 1e9;
+}
+
+/* The first usable offer with tile `want` (any tile for 0); -1 if none. */
+static int pick_tile(const cublasLtMatmulHeuristicResult_t *res, int n_res, uint32_t want, int *pick) {
+    *pick = -1;
+    for (int i = 0; i < n_res && *pick < 0; i++) {
         if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > WORKSPACE_BYTES) continue;
         uint32_t tile = 0;
         size_t written = 0;
         CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID,
                                                           &tile, sizeof(tile), &written),
                      "read a candidate's tile shape");
-        if (pick < 0) pick = i;
-        if (tile == CUBLASLT_MATMUL_TILE_128x128) {
-            pick = i;
-            break;
-        }
+        if (want == 0 || tile == want) *pick = i;
     }
+    return 0;
+}
+
+/* p->algo: among the heuristic's usable candidates, the first with the product's tile, else the
+ * first 128 x 128 one, else the first. Timing the candidates in st_init would be the general
+ * answer, but solutions may not read the timer, so the tiles are what stitch-bench-gpt2-gemms
+ * measured at the eval size. On the H200 the heuristic ranks a 256 x 128 or 128 x 256 tile
+ * first for qkv, fc and the logits, and the 128 x 128 candidate further down is 10-14% faster
+ * (at least as fast for attproj and fcproj). On the H100 (under 4 TB/s) fcproj (k = 4C) is
+ * fastest with the heuristic's first offer (0.0586 against 0.0628 ms) and a logits row class
+ * with 176 x 128 tiles (0.1093 against 0.1202 ms): 1.017x the forward (NOTES.md). */
+static int plan_gemm(const gpt_ctx *c, const char *name, cublasLtMatmulDesc_t desc, gemm_plan *p,
+                     uint32_t align) {
+    const int slow = dram_gbs() < 4000.0;
+    uint32_t want = CUBLASLT_MATMUL_TILE_128x128;
+    if (slow && strcmp(name, "fcproj") == 0) want = 0;
+    if (slow && strcmp(name, "logits row class") == 0) want = CUBLASLT_MATMUL_TILE_176x128;
+    cublasLtMatmulHeuristicResult_t res[N_TRY];
+    int n_res = 0, pick = -1;
+    if (heuristic(c, name, desc, p, align, res, N_TRY, &n_res)) return 1;
+    if (pick_tile(res, n_res, want, &pick)) return 1;
+    if (pick < 0 && pick_tile(res, n_res, CUBLASLT_MATMUL_TILE_128x128, &pick)) return 1;
+    if (pick < 0 && pick_tile(res, n_res, 0, &pick)) return 1;
     if (pick < 0) {
         fprintf(stderr, TAG ": no usable cuBLASLt algorithm for the %s matmul\n", name);
         return 1;
