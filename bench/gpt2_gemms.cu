@@ -165,10 +165,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: B * T must be at least 8 and T at most 1024\n", argv[0]);
 		return 2;
 	}
+	const uint32_t t128 = CUBLASLT_MATMUL_TILE_128x128;
 	const product ps[] = {
-		{"qkv (bias)", 3 * C, N, C, C, 3 * C, CUBLASLT_EPILOGUE_BIAS, 0, 12, CUBLASLT_MATMUL_TILE_128x128},
-		{"attproj (bias, residual in place)", C, N, C, C, C, CUBLASLT_EPILOGUE_BIAS, 1, 12, CUBLASLT_MATMUL_TILE_128x128},
-		{"fc (GELU + bias)", 4 * C, N, C, C, 4 * C, CUBLASLT_EPILOGUE_GELU_BIAS, 0, 12, CUBLASLT_MATMUL_TILE_128x128},
+		{"qkv (bias)", 3 * C, N, C, C, 3 * C, CUBLASLT_EPILOGUE_BIAS, 0, 12, t128},
+		{"attproj (bias, residual in place)", C, N, C, C, C, CUBLASLT_EPILOGUE_BIAS, 1, 12, t128},
+		{"fc (GELU + bias)", 4 * C, N, C, C, 4 * C, CUBLASLT_EPILOGUE_GELU_BIAS, 0, 12, t128},
 		{"fcproj (bias, residual in place)", C, N, 4 * C, 4 * C, C, CUBLASLT_EPILOGUE_BIAS, 1, 12, 0},
 		{"logits row class (1 of 8)", res_w, (N + RES - 1) / RES, C, RES * C, RES * V,
 		 CUBLASLT_EPILOGUE_DEFAULT, 0, 8, CUBLASLT_MATMUL_TILE_176x128},
