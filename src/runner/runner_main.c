@@ -26,6 +26,7 @@
 #include "sandbox.h"
 #include "stitch/task_hooks.h"
 #include "task/dtype.h"
+#include "task/task.h"
 
 typedef int (*st_init_fn)(const st_config *, const st_tensor *, int32_t, cudaStream_t, void **);
 typedef int (*st_run_fn)(void *, const st_tensor *, int32_t, st_tensor *, int32_t, cudaStream_t);
@@ -33,8 +34,6 @@ typedef void (*st_free_fn)(void *);
 typedef int (*st_gen_fn)(const st_config *, uint64_t, st_tensor *, int32_t, char *, size_t);
 
 #define N_SETS 2  /* two buffer sets, so input and output pointers change between calls */
-#define MAX_INPUTS 64 /* as the parent's MAX_TENSORS (verify/layout.c refuses more); set-up
-                       * refuses more, so per-input arrays on the stack can be this long */
 
 static struct runner {
 	void *dl;
@@ -447,8 +446,11 @@ static json_t *op_setup(json_t *req, int fd)
 	for (int s = 0; s < N_SETS; s++)
 		if (make_tensors(inputs, &R.in[s], &R.n_in) || make_tensors(outputs, &R.out[s], &R.n_out))
 			return reply_fail("runtime_error", g_err);
-	if (R.n_in > MAX_INPUTS)
-		return reply_fail("harness", "setup: more inputs than the runner takes (64)");
+	/* set-up refuses more, so per-input arrays on the stack can be this long */
+	if (R.n_in > ST_MAX_TENSORS) {
+		seterr("setup: more inputs than the runner takes (%d)", ST_MAX_TENSORS);
+		return reply_fail("harness", g_err);
+	}
 	if (place_tensors())
 		return reply_fail("runtime_error", g_err);
 	uint64_t pseed = (uint64_t)json_integer_value(json_object_get(req, "param_seed"));
@@ -539,7 +541,7 @@ static int stage_inputs(uint64_t seed)
 	if (R.staged && R.staged_seed == seed)
 		return 0;
 	R.staged = 0;
-	st_tensor host[MAX_INPUTS];
+	st_tensor host[ST_MAX_TENSORS];
 	for (int i = 0; i < R.n_in; i++) {
 		host[i] = R.in[0][i];
 		host[i].data = R.staging[i];
@@ -591,7 +593,7 @@ static int given_inputs(int set)
  * change on its own and never reads this one back. */
 static int perturb_inputs(int set, uint64_t perturb_seed)
 {
-	st_tensor *in = R.in[set], host[MAX_INPUTS];
+	st_tensor *in = R.in[set], host[ST_MAX_TENSORS];
 	if (!R.hook_perturb) {
 		seterr("perturb: the task hooks export no st_task_perturb");
 		return -1;
@@ -637,7 +639,7 @@ static int download_outputs(int set, int slot)
  * g_err. */
 static int inputs_digest(int set, uint64_t *sums)
 {
-	rb_span spans[MAX_INPUTS];
+	rb_span spans[ST_MAX_TENSORS];
 	for (int i = 0; i < R.n_in; i++)
 		spans[i] = (rb_span){R.in[set][i].data, tensor_bytes(&R.in[set][i])};
 	if (rb_digest_begin(1, R.n_in, g_err, sizeof g_err) ||
@@ -651,7 +653,7 @@ static int inputs_digest(int set, uint64_t *sums)
  * writes out[]), where the parent asked ("check_inputs"); nothing when none. */
 static int inputs_written(json_t *reply, int set, const uint64_t *before)
 {
-	uint64_t after[MAX_INPUTS];
+	uint64_t after[ST_MAX_TENSORS];
 	if (inputs_digest(set, after))
 		return -1;
 	json_t *w = NULL;
@@ -688,7 +690,7 @@ static json_t *op_run(json_t *req)
 	if (rb_check("preparing inputs", &fatal, g_err, sizeof g_err))
 		return fault_reply(fatal);
 	int check_in = json_is_true(json_object_get(req, "check_inputs"));
-	uint64_t in_sums[MAX_INPUTS];
+	uint64_t in_sums[ST_MAX_TENSORS];
 	if (check_in && inputs_digest(set, in_sums))
 		return fault_reply(1);
 	double t0 = st_now_s();

@@ -9,6 +9,9 @@
 #include "../common/st_error.h"
 
 #define ST_MAX_DIMS 8
+/* The most inputs (and outputs) a verify takes: the parent's shared-memory layout refuses more,
+ * and both sides keep per-tensor arrays of this length. */
+#define ST_MAX_TENSORS 64
 
 /* One named set of size parameters, e.g. eval = {rows: 8192, cols: 8192}. */
 typedef struct st_size_set {

@@ -22,7 +22,7 @@
 #include "verify/stats.h"
 
 #define MAX_SOLS 4 /* reference (or stored outputs), expert, candidate, harness */
-#define MAX_TENSORS 64
+#define MAX_TENSORS ST_MAX_TENSORS
 /* KernelBench's level-3 models hold up to 626 params (ResNet101: weights, biases and batch-norm
  * buffers): the imports take them all, so the verify does too. */
 #define MAX_PARAMS 1024
