@@ -98,6 +98,38 @@ static void quote_line(st_buf *out, const char *source, long line)
 	put_quoted(out, "    > ", p, (size_t)(e - p));
 }
 
+/* The last MAX_LOG_LINES lines of `text` (trailing blank space left out) after `title`, each
+ * quoted after `prefix`; nothing when the text is empty. */
+static void put_last_lines(st_buf *out, const char *title, const char *prefix, const char *text)
+{
+	const char *end = text + strlen(text);
+	while (end > text && (end[-1] == '\n' || end[-1] == ' '))
+		end--;
+	if (end == text)
+		return;
+	const char *start = end;
+	for (int lines = 0; start > text && lines < MAX_LOG_LINES; start--)
+		if (start[-1] == '\n' && ++lines == MAX_LOG_LINES)
+			break;
+	st_buf_puts(out, title);
+	while (start < end) {
+		const char *nl = memchr(start, '\n', (size_t)(end - start));
+		const char *le = nl ? nl : end;
+		put_quoted(out, prefix, start, (size_t)(le - start));
+		start = nl ? nl + 1 : end;
+	}
+}
+
+/* What the program printed before its runner failed (the verdict's output, never about a
+ * hidden set): a st_init that says why it refused is worth reading. */
+static void printed_text(st_buf *out, const json_t *verdict)
+{
+	const char *said = json_string_value(
+		json_object_get(json_object_get(verdict, "output"), "candidate"));
+	if (said)
+		put_last_lines(out, "Your program printed, at its end:\n", "    | ", said);
+}
+
 /* A diagnostic in the solution itself (not in solution.h or a system header) can be quoted. */
 static int in_solution(const char *file)
 {
@@ -152,23 +184,7 @@ static void compile_text(st_buf *out, const json_t *v, const char *source)
 	if (n)
 		return;
 	/* No diagnostic recognised (a timeout, a tool crash): the end of the log says most. */
-	const char *log = str(comp, "log");
-	const char *end = log + strlen(log);
-	while (end > log && (end[-1] == '\n' || end[-1] == ' '))
-		end--;
-	if (end == log)
-		return;
-	const char *start = end;
-	for (int lines = 0; start > log && lines < MAX_LOG_LINES; start--)
-		if (start[-1] == '\n' && ++lines == MAX_LOG_LINES)
-			break;
-	st_buf_puts(out, "compiler log (last lines):\n");
-	while (start < end) {
-		const char *nl = memchr(start, '\n', (size_t)(end - start));
-		const char *le = nl ? nl : end;
-		put_quoted(out, "    ", start, (size_t)(le - start));
-		start = nl ? nl + 1 : end;
-	}
+	put_last_lines(out, "compiler log (last lines):\n", "    ", str(comp, "log"));
 }
 
 /* The static policy's hits ("line N: rule: message"), with the lines they point at. */
@@ -452,6 +468,7 @@ st_stage st_verifier_feedback(const json_t *verdict, const char *source, double 
 			compile_text(out, verdict, source);
 	} else if (next == ST_STAGE_REPAIR_CORRECT) {
 		correctness_text(out, verdict);
+		printed_text(out, verdict);
 		const char *h = hint(status);
 		if (h)
 			st_buf_printf(out, "%s\n", h);

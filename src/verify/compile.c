@@ -12,6 +12,7 @@
 
 #include "common/fs.h"
 #include "common/proc.h"
+#include "common/utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -136,7 +137,7 @@ static st_status st_job_run(st_job *j, double timeout_s, st_compile_result *r, i
 	if (s != ST_OK)
 		return st_err_wrap(err, ST_E_SYSTEM, "compile");
 	r->seconds = pr.wall_s;
-	char *clean = st_utf8_clean(pr.out, pr.out_len);
+	char *clean = st_utf8_clean(pr.out, pr.out_len, 0);
 	/* Diagnostics name the file the user gave, not the cache's copy. */
 	r->log = clean ? st_replace_all(clean, j->src_copy, j->src) : NULL;
 	free(clean);

@@ -19,61 +19,6 @@
 
 #include <jansson.h>
 
-/* jansson only stores valid UTF-8, and a cached log must read back byte for byte as the fresh
- * one did (diagnostics are re-parsed from it), so invalid bytes and NULs become '?' up front. */
-char *st_utf8_clean(const char *in, size_t n)
-{
-	char *out = malloc(n + 1);
-	if (!out)
-		return NULL;
-	const unsigned char *s = (const unsigned char *)in;
-	size_t i = 0;
-	while (i < n) {
-		unsigned c = s[i];
-		size_t len = 0;
-		unsigned cp = 0, min = 0;
-		if (c == 0) {
-			out[i++] = '?';
-			continue;
-		}
-		if (c < 0x80) {
-			out[i] = (char)c;
-			i++;
-			continue;
-		}
-		if ((c & 0xE0) == 0xC0) {
-			len = 2;
-			cp = c & 0x1F;
-			min = 0x80;
-		} else if ((c & 0xF0) == 0xE0) {
-			len = 3;
-			cp = c & 0x0F;
-			min = 0x800;
-		} else if ((c & 0xF8) == 0xF0) {
-			len = 4;
-			cp = c & 0x07;
-			min = 0x10000;
-		}
-		int ok = len > 0 && i + len <= n;
-		for (size_t k = 1; ok && k < len; k++) {
-			if ((s[i + k] & 0xC0) != 0x80)
-				ok = 0;
-			else
-				cp = (cp << 6) | (s[i + k] & 0x3F);
-		}
-		if (ok && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)))
-			ok = 0;
-		if (!ok) {
-			out[i++] = '?';
-			continue;
-		}
-		memcpy(out + i, s + i, len);
-		i += len;
-	}
-	out[n] = '\0';
-	return out;
-}
-
 /* The cache is shared between users of a machine: folder 0755 when it is ours to set. */
 st_status st_dir_mode(const char *dir, st_err *err)
 {

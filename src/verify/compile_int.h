@@ -44,8 +44,6 @@ st_status st_job_prepare(st_job *j, const char *src_path, const st_compile_opts 
 void st_args_free(st_args *a);
 
 /* compile_cache.c (each function's comment there says why it is so) */
-/* A copy of in[0..n) that is valid UTF-8 and has no NULs, as jansson stores it. */
-char *st_utf8_clean(const char *in, size_t n);
 st_status st_dir_mode(const char *dir, st_err *err);
 /* 1 on a usable entry (r filled), 0 on a miss. */
 int st_cache_load(const char *json_path, const char *so_path, st_compile_result *r,

@@ -28,6 +28,7 @@
 #include "common/cpus.h"
 #include "common/fs.h"
 #include "common/proto.h"
+#include "common/utf8.h"
 
 static void describe_exit(st_runner *r, int status)
 {
@@ -295,25 +296,30 @@ st_status st_runner_copy_in(st_runner *r, const char *src, const char *name, cha
 	return s;
 }
 
-void st_runner_output(const st_runner *r, char *buf, size_t max)
+char *st_runner_output(const st_runner *r, size_t max)
 {
-	buf[0] = 0;
-	char path[600];
+	char path[600], *buf = NULL, *clean = NULL;
 	snprintf(path, sizeof path, "%s/output.log", r->workdir);
 	FILE *f = fopen(path, "rb");
-	if (!f || max < 2) {
-		if (f)
-			fclose(f);
-		return;
+	if (!f)
+		return NULL;
+	long size = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+	if (size > 0 && (buf = malloc(max)) &&
+	    !fseek(f, size > (long)max ? size - (long)max : 0, SEEK_SET)) {
+		size_t n = fread(buf, 1, max, f);
+		/* a tail begins at a line's start where one is near */
+		size_t from = 0;
+		if (size > (long)max) {
+			char *nl = memchr(buf, '\n', n < 256 ? n : 256);
+			if (nl)
+				from = (size_t)(nl + 1 - buf);
+		}
+		if (n > from)
+			clean = st_utf8_clean(buf + from, n - from, 1);
 	}
-	if (fseek(f, 0, SEEK_END) == 0) {
-		long size = ftell(f);
-		long from = size > (long)(max - 1) ? size - (long)(max - 1) : 0;
-		fseek(f, from, SEEK_SET);
-	}
-	size_t n = fread(buf, 1, max - 1, f);
-	buf[n] = 0;
+	free(buf);
 	fclose(f);
+	return clean;
 }
 
 void st_runner_quit(st_runner *r)

@@ -65,8 +65,10 @@ int st_runner_pinned(const char *devices, char *cpus, size_t len);
  * loads solutions from there and never needs the cache; `out` gets the copy's path. */
 st_status st_runner_copy_in(st_runner *r, const char *src, const char *name, char *out,
                             size_t outlen, st_err *err);
-/* The last `max` bytes the runner's process printed (its output.log); "" when none. */
-void st_runner_output(const st_runner *r, char *buf, size_t max);
+/* The last `max` bytes at most that the runner's process printed (its output.log), from a
+ * line's start where one is near, made safe to store and print (st_utf8_clean with controls):
+ * malloc'd, or NULL when it printed nothing. The text is the solution's, never stitch's. */
+char *st_runner_output(const st_runner *r, size_t max);
 /* Wait for the hello; ST_E_NODEVICE when the runner found no device. */
 st_status st_runner_hello(st_runner *r, double timeout_s, st_err *err);
 /* Send a request (not consumed) with a fresh id of its own. A frame already waiting from the

@@ -227,7 +227,9 @@ st_status vx_run_sets(vctx *v, json_t *peaks, st_err *err)
 		if (!vx_set_runs(v, sets[k], &timed))
 			continue;
 		timed_any |= timed;
+		v->set = sets[k];
 		s = run_set(v, sets[k], timed, peaks, err);
+		v->set = NULL;
 	}
 	if (!s && v->o->timing && !timed_any && !v->verdict_final)
 		s = st_err_set(err, ST_E_INVALID, "no size set named '%s' to time",

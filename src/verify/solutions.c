@@ -77,6 +77,25 @@ const char *vx_role_of(vctx *v, int i)
 	return i == v->cand ? "candidate" : v->sols[i].role;
 }
 
+/* What solution i's process printed before its failure, kept in the verdict's "output" under
+ * its role: a user whose st_init refused or whose kernel faulted sees why. It is the solution's
+ * text, labelled so wherever it is shown, and left out where it could tell more than the
+ * verdict may: a hidden size set's failure (a candidate can print its sizes) and a `hacking`
+ * one (the exploit's own account). */
+static void keep_output(vctx *v, int i)
+{
+	if (v->sols[i].calib || v->sols[i].stored || (v->set && !strncmp(v->set->label, "hidden", 6)))
+		return;
+	char *text = st_runner_output(&v->sols[i].runner, VX_OUTPUT_MAX);
+	if (!text)
+		return;
+	json_t *o = json_object_get(v->verdict, "output");
+	if (!o)
+		json_object_set_new(v->verdict, "output", o = json_object());
+	json_object_set_new(o, vx_role_of(v, i), json_string(text));
+	free(text);
+}
+
 /* A runner request failed or was refused: what that means depends on whose runner it was. */
 st_status vx_runner_failed(vctx *v, int i, const char *phase, st_status s, json_t *rep,
                            st_err *err)
@@ -87,6 +106,8 @@ st_status vx_runner_failed(vctx *v, int i, const char *phase, st_status s, json_
 	 * ran as long as it may, and the candidate (the one party that can make it run long) gets
 	 * the timeout. */
 	if (s == ST_E_TIMEOUT && vx_past_deadline(v)) {
+		if (!v->verdict_final)
+			keep_output(v, i);
 		vx_fail(v, "timeout", "%s: the verify reached its deadline (%.0f s after it began): %s",
 		        phase, v->deadline - v->t_start, err->msg);
 		if (i != v->cand)
@@ -110,12 +131,22 @@ st_status vx_runner_failed(vctx *v, int i, const char *phase, st_status s, json_
 		const char *why = st_reply_string(rep, "reason");
 		snprintf(reason, sizeof reason, "%s: %s", phase, why ? why : "failed");
 	}
+	if (strcmp(status, "hacking") && (i != v->cand || !v->verdict_final))
+		keep_output(v, i);
 	if (i == v->cand) {
 		vx_fail(v, status, "%s", reason);
 		return ST_OK;
 	}
-	if (i == v->ref)
-		return st_err_set(err, ST_E_SYSTEM, "the reference failed (%s); cannot judge", reason);
+	if (i == v->ref) {
+		/* the end of what it printed, where the cause usually is */
+		const char *said = json_string_value(
+			json_object_get(json_object_get(v->verdict, "output"), v->sols[i].role));
+		size_t len = said ? strlen(said) : 0, from = len > 400 ? len - 400 : 0;
+		while (from < len && ((unsigned char)said[from] & 0xC0) == 0x80)
+			from++; /* not inside a UTF-8 character */
+		return st_err_set(err, ST_E_SYSTEM, "the reference failed (%s); cannot judge%s%s",
+		                  reason, said ? "; it printed: " : "", said ? said + from : "");
+	}
 	v->sols[i].failed = 1;
 	if (i == v->calib) { /* the checks it serves are left out, and the verdict says so */
 		vx_flag(v, "calibration_failed");

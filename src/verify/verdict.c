@@ -187,6 +187,21 @@ static void print_profile(FILE *f, const json_t *p)
 	print_ncu(f, json_object_get(p, "ncu"));
 }
 
+/* What failed solutions printed, each line marked as theirs so that none reads as stitch's. */
+static void print_output(FILE *f, const json_t *out)
+{
+	const char *role;
+	json_t *text;
+	json_object_foreach((json_t *)out, role, text) {
+		fprintf(f, "%-10s what the %s printed, its end:\n", "output", role);
+		for (const char *p = json_string_value(text); p && *p;) {
+			size_t n = strcspn(p, "\n");
+			fprintf(f, "  | %.*s\n", (int)n, p);
+			p += n + (p[n] == '\n');
+		}
+	}
+}
+
 void st_verdict_print(const json_t *v, FILE *f)
 {
 	const json_t *dev = json_object_get(v, "device");
@@ -281,6 +296,7 @@ void st_verdict_print(const json_t *v, FILE *f)
 	const char *ef = json_string_value(json_object_get(v, "expert_failure"));
 	if (ef)
 		fprintf(f, "%-10s %s\n", "expert", ef);
+	print_output(f, json_object_get(v, "output"));
 	const json_t *flags = json_object_get(v, "flags");
 	if (json_array_size(flags)) {
 		fprintf(f, "%-10s", "flags");

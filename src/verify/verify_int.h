@@ -22,6 +22,7 @@
 #include "verify/stats.h"
 
 #define MAX_SOLS 4 /* reference (or stored outputs), expert, candidate, harness */
+#define VX_OUTPUT_MAX 2048 /* bytes of what a failed solution printed, in the verdict */
 #define MAX_TENSORS ST_MAX_TENSORS
 /* KernelBench's level-3 models hold up to 626 params (ResNet101: weights, biases and batch-norm
  * buffers): the imports take them all, so the verify does too. */
@@ -108,6 +109,7 @@ typedef struct vx_quiet {
 typedef struct vctx {
 	const st_task *task;
 	const st_verify_opts *o;
+	const st_size_set *set; /* the size set being run (sets.c), NULL outside one */
 	const st_verify_slot *slot; /* never NULL: a zeroed one for a lone verify */
 	int under_ncu;         /* the profile pass's second verify (profile_pass.c): the candidate
 	                        * runs under ncu, and its report goes into the verdict as "ncu" */

@@ -11,6 +11,15 @@ expect segv.c runtime_error 'signal 11'
 expect abort_run.c runtime_error 'signal 6'
 expect rc.c runtime_error 'st_run returned 7'
 expect init_fail.c runtime_error 'st_init returned 3'
+# What it printed is in the verdict as the candidate's, its terminal escape made harmless; not
+# where the failing set is a hidden one (it printed that set's size).
+check "init_fail: its words in the verdict" grep -q '"candidate": "?\[2Jinit_fail: no table for n=1000' "$WORK/init_fail.c.json"
+"$STITCH" verify "${FAST[@]}" "$TASK" "$FIX/init_fail.c" >"$WORK/init_fail.txt" 2>&1
+check "init_fail: the report marks its words as the candidate's" grep -q '^  | ?\[2Jinit_fail: no table' "$WORK/init_fail.txt"
+check "init_fail: no escape byte reaches the report" bash -c "! grep -q \$'\\033' '$WORK/init_fail.txt'"
+verify "$WORK/init_hidden.json" "$TASK" "$FIX/init_fail.c" --sets hidden --time-set hidden0
+check "init_fail on a hidden set: runtime_error (rc $RC)" [ "$(field "$WORK/init_hidden.json" status)" = runtime_error ]
+check "init_fail on a hidden set: nothing it printed" bash -c "! grep -q 'no table' '$WORK/init_hidden.json'"
 expect exit_run.c runtime_error 'exited with status 0'
 expect syntax.c compile_error 'undeclared'
 # A solution that cannot be loaded, or lacks a function of the ABI, is the candidate's problem: a

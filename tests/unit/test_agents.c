@@ -502,6 +502,16 @@ static void test_feedback_incorrect(void **state)
 	assert_int_equal(st_verifier_feedback(v, SRC, 2.0, &text), ST_STAGE_REPAIR_CORRECT);
 	free(text);
 	json_decref(v);
+	/* What a failed st_init printed: its last eight lines, quoted as the program's own. */
+	v = json_pack("{s:s,s:s,s:{s:s}}", "status", "runtime_error", "reason",
+	              "st_init on set small: st_init returned 3", "output", "candidate",
+	              "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nno table for n=1000\n\n");
+	assert_int_equal(st_verifier_feedback(v, SRC, 2.0, &text), ST_STAGE_REPAIR_CORRECT);
+	assert_non_null(strstr(text, "Your program printed, at its end:\n    | l2\n"));
+	assert_non_null(strstr(text, "    | l8\n    | no table for n=1000\n"));
+	assert_null(strstr(text, "l1"));
+	free(text);
+	json_decref(v);
 	assert_int_equal(st_verifier_feedback(NULL, SRC, 2.0, &text), ST_STAGE_REPAIR_CORRECT);
 	assert_non_null(strstr(text, "status: unknown"));
 	free(text);
