@@ -14,8 +14,9 @@
  * the network.
  *
  * Rows of up to 8192 columns, 16-byte aligned, with k <= 128 (the eval shape) go to persistent
- * blocks, four to an SM: a row comes into shared memory by one bulk copy (cp.async before sm_90),
- * each thread takes its float4s into registers, and the buffer takes the block's next row while
+ * blocks, four to an SM: a row comes into shared memory by one bulk copy from 4 TB/s of DRAM
+ * bandwidth on sm_90 (the H200), by cp.async otherwise (the H100: 1.046x the bulk copy), each
+ * thread takes its float4s into registers, and the buffer takes the block's next row while
  * this one is selected on; warp 0 searches T while the other seven rank the previous row's
  * candidates. Other rows: a block per row, cached in shared memory up to 16,384 columns, else read
  * again from global memory (L2) in the later passes. (On the H200, eval: 0.0717 ms for the load
@@ -57,6 +58,7 @@ typedef struct topk_ctx {
     size_t smem;     /* dynamic shared memory: the cache */
     bool pipe;       /* k <= FAST_MAX_K and cols <= PIPE_MAX_COLS, cols % 4 == 0 */
     int pipe_grid;   /* persistent blocks: as many as fit on the device at once, at most rows */
+    bool bulk;       /* the pipe's rows by one bulk copy (else cp.async): see BULK_MIN_GBS */
 } topk_ctx;
 
 /* A block's shared state besides the row: the candidates and the selection's counters. */
@@ -345,13 +347,16 @@ topk_kernel(const float *__restrict__ x, float *__restrict__ values, int *__rest
     select_general<VEC, CACHE>(xr, cache, cols, k, sh, vrow, irow);
 }
 
-/* Hopper (sm_90 on) fetches a row with one bulk copy (the TMA engine) that completes on an
- * mbarrier; earlier GPUs with a group of 16-byte cp.async a thread. */
+/* A row comes by one bulk copy (the TMA engine) that completes on an mbarrier, or by a group of
+ * 16-byte cp.async a thread. The bulk copy needs sm_90; st_init picks it only from 4 TB/s of
+ * DRAM bandwidth (the H200; on the H100 cp.async was 1.038x and 1.041x faster, NOTES.md), so
+ * the pipe kernel is built for both (BULK) and takes cp.async where the bulk copy cannot be. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && TOPK_TMA
-#define ROW_BULK 1
+#define ROW_BULK_OK 1
 #else
-#define ROW_BULK 0
+#define ROW_BULK_OK 0
 #endif
+#define BULK_MIN_GBS 4000.0
 
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -361,19 +366,24 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
 /* Starts the copy of a row into dst: the thread's own float4s as one group of copies (an empty
  * group past the last row, so that every iteration waits on the same count), or one bulk copy
  * by thread 0 that completes on *bar. */
+template <bool BULK>
 __device__ __forceinline__ void fetch_row(float4 *dst, const float4 *src, int n4, bool valid,
                                           uint64_t *bar) {
-#if ROW_BULK
-    if (valid && threadIdx.x == 0) {
-        const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-        const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-        const unsigned bytes = (unsigned)n4 * 16u;
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b),
-                     "r"(bytes) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                     "[%0], [%1], %2, [%3];\n" ::"r"(d), "l"(src), "r"(bytes), "r"(b) : "memory");
+#if ROW_BULK_OK
+    if (BULK) {
+        if (valid && threadIdx.x == 0) {
+            const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+            const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+            const unsigned bytes = (unsigned)n4 * 16u;
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b),
+                         "r"(bytes) : "memory");
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                         "[%0], [%1], %2, [%3];\n" ::"r"(d), "l"(src), "r"(bytes), "r"(b)
+                         : "memory");
+        }
+        return;
     }
-#else
+#endif
     (void)bar;
     if (valid) {
 #pragma unroll
@@ -383,25 +393,27 @@ __device__ __forceinline__ void fetch_row(float4 *dst, const float4 *src, int n4
         }
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
 }
 
 /* Waits for the copy of the row fetched into the buffer whose barrier is *bar; `phase` is the
  * parity of that buffer's use. With cp.async: all but the NBUF - 1 latest groups. */
+template <bool BULK>
 __device__ __forceinline__ void wait_row(uint64_t *bar, unsigned phase) {
-#if ROW_BULK
-    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-    asm volatile("{\n"
-                 ".reg .pred done;\n"
-                 "WAIT_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra WAIT_%=;\n"
-                 "}\n" ::"r"(b), "r"(phase) : "memory");
-#else
+#if ROW_BULK_OK
+    if (BULK) {
+        const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+        asm volatile("{\n"
+                     ".reg .pred done;\n"
+                     "WAIT_%=:\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                     "@!done bra WAIT_%=;\n"
+                     "}\n" ::"r"(b), "r"(phase) : "memory");
+        return;
+    }
+#endif
     (void)bar;
     (void)phase;
     asm volatile("cp.async.wait_group %0;\n" ::"n"(NBUF - 1) : "memory");
-#endif
 }
 
 /* The row's candidates among a thread's float4s (those past the row's end not counted), as a bit
@@ -426,6 +438,7 @@ __device__ __forceinline__ unsigned candidate_mask(const float4 (&f)[PIPE_PER], 
  * seven rank and write the previous row's candidates; after the candidates. Rows of more than
  * RANK_MAX candidates are ordered at once by the whole block; those that fall to the general path
  * are read again from global memory (L2). */
+template <bool BULK_ASKED>
 __global__ void __launch_bounds__(THREADS, PIPE_BLOCKS_PER_SM)
 topk_pipe_kernel(const float *__restrict__ x, float *__restrict__ values,
                  int *__restrict__ indices, int rows, int cols, int k) {
@@ -434,25 +447,26 @@ topk_pipe_kernel(const float *__restrict__ x, float *__restrict__ values,
     __shared__ uint64_t bar[NBUF];
     const int t = threadIdx.x, n4 = cols >> 2;
     const float4 *x4 = reinterpret_cast<const float4 *>(x);
-#if ROW_BULK
-    if (t == 0) {
+    constexpr bool BULK = BULK_ASKED && ROW_BULK_OK;
+#if ROW_BULK_OK
+    if (BULK && t == 0) {
         for (int i = 0; i < NBUF; i++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(
                              (unsigned)__cvta_generic_to_shared(&bar[i])) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
 #endif
+    if (BULK) __syncthreads();
     for (int i = 0; i < NBUF; i++) {
         const int r = blockIdx.x + i * gridDim.x;
-        fetch_row(rowbuf + i * n4, x4 + (size_t)r * n4, n4, r < rows, &bar[i]);
+        fetch_row<BULK>(rowbuf + i * n4, x4 + (size_t)r * n4, n4, r < rows, &bar[i]);
     }
     int prev_c = 0, prev_row = 0; /* the previous row's candidates, when still to be ranked */
     unsigned use = 0;             /* rows this block has taken; buffer b's use is use / NBUF */
     for (int row = blockIdx.x; row < rows; row += gridDim.x, use++) {
         const int b = (int)(use % NBUF);
         float4 *cur = rowbuf + b * n4;
-        wait_row(&bar[b], (use / NBUF) & 1u);
+        wait_row<BULK>(&bar[b], (use / NBUF) & 1u);
         float4 f[PIPE_PER];
         float m = -INFINITY;
 #pragma unroll
@@ -462,15 +476,12 @@ topk_pipe_kernel(const float *__restrict__ x, float *__restrict__ values,
             if (q < n4) m = fmaxf(m, fmaxf(fmaxf(f[j].x, f[j].y), fmaxf(f[j].z, f[j].w)));
         }
         const int ahead = row + NBUF * gridDim.x;
-#if !ROW_BULK
-        fetch_row(cur, x4 + (size_t)ahead * n4, n4, ahead < rows, &bar[b]);
-#endif
+        if (!BULK) fetch_row<BULK>(cur, x4 + (size_t)ahead * n4, n4, ahead < rows, &bar[b]);
         sh.maxk[t] = t < n4 ? value_key(m) : 0u;
         __syncthreads(); /* the maxima; every thread holds its float4s */
         if (t < 32) {
-#if ROW_BULK
-            if (t == 0) fetch_row(cur, x4 + (size_t)ahead * n4, n4, ahead < rows, &bar[b]);
-#endif
+            if (BULK && t == 0)
+                fetch_row<BULK>(cur, x4 + (size_t)ahead * n4, n4, ahead < rows, &bar[b]);
             if (t == 0) sh.count = 0; /* read by all before the barrier above */
             const uint32_t T = warp_kth_largest(sh.maxk, k);
             if (t == 0) sh.T = T;
@@ -517,9 +528,7 @@ topk_pipe_kernel(const float *__restrict__ x, float *__restrict__ values,
     if (prev_c > 0)
         rank_and_write(sh.buf, prev_c, k, values + (size_t)prev_row * k,
                        indices + (size_t)prev_row * k, t, THREADS);
-#if !ROW_BULK
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-#endif
+    if (!BULK) asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -546,18 +555,24 @@ static cudaError_t allow_smem(size_t smem) {
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 }
 
-/* The persistent kernel's grid: every block it can keep resident on the device, at most one per
- * row. */
+/* The persistent kernel's copy path and grid: every block it can keep resident on the device, at
+ * most one per row. The bulk copy from 4 TB/s of DRAM bandwidth (memory clock x bus width x 2)
+ * on sm_90 and later; the kernel falls back to cp.async where it was not built for sm_90. */
 static int pipe_setup(topk_ctx *c) {
     const size_t smem = NBUF * (size_t)c->cols * sizeof(float);
-    int dev, sms, per_sm;
-    if (smem > 48 * 1024)
-        CUDA_CHECK(cudaFuncSetAttribute(topk_pipe_kernel,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int dev, sms, per_sm, major, khz, bits;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, topk_pipe_kernel, THREADS,
-                                                             smem));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+    c->bulk = major >= 9 && 2.0 * khz * 1e3 * (bits / 8.0) / 1e9 >= BULK_MIN_GBS;
+    void (*kernel)(const float *, float *, int *, int, int, int) =
+        c->bulk ? topk_pipe_kernel<true> : topk_pipe_kernel<false>;
+    if (smem > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, smem));
     if (per_sm < 1) return 1;
     const long long fit = (long long)per_sm * sms;
     c->pipe_grid = fit < c->rows ? (int)fit : c->rows;
@@ -611,8 +626,13 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
     const bool vec = c->cols % 4 == 0 && ((uintptr_t)x & 15) == 0;
     const int grid = c->rows;
     if (c->pipe && vec) {
-        topk_pipe_kernel<<<c->pipe_grid, THREADS, NBUF * (size_t)c->cols * sizeof(float), stream>>>(
-            x, values, indices, c->rows, c->cols, c->k);
+        const size_t smem = NBUF * (size_t)c->cols * sizeof(float);
+        if (c->bulk)
+            topk_pipe_kernel<true><<<c->pipe_grid, THREADS, smem, stream>>>(x, values, indices,
+                                                                            c->rows, c->cols, c->k);
+        else
+            topk_pipe_kernel<false><<<c->pipe_grid, THREADS, smem, stream>>>(x, values, indices,
+                                                                             c->rows, c->cols, c->k);
     } else if (c->cache) {
         if (vec)
             topk_kernel<true, true><<<grid, THREADS, c->smem, stream>>>(x, values, indices,
