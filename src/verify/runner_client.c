@@ -299,6 +299,8 @@ st_status st_runner_copy_in(st_runner *r, const char *src, const char *name, cha
 char *st_runner_output(const st_runner *r, size_t max)
 {
 	char path[600], *buf = NULL, *clean = NULL;
+	if (!r->workdir[0])
+		return NULL; /* never started, or already stopped */
 	snprintf(path, sizeof path, "%s/output.log", r->workdir);
 	FILE *f = fopen(path, "rb");
 	if (!f)
