@@ -9,6 +9,7 @@ expect unwritten.cu incorrect 'y\[999\]'
 expect illegal.cu runtime_error 'illegal'
 expect trap.cu runtime_error 'CUDA error'
 expect oom.cu runtime_error 'st_init returned 12'
+check "oom: what it printed is in the verdict as its own" grep -q '"candidate": "oom fixture: cudaMalloc of 1 PiB: out of memory' "$WORK/oom.cu.json"
 start=$(date +%s)
 expect hang.cu timeout 'did not answer within 5 s' --timeout 5
 took=$(($(date +%s) - start))
