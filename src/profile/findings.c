@@ -182,6 +182,25 @@ static void rule_gaps(const st_timeline_summary *s, flist *l)
 	    s->launches, 100 * frac, s->max_gap_us);
 }
 
+/* b2. the gaps gather behind one pair of activities: what to look at first */
+static void rule_gap_pair(const st_timeline_summary *s, flist *l)
+{
+	if (s->n_gap_pairs == 0 || !(s->span_us > 0))
+		return;
+	const st_gap_pair *g = &s->gap_pairs[0];
+	double frac = g->total_us / s->span_us;
+	/* one kernel's launches spaced out are rule b's */
+	if (g->count < 4 || frac < 0.02 || !strcmp(g->before, g->after))
+		return;
+	char a[SHORT_NAME + 1], b[SHORT_NAME + 1];
+	short_name(g->before, a);
+	short_name(g->after, b);
+	add(l, frac, "%d gaps of %.1f µs on average between the end of %s and the start of %s "
+	    "(%.1f µs, %.0f %% of the run) — the launch of %s behind %s: fuse the two, or launch "
+	    "%s as a programmatic dependent (griddepcontrol.wait before its reads) where it is yours",
+	    g->count, g->total_us / g->count, a, b, g->total_us, 100 * frac, b, a, b);
+}
+
 /* c. the host, not the GPU, sets the run time */
 static void rule_host(const st_timeline_summary *s, flist *l)
 {
@@ -397,6 +416,7 @@ int st_feedback(const st_timeline *t, const st_timeline_summary *s, const st_roo
 	flist l = { 0 };
 	rule_unfused(s, &l);
 	rule_gaps(s, &l);
+	rule_gap_pair(s, &l);
 	rule_host(s, &l);
 	rule_copies(t, s, &l);
 	rule_syncs(t, s, &l);

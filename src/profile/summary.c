@@ -15,6 +15,7 @@
 
 typedef struct span_iv {
 	double a, b;
+	const st_activity *act;
 } span_iv;
 
 static int is_device(st_act_kind k)
@@ -74,6 +75,32 @@ static int cmp_stat(const void *x, const void *y)
 	return strcmp(p->name, q->name);
 }
 
+/* A gap between `before`'s end and `after`'s start, added to its pair's sums in pairs[0..*n). */
+static void note_gap(st_gap_pair *pairs, int *n, const char *before, const char *after,
+                     double gap)
+{
+	int i = 0;
+	while (i < *n && (strcmp(pairs[i].before, before) || strcmp(pairs[i].after, after)))
+		i++;
+	if (i == *n) {
+		pairs[i] = (st_gap_pair){.before = before, .after = after};
+		(*n)++;
+	}
+	pairs[i].count++;
+	pairs[i].total_us += gap;
+	if (gap > pairs[i].max_us)
+		pairs[i].max_us = gap;
+}
+
+static int cmp_pair(const void *x, const void *y)
+{
+	const st_gap_pair *p = x, *q = y;
+	if (p->total_us != q->total_us)
+		return (p->total_us < q->total_us) - (p->total_us > q->total_us);
+	int c = strcmp(p->before, q->before);
+	return c ? c : strcmp(p->after, q->after);
+}
+
 static st_status busy_and_gaps(const st_timeline *t, st_timeline_summary *s, st_err *err)
 {
 	int nd = 0;
@@ -82,34 +109,47 @@ static st_status busy_and_gaps(const st_timeline *t, st_timeline_summary *s, st_
 	if (nd == 0)
 		return ST_OK;
 	span_iv *iv = malloc((size_t)nd * sizeof *iv);
-	if (!iv)
+	s->gap_pairs = calloc((size_t)nd, sizeof *s->gap_pairs);
+	if (!iv || !s->gap_pairs) {
+		free(iv);
+		free(s->gap_pairs);
+		s->gap_pairs = NULL;
 		return st_err_set(err, ST_E_NOMEM, "profile summary: out of memory for %d intervals", nd);
+	}
 	int k = 0;
 	for (int i = 0; i < t->n; i++)
 		if (is_device(t->acts[i].kind)) {
 			iv[k].a = t->acts[i].start_us;
 			iv[k].b = act_end(&t->acts[i]);
+			iv[k].act = &t->acts[i];
 			k++;
 		}
 	qsort(iv, (size_t)nd, sizeof *iv, cmp_iv);
 	double lo = iv[0].a, hi = iv[0].b, first = iv[0].a, busy = 0;
+	const st_activity *last = iv[0].act; /* the one whose end is hi */
 	for (int i = 1; i < nd; i++) {
 		if (iv[i].a <= hi) {
-			if (iv[i].b > hi)
+			if (iv[i].b > hi) {
 				hi = iv[i].b;
+				last = iv[i].act;
+			}
 			continue;
 		}
 		busy += hi - lo;
 		double gap = iv[i].a - hi;
-		if (gap > GAP_MIN_US)
+		if (gap > GAP_MIN_US) {
 			s->n_gaps++;
+			note_gap(s->gap_pairs, &s->n_gap_pairs, kname(last), kname(iv[i].act), gap);
+		}
 		if (gap > s->max_gap_us)
 			s->max_gap_us = gap;
 		lo = iv[i].a;
 		hi = iv[i].b;
+		last = iv[i].act;
 	}
 	busy += hi - lo;
 	free(iv);
+	qsort(s->gap_pairs, (size_t)s->n_gap_pairs, sizeof *s->gap_pairs, cmp_pair);
 	s->span_us = hi - first;
 	s->lead_us = first > 0 ? first : 0;
 	s->busy_us = busy;
@@ -194,7 +234,10 @@ st_status st_timeline_summarize(const st_timeline *t, st_timeline_summary *s, st
 	s->agreement = t->run_event_us > 0
 	                   ? (s->lead_us + s->kernel_us + s->gaps_us) / t->run_event_us
 	                   : 0;
-	return top_kernels(t, s, err);
+	st = top_kernels(t, s, err);
+	if (st)
+		st_timeline_summary_free(s);
+	return st;
 }
 
 void st_timeline_summary_free(st_timeline_summary *s)
@@ -204,6 +247,9 @@ void st_timeline_summary_free(st_timeline_summary *s)
 	free(s->top);
 	s->top = NULL;
 	s->n_top = 0;
+	free(s->gap_pairs);
+	s->gap_pairs = NULL;
+	s->n_gap_pairs = 0;
 }
 
 /* jansson refuses NaN and infinities; a measurement that produced one is reported as 0 rather
@@ -211,6 +257,22 @@ void st_timeline_summary_free(st_timeline_summary *s)
 static double fin(double x)
 {
 	return isfinite(x) ? x : 0;
+}
+
+static json_t *gap_pairs_json(const st_timeline_summary *s, int max)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < s->n_gap_pairs && i < max; i++) {
+		const st_gap_pair *g = &s->gap_pairs[i];
+		if (json_array_append_new(a, json_pack("{s:s, s:s, s:i, s:f, s:f}", "before", g->before,
+		                                       "after", g->after, "count", g->count,
+		                                       "total_us", fin(g->total_us),
+		                                       "max_us", fin(g->max_us)))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
 }
 
 json_t *st_timeline_summary_json(const st_timeline_summary *s, int max_top)
@@ -232,7 +294,7 @@ json_t *st_timeline_summary_json(const st_timeline_summary *s, int max_top)
 		}
 	}
 	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:i, s:i, s:i, s:i, s:i, s:I, "
-	                 "s:f, s:f, s:f, s:o}",
+	                 "s:f, s:f, s:f, s:o, s:o*}",
 	                 "span_us", fin(s->span_us), "busy_us", fin(s->busy_us),
 	                 "busy_pct", fin(s->busy_pct), "kernel_us", fin(s->kernel_us),
 	                 "gaps_us", fin(s->gaps_us), "n_gaps", s->n_gaps,
@@ -241,5 +303,6 @@ json_t *st_timeline_summary_json(const st_timeline_summary *s, int max_top)
 	                 "memcpys", s->memcpys, "memsets", s->memsets, "syncs", s->syncs,
 	                 "api_calls", s->api_calls, "memcpy_bytes", (json_int_t)s->memcpy_bytes,
 	                 "host_us", fin(s->host_us), "device_us", fin(s->device_us),
-	                 "agreement", fin(s->agreement), "top_kernels", top);
+	                 "agreement", fin(s->agreement), "top_kernels", top,
+	                 "gap_pairs", gap_pairs_json(s, max_top));
 }

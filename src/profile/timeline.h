@@ -50,6 +50,15 @@ typedef struct st_kernel_stat {
 	int regs;
 } st_kernel_stat;
 
+/* The idle stretches (over 1 us) between one named device activity's end and another's start,
+ * summed per pair: where a program's gaps come from, e.g. a library's matmul launched behind
+ * each of the program's own kernels, or a copy between two kernels. */
+typedef struct st_gap_pair {
+	const char *before, *after; /* names, pointing into the timeline */
+	int count;
+	double total_us, max_us;
+} st_gap_pair;
+
 typedef struct st_timeline_summary {
 	double span_us;      /* first device activity's start to the last one's end */
 	double busy_us;      /* union of kernel, memcpy and memset intervals */
@@ -68,6 +77,8 @@ typedef struct st_timeline_summary {
 	                        event timing of the same call */
 	st_kernel_stat *top; /* grouped by name, longest total first */
 	int n_top;
+	st_gap_pair *gap_pairs; /* largest total first */
+	int n_gap_pairs;
 } st_timeline_summary;
 
 /* Where the whole run sits under the roofline of the device's measured peaks. */

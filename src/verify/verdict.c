@@ -172,6 +172,15 @@ static void print_profile(FILE *f, const json_t *p)
 		        (int)json_integer_value(json_object_get(k, "launches")),
 		        json_string_value(json_object_get(k, "name")));
 	}
+	json_array_foreach(json_object_get(s, "gap_pairs"), i, k) {
+		if (i == 3)
+			break;
+		fprintf(f, "%-10s %3d x %5.1f us  after %.36s, before %.36s\n", i ? "" : "gaps",
+		        (int)json_integer_value(json_object_get(k, "count")),
+		        st_json_num(k, "total_us") / (double)json_integer_value(json_object_get(k, "count")),
+		        json_string_value(json_object_get(k, "before")),
+		        json_string_value(json_object_get(k, "after")));
+	}
 	const json_t *r = json_object_get(p, "roofline");
 	if (r)
 		fprintf(f, "%-10s %s-bound, %.0f%% of its roof (%.3g FLOP/byte, %.1f TFLOP/s, %.0f GB/s)\n",

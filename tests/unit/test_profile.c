@@ -1,8 +1,8 @@
 /* Unit tests for the profile analysis on hand-built timelines: busy time as a union of
- * overlapping and disjoint intervals, idle gaps, top-kernel grouping and order, the agreement with
- * event timing, the empty timeline, the roofline of a GEMM, a softmax and a latency-bound run,
- * every feedback rule with its numbers, the ranking and its determinism, and the Chrome trace
- * read back as JSON. */
+ * overlapping and disjoint intervals, idle gaps and the pairs of activities around them,
+ * top-kernel grouping and order, the agreement with event timing, the empty timeline, the
+ * roofline of a GEMM, a softmax and a latency-bound run, every feedback rule with its numbers,
+ * the ranking and its determinism, and the Chrome trace read back as JSON. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -102,8 +102,18 @@ static void test_union_and_gaps(void **state)
 	assert_float_equal(s.device_us, 30.5, EPS);
 	assert_float_equal(s.lead_us, 0, EPS); /* the first kernel starts as st_run is called */
 	assert_float_equal(s.agreement, (30 + 19.5) / 49.5, EPS);
+	/* each gap goes to the activity that ended last (b, not a, which b overlaps) and the one
+	 * after it; the 0.5 us stretch to the memset is none, but the memset ends last before c */
+	assert_int_equal(s.n_gap_pairs, 2);
+	assert_string_equal(s.gap_pairs[0].before, "memset");
+	assert_string_equal(s.gap_pairs[0].after, "c");
+	assert_float_equal(s.gap_pairs[0].total_us, 14, EPS);
+	assert_string_equal(s.gap_pairs[1].before, "b");
+	assert_string_equal(s.gap_pairs[1].after, "DtoD");
+	assert_float_equal(s.gap_pairs[1].max_us, 5, EPS);
 	st_timeline_summary_free(&s);
 	assert_null(s.top);
+	assert_null(s.gap_pairs);
 	st_timeline_free(&t);
 }
 
@@ -446,6 +456,48 @@ static void test_feedback_gaps_and_host(void **state)
 	st_timeline_free(&t);
 }
 
+/* A library's kernel launched behind each of the program's own (GPT-2's LayerNorm -> matmul
+ * in session 48): the gaps gather behind that pair, and the finding names it with its sums. */
+static void test_gap_pairs(void **state)
+{
+	(void)state;
+	st_timeline t;
+	tl_make(&t, 13);
+	for (int i = 0; i < 4; i++) {
+		double t0 = 100.0 * i;
+		kernel(&t, "void ln_kernel<8>(float const*, int)", t0, t0 + 10, 1024);
+		kernel(&t, "nvjet_hsh_128x128", t0 + 14, t0 + 60, 264);     /* 4 us after ln */
+		kernel(&t, "nvjet_hsh_256x128", t0 + 60.5, t0 + 98, 264);   /* 0.5 us: no gap */
+	}                                                                  /* 2 us to the next ln */
+	kernel(&t, "nvjet_hsh_128x128", 405, 420, 264); /* one 7 us gap of a third pair */
+	st_timeline_summary s;
+	assert_int_equal(st_timeline_summarize(&t, &s, NULL), ST_OK);
+	assert_int_equal(s.n_gap_pairs, 3); /* largest total first */
+	assert_string_equal(s.gap_pairs[0].before, "void ln_kernel<8>(float const*, int)");
+	assert_string_equal(s.gap_pairs[0].after, "nvjet_hsh_128x128");
+	assert_int_equal(s.gap_pairs[0].count, 4);
+	assert_float_equal(s.gap_pairs[0].total_us, 16, 1e-9);
+	assert_string_equal(s.gap_pairs[1].after, "nvjet_hsh_128x128");
+	assert_float_equal(s.gap_pairs[1].total_us, 7, 1e-9);
+	assert_string_equal(s.gap_pairs[2].before, "nvjet_hsh_256x128");
+	assert_int_equal(s.gap_pairs[2].count, 3);
+	assert_float_equal(s.gap_pairs[2].max_us, 2, 1e-9);
+	json_t *j = st_timeline_summary_json(&s, 1);
+	assert_int_equal(json_array_size(json_object_get(j, "gap_pairs")), 1);
+	json_decref(j);
+	st_timeline_summary_free(&s);
+
+	st_finding *f;
+	int n = run_feedback(&t, NULL, NULL, 0, 10, &f);
+	const st_finding *g = find(f, n, "on average between");
+	assert_non_null(g);
+	assert_non_null(strstr(g->text, "4 gaps of 4.0 µs on average between the end of ln_kernel "
+	                                "and the start of nvjet_hsh_128x128 (16.0 µs, 4 % of the run)"));
+	assert_float_equal(g->weight, 16.0 / 420, 1e-9);
+	st_findings_free(f, n);
+	st_timeline_free(&t);
+}
+
 static void test_feedback_determinism_and_max(void **state)
 {
 	(void)state;
@@ -746,6 +798,7 @@ int main(void)
 		cmocka_unit_test(test_roofline_latency),
 		cmocka_unit_test(test_feedback_unfused),
 		cmocka_unit_test(test_feedback_gaps_and_host),
+		cmocka_unit_test(test_gap_pairs),
 		cmocka_unit_test(test_feedback_determinism_and_max),
 		cmocka_unit_test(test_feedback_copies_syncs_grids),
 		cmocka_unit_test(test_feedback_roofline_and_ncu),
