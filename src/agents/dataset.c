@@ -462,7 +462,7 @@ static int failed_hidden(const json_t *verdict)
 	json_t *c;
 	json_array_foreach(json_object_get(verdict, "correctness"), i, c) {
 		const char *set = json_string_value(json_object_get(c, "set"));
-		if (set && !strncmp(set, "hidden", 6) && !json_is_true(json_object_get(c, "ok")))
+		if (set && st_set_label_hidden(set) && !json_is_true(json_object_get(c, "ok")))
 			return 1;
 	}
 	return 0;

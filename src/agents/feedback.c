@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "task/task.h"
 
 #define MAX_DIAGS 5
 #define MAX_QUOTE 200
@@ -250,11 +251,6 @@ static void output_text(st_buf *out, const json_t *o)
 		              json_number_value(json_object_get(w, "want")));
 }
 
-static int is_hidden(const char *set)
-{
-	return !strncmp(set, "hidden", 6);
-}
-
 /* The verdict's reason, unless it is about a hidden set (verify.c names the set first). */
 static int is_error(const json_t *d);
 
@@ -294,7 +290,7 @@ static void correctness_text(st_buf *out, const json_t *v)
 		if (n_done == MAX_SETS)
 			break;
 		done[n_done++] = set;
-		if (is_hidden(set)) {
+		if (st_set_label_hidden(set)) {
 			st_buf_puts(out, "a hidden size set: outputs wrong (its sizes and values are not "
 			                 "shown; make the code right for every size the task allows)\n");
 			continue;

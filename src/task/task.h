@@ -21,6 +21,9 @@ typedef struct st_size_set {
 	int64_t *values;
 } st_size_set;
 
+/* Is `label` a hidden size set's ("hidden0", "hidden1", ...: never shown to agents)? */
+int st_set_label_hidden(const char *label);
+
 typedef enum st_dist {
 	ST_DIST_NORMAL,   /* a = mean, b = std */
 	ST_DIST_UNIFORM,  /* [a, b) */

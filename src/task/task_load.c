@@ -230,6 +230,11 @@ static st_status get_nonneg(loader *L, json_t *obj, const char *parent, const ch
 
 /* ---- sizes ---------------------------------------------------------------------------- */
 
+int st_set_label_hidden(const char *label)
+{
+	return !strncmp(label, "hidden", 6); /* the labels load_hidden gives */
+}
+
 static st_status load_size_set(loader *L, json_t *v, const char *field, const char *label,
                                st_size_set *set)
 {

@@ -1,13 +1,15 @@
 /* The size-set selection rule (set_select.h). */
 #include "set_select.h"
 
+#include "task/task.h"
+
 #include <string.h>
 
 int st_set_selected(const char *list, const char *label)
 {
 	if (!list)
 		return 1;
-	int hidden = !strncmp(label, "hidden", 6);
+	int hidden = st_set_label_hidden(label);
 	for (const char *p = list; *p;) {
 		size_t len = strcspn(p, ",");
 		if ((len == strlen(label) && !strncmp(p, label, len)) ||

@@ -84,7 +84,7 @@ const char *vx_role_of(vctx *v, int i)
  * one (the exploit's own account). */
 static void keep_output(vctx *v, int i)
 {
-	if (v->sols[i].calib || v->sols[i].stored || (v->set && !strncmp(v->set->label, "hidden", 6)))
+	if (v->sols[i].calib || v->sols[i].stored || (v->set && st_set_label_hidden(v->set->label)))
 		return;
 	char *text = st_runner_output(&v->sols[i].runner, VX_OUTPUT_MAX);
 	if (!text)
