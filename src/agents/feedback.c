@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/utf8.h"
 #include "task/task.h"
 
 #define MAX_DIAGS 5
@@ -49,19 +50,10 @@ static const char *str(const json_t *o, const char *key)
 	return s ? s : "";
 }
 
-/* Where to cut n bytes of s so that no UTF-8 character is split: the text goes into a JSON
- * request, and a string with half a character in it is not valid JSON. */
-static size_t utf8_cut(const char *s, size_t n)
-{
-	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-		n--;
-	return n;
-}
-
 /* Text on one line, at most `max` bytes: newlines would break the line-per-fact layout. */
 static void put_flat(st_buf *out, const char *s, size_t max)
 {
-	size_t len = strlen(s), n = len > max ? utf8_cut(s, max) : len;
+	size_t len = strlen(s), n = len > max ? st_utf8_cut(s, max) : len;
 	for (size_t i = 0; i < n; i++)
 		st_buf_putc(out, s[i] == '\n' || s[i] == '\r' || s[i] == '\t' ? ' ' : s[i]);
 	if (n < len)
@@ -71,7 +63,7 @@ static void put_flat(st_buf *out, const char *s, size_t max)
 /* Up to MAX_QUOTE bytes of [s, s + n) after `prefix`, on their own line. */
 static void put_quoted(st_buf *out, const char *prefix, const char *s, size_t n)
 {
-	size_t m = n > MAX_QUOTE ? utf8_cut(s, MAX_QUOTE) : n;
+	size_t m = n > MAX_QUOTE ? st_utf8_cut(s, MAX_QUOTE) : n;
 	st_buf_printf(out, "%s%.*s%s\n", prefix, (int)m, s, m < n ? "..." : "");
 }
 

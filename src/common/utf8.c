@@ -1,7 +1,7 @@
 /* Text from outside the program (a compiler's log, what a solution printed) made safe to store
  * in JSON and to print: jansson only stores valid UTF-8, so invalid bytes and NULs become '?'
  * byte for byte (a cached compile log must read back as the fresh one did: its diagnostics are
- * re-parsed from it). */
+ * re-parsed from it); and where such text may be cut short without splitting a character. */
 #include "common/utf8.h"
 
 #include <stdlib.h>
@@ -63,4 +63,11 @@ char *st_utf8_clean(const char *in, size_t n, int controls)
 	}
 	out[n] = '\0';
 	return out;
+}
+
+size_t st_utf8_cut(const char *s, size_t n)
+{
+	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--;
+	return n;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/fs.h"
+#include "common/utf8.h"
 #include "verify/reply.h"
 #include "verify/verify_int.h"
 
@@ -141,9 +142,8 @@ st_status vx_runner_failed(vctx *v, int i, const char *phase, st_status s, json_
 		/* the end of what it printed, where the cause usually is */
 		const char *said = json_string_value(
 			json_object_get(json_object_get(v->verdict, "output"), v->sols[i].role));
-		size_t len = said ? strlen(said) : 0, from = len > 400 ? len - 400 : 0;
-		while (from < len && ((unsigned char)said[from] & 0xC0) == 0x80)
-			from++; /* not inside a UTF-8 character */
+		size_t len = said ? strlen(said) : 0;
+		size_t from = len > 400 ? st_utf8_cut(said, len - 400) : 0;
 		return st_err_set(err, ST_E_SYSTEM, "the reference failed (%s); cannot judge%s%s",
 		                  reason, said ? "; it printed: " : "", said ? said + from : "");
 	}

@@ -2,7 +2,7 @@
  * printed) storable in JSON and safe to print: valid UTF-8 passes byte for byte, every invalid
  * byte (a cut sequence, an overlong form, a surrogate, a NUL) becomes one '?' so the length
  * never changes, and with `controls` so does each control character but newline and tab,
- * C1 controls included. */
+ * C1 controls included; st_utf8_cut moves a cut back to a character's first byte. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -49,12 +49,25 @@ static void test_controls(void **state)
 	expect(s, strlen(s), 0, s);
 }
 
+static void test_cut(void **state)
+{
+	(void)state;
+	const char *s = "a\xe2\x80\x94" "b"; /* a, an em dash (3 bytes), b */
+	assert_int_equal(st_utf8_cut(s, 0), 0);
+	assert_int_equal(st_utf8_cut(s, 1), 1);
+	assert_int_equal(st_utf8_cut(s, 2), 1); /* inside the dash */
+	assert_int_equal(st_utf8_cut(s, 3), 1);
+	assert_int_equal(st_utf8_cut(s, 4), 4);
+	assert_int_equal(st_utf8_cut(s, 5), 5); /* at the NUL */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_valid_text_passes),
 		cmocka_unit_test(test_invalid_bytes_become_marks),
 		cmocka_unit_test(test_controls),
+		cmocka_unit_test(test_cut),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
