@@ -1,7 +1,7 @@
 /* The numbers a profile reduces to: how much of the run's device span the GPU was actually busy
  * (the union of kernel, copy and memset intervals, so that overlapping streams are not counted
- * twice), where it sat idle and between which activities, and which kernels the time went to. Host-side records (syncs, API
- * calls) are counted but never enter the device span. */
+ * twice), where it sat idle and between which activities, and which kernels the time went to.
+ * Host-side records (syncs, API calls) are counted but never enter the device span. */
 #include "timeline.h"
 
 #include <limits.h>

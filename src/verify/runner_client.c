@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -298,29 +299,24 @@ st_status st_runner_copy_in(st_runner *r, const char *src, const char *name, cha
 
 char *st_runner_output(const st_runner *r, size_t max)
 {
-	char path[600], *buf = NULL, *clean = NULL;
-	if (!r->workdir[0])
-		return NULL; /* never started, or already stopped */
-	snprintf(path, sizeof path, "%s/output.log", r->workdir);
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	long size = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
-	if (size > 0 && (buf = malloc(max)) &&
-	    !fseek(f, size > (long)max ? size - (long)max : 0, SEEK_SET)) {
-		size_t n = fread(buf, 1, max, f);
+	struct stat st;
+	if (!r->workdir[0] || r->log_fd < 0 || fstat(r->log_fd, &st) || st.st_size <= 0)
+		return NULL; /* never started, stopped, or silent */
+	char *buf = malloc(max), *clean = NULL;
+	off_t from = st.st_size > (off_t)max ? st.st_size - (off_t)max : 0;
+	ssize_t n = buf ? pread(r->log_fd, buf, max, from) : -1;
+	if (n > 0) {
 		/* a tail begins at a line's start where one is near */
-		size_t from = 0;
-		if (size > (long)max) {
-			char *nl = memchr(buf, '\n', n < 256 ? n : 256);
+		size_t skip = 0;
+		if (from > 0) {
+			char *nl = memchr(buf, '\n', n < 256 ? (size_t)n : 256);
 			if (nl)
-				from = (size_t)(nl + 1 - buf);
+				skip = (size_t)(nl + 1 - buf);
 		}
-		if (n > from)
-			clean = st_utf8_clean(buf + from, n - from, 1);
+		if ((size_t)n > skip)
+			clean = st_utf8_clean(buf + skip, (size_t)n - skip, 1);
 	}
 	free(buf);
-	fclose(f);
 	return clean;
 }
 
@@ -419,6 +415,9 @@ void st_runner_stop(st_runner *r)
 	if (r->sock >= 0)
 		close(r->sock);
 	r->sock = -1;
+	if (r->log_fd >= 0)
+		close(r->log_fd);
+	r->log_fd = -1;
 	if (r->workdir[0])
 		st_rm_tree(r->workdir);
 	r->workdir[0] = 0;

@@ -13,6 +13,8 @@ typedef struct st_runner {
 	int sock;
 	char label[32];     /* "reference", "expert", "candidate" */
 	char workdir[256];  /* private, empty working folder, removed on stop */
+	int log_fd;         /* its output.log there, the runner's stdout and stderr, as opened before
+	                     * it started (-1: none) */
 	json_t *info;       /* the hello message's info (device, arch, ...) */
 	json_t *start_ms;   /* the hello's timings of the runner's own start (device, profiler,
 	                     * sandbox) */
@@ -65,9 +67,10 @@ int st_runner_pinned(const char *devices, char *cpus, size_t len);
  * loads solutions from there and never needs the cache; `out` gets the copy's path. */
 st_status st_runner_copy_in(st_runner *r, const char *src, const char *name, char *out,
                             size_t outlen, st_err *err);
-/* The last `max` bytes at most that the runner's process printed (its output.log), from a
- * line's start where one is near, made safe to store and print (st_utf8_clean with controls):
- * malloc'd, or NULL when it printed nothing. The text is the solution's, never stitch's. */
+/* The last `max` bytes at most that the runner's process printed (its output.log, read through
+ * log_fd), from a line's start where one is near, made safe to store and print (st_utf8_clean
+ * with controls): malloc'd, or NULL when it printed nothing. The text is the solution's, never
+ * stitch's. */
 char *st_runner_output(const st_runner *r, size_t max);
 /* Wait for the hello; ST_E_NODEVICE when the runner found no device. */
 st_status st_runner_hello(st_runner *r, double timeout_s, st_err *err);

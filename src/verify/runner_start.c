@@ -161,8 +161,8 @@ void st_runner_env(char bufs[ST_RUNNER_ENV_MAX][ST_RUNNER_ENV_LEN], char *envp[S
 	envp[n] = NULL;
 }
 
-static void child_exec(int fd, const char *path, const char *workdir, int flags, const char *ncu,
-                       char *const envp[], const cpu_set_t *cpus)
+static void child_exec(int fd, int log, const char *path, const char *workdir, int flags,
+                       const char *ncu, char *const envp[], const cpu_set_t *cpus)
 {
 	/* before exec, so every thread the runner (and the driver in it) starts keeps to them;
 	 * where that fails (the CPUs went offline), the runner runs anywhere, as without a pin */
@@ -176,17 +176,13 @@ static void child_exec(int fd, const char *path, const char *workdir, int flags,
 		if (chown(workdir, uid, uid))
 			_exit(126);
 	}
-	if (setpgid(0, 0) || chdir(workdir) || dup2(fd, 3) < 0)
+	/* stdout and stderr first: the log's descriptor may be 3 */
+	if (dup2(log, 1) < 0 || dup2(log, 2) < 0 || setpgid(0, 0) || chdir(workdir) ||
+	    dup2(fd, 3) < 0)
 		_exit(126);
 	int devnull = open("/dev/null", O_RDONLY);
 	if (devnull >= 0)
 		dup2(devnull, 0);
-	/* What a solution prints is kept in its folder, never shown as if stitch had said it. */
-	int log = open("output.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (log >= 0) {
-		dup2(log, 1);
-		dup2(log, 2);
-	}
 	/* Close everything but stdio and the socket: no parent descriptor leaks into a runner. */
 	for (int i = 4; i < 1024; i++)
 		close(i);
@@ -224,6 +220,7 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 	memset(r, 0, sizeof *r);
 	r->sock = -1;
 	r->pid = -1;
+	r->log_fd = -1;
 	snprintf(r->label, sizeof r->label, "%s", label);
 	char path[PATH_MAX];
 	if ((size_t)snprintf(path, sizeof path, "%s/stitch-runner-%s", st_runner_dir(), backend) >=
@@ -244,10 +241,25 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 	snprintf(r->workdir, sizeof r->workdir, "%s/stitch-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(r->workdir))
 		return st_err_set(err, ST_E_SYSTEM, "mkdtemp %s: %s", r->workdir, strerror(errno));
+	/* What a solution prints is kept in its folder, never shown as if stitch had said it. The
+	 * parent opens the file and keeps the descriptor: what the verdict shows of it is read
+	 * through that (st_runner_output), never by a name the solution could point elsewhere
+	 * (a link to another file, a FIFO nobody writes). */
+	char log_path[300];
+	snprintf(log_path, sizeof log_path, "%s/output.log", r->workdir);
+	r->log_fd = open(log_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (r->log_fd < 0) {
+		int e = errno;
+		rmdir(r->workdir);
+		return st_err_set(err, ST_E_SYSTEM, "create %s: %s", log_path, strerror(e));
+	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
-		rmdir(r->workdir);
-		return st_err_set(err, ST_E_SYSTEM, "socketpair: %s", strerror(errno));
+		int e = errno;
+		close(r->log_fd);
+		r->log_fd = -1;
+		st_rm_tree(r->workdir);
+		return st_err_set(err, ST_E_SYSTEM, "socketpair: %s", strerror(e));
 	}
 	char envbuf[ST_RUNNER_ENV_MAX][ST_RUNNER_ENV_LEN], *envp[ST_RUNNER_ENV_MAX];
 	st_runner_env(envbuf, envp, r->workdir, devices);
@@ -256,13 +268,16 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
+		int e = errno;
 		close(sv[0]);
 		close(sv[1]);
-		rmdir(r->workdir);
-		return st_err_set(err, ST_E_SYSTEM, "fork: %s", strerror(errno));
+		close(r->log_fd);
+		r->log_fd = -1;
+		st_rm_tree(r->workdir);
+		return st_err_set(err, ST_E_SYSTEM, "fork: %s", strerror(e));
 	}
 	if (pid == 0)
-		child_exec(sv[1], path, r->workdir, flags, (flags & ST_RUNNER_NCU) ? r->ncu : NULL,
+		child_exec(sv[1], r->log_fd, path, r->workdir, flags, (flags & ST_RUNNER_NCU) ? r->ncu : NULL,
 		           envp, pin ? &cpus : NULL);
 	setpgid(pid, pid); /* also in the parent, so the group exists before any kill */
 	close(sv[1]);

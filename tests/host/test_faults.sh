@@ -17,6 +17,12 @@ check "init_fail: its words in the verdict" grep -q '"candidate": "?\[2Jinit_fai
 "$STITCH" verify "${FAST[@]}" "$TASK" "$FIX/init_fail.c" >"$WORK/init_fail.txt" 2>&1
 check "init_fail: the report marks its words as the candidate's" grep -q '^  | ?\[2Jinit_fail: no table' "$WORK/init_fail.txt"
 check "init_fail: no escape byte reaches the report" bash -c "! grep -q \$'\\033' '$WORK/init_fail.txt'"
+# Its output is read through the descriptor stitch opened, never by name: a solution that points
+# the name at another file (here without the sandbox, which refuses the link) shows only its own.
+verify "$WORK/relink.json" "$TASK" "$FIX/init_fail_relink.c" --no-policy --no-sandbox
+check "relink: runtime_error (rc $RC)" [ "$(field "$WORK/relink.json" status)" = runtime_error ]
+check "relink: its own words in the verdict" grep -q '"candidate": "init_fail_relink: its own words' "$WORK/relink.json"
+check "relink: nothing of the file its name points at" bash -c "! grep -q 'root:' '$WORK/relink.json'"
 verify "$WORK/init_hidden.json" "$TASK" "$FIX/init_fail.c" --sets hidden --time-set hidden0
 check "init_fail on a hidden set: runtime_error (rc $RC)" [ "$(field "$WORK/init_hidden.json" status)" = runtime_error ]
 check "init_fail on a hidden set: nothing it printed" bash -c "! grep -q 'no table' '$WORK/init_hidden.json'"
