@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -22,6 +23,56 @@
 /* Files larger than this are not something stitch should slurp (sources, task.json, logs). */
 #define ST_READ_MAX ((size_t)1 << 31)
 
+/* Everything in fd up to EOF, at most max bytes; `what` names it in errors. at_offsets: from
+ * offset 0 by pread, the descriptor's own offset left alone (a regular file kept open); else by
+ * read from where the descriptor stands (a file just opened, or a pipe). */
+static st_status read_all(int fd, const char *what, size_t max, int at_offsets, char **data,
+                          size_t *len, st_err *err)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return st_err_set(err, ST_E_IO, "cannot stat %s: %s", what, strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		return st_err_set(err, ST_E_IO, "cannot read %s: %s", what, strerror(EISDIR));
+	/* st_size is only a hint (pipes, /proc files, a file growing under us): read until EOF. */
+	size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, n = 0;
+	if (cap > max + 1)
+		return st_err_set(err, ST_E_IO, "cannot read %s: too large (%lld bytes)", what,
+		                  (long long)st.st_size);
+	char *buf = malloc(cap);
+	if (!buf)
+		return st_err_set(err, ST_E_NOMEM, "cannot read %s: out of memory", what);
+	for (;;) {
+		if (n + 1 >= cap) {
+			char *nb = cap > max ? NULL : realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				return cap > max ? st_err_set(err, ST_E_IO, "cannot read %s: too large", what)
+				                 : st_err_set(err, ST_E_NOMEM, "cannot read %s: out of memory", what);
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		ssize_t r = at_offsets ? pread(fd, buf + n, cap - n - 1, (off_t)n)
+		                       : read(fd, buf + n, cap - n - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			st_err_set(err, ST_E_IO, "cannot read %s: %s", what, strerror(errno));
+			free(buf);
+			return ST_E_IO;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = '\0';
+	*data = buf;
+	if (len)
+		*len = n;
+	return ST_OK;
+}
+
 st_status st_read_file(const char *path, char **data, size_t *len, st_err *err)
 {
 	*data = NULL;
@@ -30,67 +81,28 @@ st_status st_read_file(const char *path, char **data, size_t *len, st_err *err)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return st_err_set(err, ST_E_IO, "cannot open '%s': %s", path, strerror(errno));
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		st_err_set(err, ST_E_IO, "cannot stat '%s': %s", path, strerror(errno));
-		close(fd);
-		return ST_E_IO;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		close(fd);
-		return st_err_set(err, ST_E_IO, "cannot read '%s': %s", path, strerror(EISDIR));
-	}
-	/* st_size is only a hint (pipes, /proc files, a file growing under us): read until EOF. */
-	size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, n = 0;
-	if (cap > ST_READ_MAX) {
-		close(fd);
-		return st_err_set(err, ST_E_IO, "cannot read '%s': file too large (%lld bytes)", path,
-		                  (long long)st.st_size);
-	}
-	char *buf = malloc(cap);
-	if (!buf) {
-		close(fd);
-		return st_err_set(err, ST_E_NOMEM, "cannot read '%s': out of memory", path);
-	}
-	for (;;) {
-		if (n + 1 >= cap) {
-			if (cap >= ST_READ_MAX) {
-				free(buf);
-				close(fd);
-				return st_err_set(err, ST_E_IO, "cannot read '%s': file too large", path);
-			}
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				close(fd);
-				return st_err_set(err, ST_E_NOMEM, "cannot read '%s': out of memory", path);
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		ssize_t r = read(fd, buf + n, cap - n - 1);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			st_err_set(err, ST_E_IO, "cannot read '%s': %s", path, strerror(errno));
-			free(buf);
-			close(fd);
-			return ST_E_IO;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	if (close(fd) != 0) {
+	char what[PATH_MAX + 8];
+	snprintf(what, sizeof what, "'%s'", path);
+	st_status s = read_all(fd, what, ST_READ_MAX, 0, data, len, err);
+	if (close(fd) != 0 && !s) {
 		st_err_set(err, ST_E_IO, "cannot close '%s': %s", path, strerror(errno));
-		free(buf);
+		free(*data);
+		*data = NULL;
 		return ST_E_IO;
 	}
-	buf[n] = '\0';
-	*data = buf;
+	return s;
+}
+
+st_status st_read_fd(int fd, size_t max, char **data, size_t *len, st_err *err)
+{
+	*data = NULL;
 	if (len)
-		*len = n;
-	return ST_OK;
+		*len = 0;
+	if (fd < 0)
+		return st_err_set(err, ST_E_INVALID, "no file to read (descriptor %d)", fd);
+	char what[32];
+	snprintf(what, sizeof what, "descriptor %d", fd);
+	return read_all(fd, what, max, 1, data, len, err);
 }
 
 /* Unique enough across processes (pid) and threads (counter); O_EXCL catches the rest. */

@@ -7,6 +7,10 @@
 #include "st_error.h"
 
 st_status st_read_file(const char *path, char **data, size_t *len, st_err *err);
+/* The whole of an open file from its start (its offset untouched), NUL-ended, at most max bytes:
+ * a file read through a descriptor kept since its creation, never by a name someone else may
+ * have pointed elsewhere. */
+st_status st_read_fd(int fd, size_t max, char **data, size_t *len, st_err *err);
 st_status st_write_file_atomic(const char *path, const void *data, size_t len, st_err *err);
 /* The same for a file made of n parts written one after another (a header, then tensors). */
 st_status st_write_parts_atomic(const char *path, const void *const *parts, const size_t *lens,

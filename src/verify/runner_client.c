@@ -369,9 +369,12 @@ st_status st_runner_ncu_report(st_runner *r, double timeout_s, char **text, size
 		                  timeout_s);
 	}
 	r->pid = -1;
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/ncu.log", r->workdir);
-	st_status s = st_read_file(path, text, len, err);
+	st_status s = st_read_fd(r->ncu_fd, ST_RUNNER_NCU_REPORT_MAX, text, len, err);
+	if (!s && *len == 0) {
+		free(*text);
+		*text = NULL;
+		s = st_err_set(err, ST_E_IO, "the report is empty");
+	}
 	if (s)
 		return st_err_wrap(err, s, "ncu wrote no report (exit status %d)",
 		                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
@@ -417,7 +420,9 @@ void st_runner_stop(st_runner *r)
 	r->sock = -1;
 	if (r->log_fd >= 0)
 		close(r->log_fd);
-	r->log_fd = -1;
+	if (r->ncu_fd >= 0)
+		close(r->ncu_fd);
+	r->log_fd = r->ncu_fd = -1;
 	if (r->workdir[0])
 		st_rm_tree(r->workdir);
 	r->workdir[0] = 0;

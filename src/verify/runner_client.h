@@ -15,6 +15,7 @@ typedef struct st_runner {
 	char workdir[256];  /* private, empty working folder, removed on stop */
 	int log_fd;         /* its output.log there, the runner's stdout and stderr, as opened before
 	                     * it started (-1: none) */
+	int ncu_fd;         /* with ST_RUNNER_NCU: its ncu.log there, ncu's report, opened likewise */
 	json_t *info;       /* the hello message's info (device, arch, ...) */
 	json_t *start_ms;   /* the hello's timings of the runner's own start (device, profiler,
 	                     * sandbox) */
@@ -39,6 +40,9 @@ typedef struct st_runner {
  * st_runner_ncu_report. ncu's injection cannot live under the seccomp filter, so this runner is
  * not sandboxed: only for solutions that already passed a sandboxed verify. */
 #define ST_RUNNER_NCU 4
+/* The most of ncu's report read back: 64 launches' metrics in CSV are a few hundred KiB; more is
+ * not a report. */
+#define ST_RUNNER_NCU_REPORT_MAX ((size_t)64 << 20)
 
 /* Hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) a runner's context asks for unless the parent's
  * environment gives the variable a value. */

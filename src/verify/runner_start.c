@@ -214,13 +214,37 @@ static void child_exec(int fd, int log, const char *path, const char *workdir, i
 	_exit(127);
 }
 
+/* What a runner writes that the parent reads back (output.log: what the solution printed;
+ * ncu.log: ncu's report) is a file the parent creates in the runner's folder before the start and
+ * reads only through the descriptor it keeps, never by its name there, which the solution could
+ * point elsewhere (a link to another file, a FIFO nobody writes). ncu opens ncu.log by name
+ * before the runner starts, so it writes the same file. */
+static st_status open_kept(st_runner *r, const char *name, int *fd, st_err *err)
+{
+	char path[300];
+	snprintf(path, sizeof path, "%s/%s", r->workdir, name);
+	*fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (*fd < 0)
+		return st_err_set(err, ST_E_SYSTEM, "create %s: %s", path, strerror(errno));
+	return ST_OK;
+}
+
+static void close_kept(st_runner *r)
+{
+	if (r->log_fd >= 0)
+		close(r->log_fd);
+	if (r->ncu_fd >= 0)
+		close(r->ncu_fd);
+	r->log_fd = r->ncu_fd = -1;
+}
+
 st_status st_runner_start(st_runner *r, const char *backend, const char *label, int flags,
                           const char *devices, st_err *err)
 {
 	memset(r, 0, sizeof *r);
 	r->sock = -1;
 	r->pid = -1;
-	r->log_fd = -1;
+	r->log_fd = r->ncu_fd = -1;
 	snprintf(r->label, sizeof r->label, "%s", label);
 	char path[PATH_MAX];
 	if ((size_t)snprintf(path, sizeof path, "%s/stitch-runner-%s", st_runner_dir(), backend) >=
@@ -241,23 +265,18 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 	snprintf(r->workdir, sizeof r->workdir, "%s/stitch-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(r->workdir))
 		return st_err_set(err, ST_E_SYSTEM, "mkdtemp %s: %s", r->workdir, strerror(errno));
-	/* What a solution prints is kept in its folder, never shown as if stitch had said it. The
-	 * parent opens the file and keeps the descriptor: what the verdict shows of it is read
-	 * through that (st_runner_output), never by a name the solution could point elsewhere
-	 * (a link to another file, a FIFO nobody writes). */
-	char log_path[300];
-	snprintf(log_path, sizeof log_path, "%s/output.log", r->workdir);
-	r->log_fd = open(log_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (r->log_fd < 0) {
-		int e = errno;
-		rmdir(r->workdir);
-		return st_err_set(err, ST_E_SYSTEM, "create %s: %s", log_path, strerror(e));
+	st_status kept = open_kept(r, "output.log", &r->log_fd, err);
+	if (!kept && (flags & ST_RUNNER_NCU))
+		kept = open_kept(r, "ncu.log", &r->ncu_fd, err);
+	if (kept) {
+		close_kept(r);
+		st_rm_tree(r->workdir);
+		return kept;
 	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
 		int e = errno;
-		close(r->log_fd);
-		r->log_fd = -1;
+		close_kept(r);
 		st_rm_tree(r->workdir);
 		return st_err_set(err, ST_E_SYSTEM, "socketpair: %s", strerror(e));
 	}
@@ -271,8 +290,7 @@ st_status st_runner_start(st_runner *r, const char *backend, const char *label, 
 		int e = errno;
 		close(sv[0]);
 		close(sv[1]);
-		close(r->log_fd);
-		r->log_fd = -1;
+		close_kept(r);
 		st_rm_tree(r->workdir);
 		return st_err_set(err, ST_E_SYSTEM, "fork: %s", strerror(e));
 	}

@@ -1,5 +1,5 @@
 /* Unit tests for the file helpers: atomic writes leave no temp files behind (also on failure),
- * nested folder creation, the cache folder lookup order and SHA-256 against known vectors. */
+ * a kept descriptor read whole from its start and within its cap, nested folder creation, the cache folder lookup order and SHA-256 against known vectors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +139,39 @@ static void test_read_missing(void **state)
 	assert_null(data);
 }
 
+/* st_read_fd reads from offset 0 whatever the descriptor's offset, leaves that offset alone (the
+ * writer goes on appending), follows the file under its original name's inode after a rename,
+ * and refuses more than its cap. */
+static void test_read_fd(void **state)
+{
+	char path[512], moved[512];
+	snprintf(path, sizeof path, "%s/kept.log", (const char *)*state);
+	snprintf(moved, sizeof moved, "%s/moved.log", (const char *)*state);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "first line\n", 11), 11);
+	assert_int_equal(rename(path, moved), 0);
+	char *data = NULL;
+	size_t len = 0;
+	st_err err = { "" };
+	assert_int_equal(st_read_fd(fd, 1024, &data, &len, &err), ST_OK);
+	assert_string_equal(data, "first line\n");
+	assert_int_equal(len, 11);
+	free(data);
+	assert_int_equal(lseek(fd, 0, SEEK_CUR), 11);
+	assert_int_equal(write(fd, "second\n", 7), 7);
+	assert_int_equal(st_read_fd(fd, 1024, &data, &len, &err), ST_OK);
+	assert_string_equal(data, "first line\nsecond\n");
+	free(data);
+	/* over the cap: an error that says so, no text */
+	data = (char *)1;
+	assert_int_equal(st_read_fd(fd, 10, &data, &len, &err), ST_E_IO);
+	assert_null(data);
+	assert_non_null(strstr(err.msg, "too large"));
+	close(fd);
+	assert_int_equal(st_read_fd(-1, 10, &data, &len, &err), ST_E_INVALID);
+}
+
 static void test_mkdirs(void **state)
 {
 	const char *dir = *state;
@@ -225,6 +259,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_atomic_write_large, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_atomic_write_failure_cleans_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_fd, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mkdirs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cache_dir, setup, teardown),
 		cmocka_unit_test(test_sha256),
