@@ -88,8 +88,8 @@ json_t *st_bench_row(const char *task_id, int tier, const json_t *verdict)
 	json_t *sus = json_array();
 	if (correct && st_json_num(sp, "vs_expert") > ST_BENCH_SUSPICIOUS_VS_EXPERT)
 		json_array_append_new(sus, json_string("faster than the expert by more than 3x"));
-	if (correct && st_json_num(sol, "fraction") > 1.0)
-		json_array_append_new(sus, json_string("faster than the roofline allows (SOL > 100%)"));
+	if (correct && st_json_num(sol, "fraction") > ST_BENCH_SUSPICIOUS_SOL)
+		json_array_append_new(sus, json_string("faster than the roofline allows (SOL > 105%)"));
 	json_object_set_new(r, "suspicious", sus);
 	const json_t *flags = json_object_get(verdict, "flags");
 	json_object_set_new(r, "flags", json_is_array(flags) ? json_deep_copy(flags) : json_array());

@@ -111,9 +111,15 @@ static void test_rows(void **state)
 	assert_string_equal(json_string_value(json_object_get(e, "sol_roof")), "l2");
 	assert_true(json_is_null(json_object_get(d, "sol_roof")));
 	assert_true(json_is_null(json_object_get(miss, "sol_roof")));
-	/* faster than the roof */
-	json_t *v = verdict("ok", 1, 2, 1, 1, 1.3);
+	/* at the roof within the spread of its measurement (the probe's own kernel): not suspicious */
+	json_t *v = verdict("ok", 1, 2, 1, 1, 1.03);
 	json_t *r = st_bench_row("t1/x", 1, v);
+	assert_int_equal(json_array_size(json_object_get(r, "suspicious")), 0);
+	json_decref(r);
+	json_decref(v);
+	/* faster than the roof */
+	v = verdict("ok", 1, 2, 1, 1, 1.3);
+	r = st_bench_row("t1/x", 1, v);
 	assert_int_equal(json_array_size(json_object_get(r, "suspicious")), 1);
 	assert_non_null(strstr(json_string_value(json_array_get(json_object_get(r, "suspicious"), 0)),
 	                       "roofline"));
