@@ -182,12 +182,21 @@ static void rule_gaps(const st_timeline_summary *s, flist *l)
 	    s->launches, 100 * frac, s->max_gap_us);
 }
 
-/* b2. the gaps gather behind one pair of activities: what to look at first */
+/* b2. the gaps gather behind one pair of kernels: what to look at first. Pairs with a memset on
+ * one side are rule b3's: a memset cannot be launched as a programmatic dependent. */
+static int memset_pair(const st_gap_pair *g)
+{
+	return !strcmp(g->before, "memset") || !strcmp(g->after, "memset");
+}
+
 static void rule_gap_pair(const st_timeline_summary *s, flist *l)
 {
-	if (s->n_gap_pairs == 0 || !(s->span_us > 0))
+	const st_gap_pair *g = NULL;
+	for (int i = 0; i < s->n_gap_pairs && !g; i++)
+		if (!memset_pair(&s->gap_pairs[i]))
+			g = &s->gap_pairs[i];
+	if (!g || !(s->span_us > 0))
 		return;
-	const st_gap_pair *g = &s->gap_pairs[0];
 	double frac = g->total_us / s->span_us;
 	/* one kernel's launches spaced out are rule b's */
 	if (g->count < 4 || frac < 0.02 || !strcmp(g->before, g->after))
@@ -199,6 +208,26 @@ static void rule_gap_pair(const st_timeline_summary *s, flist *l)
 	    "(%.1f µs, %.0f %% of the run) — the launch of %s behind %s: fuse the two, or launch "
 	    "%s as a programmatic dependent (griddepcontrol.wait before its reads) where it is yours",
 	    g->count, g->total_us / g->count, a, b, g->total_us, 100 * frac, b, a, b);
+}
+
+/* b3. memsets between kernels: each costs a launch on either side, and the gaps around them add
+ * up though no one pair of them stands out (GPT-2's 44, before four kinds of matmul). */
+static void rule_memset_gaps(const st_timeline_summary *s, flist *l)
+{
+	int n = 0;
+	double us = 0;
+	for (int i = 0; i < s->n_gap_pairs; i++)
+		if (memset_pair(&s->gap_pairs[i])) {
+			n += s->gap_pairs[i].count;
+			us += s->gap_pairs[i].total_us;
+		}
+	if (!(s->span_us > 0) || s->memsets < 4 || us < 0.02 * s->span_us)
+		return;
+	add(l, us / s->span_us, "%d memsets inside st_run sit between kernels: %d gaps around them, "
+	    "%.1f µs (%.0f %% of the run) — where they are yours, clear in a kernel of your own or "
+	    "leave out a clearing the next kernel makes needless by writing every element; a "
+	    "library's own (cuBLASLt clears part of its workspace before some matmuls) are its "
+	    "business", s->memsets, n, us, 100 * us / s->span_us);
 }
 
 /* c. the host, not the GPU, sets the run time */
@@ -417,6 +446,7 @@ int st_feedback(const st_timeline *t, const st_timeline_summary *s, const st_roo
 	rule_unfused(s, &l);
 	rule_gaps(s, &l);
 	rule_gap_pair(s, &l);
+	rule_memset_gaps(s, &l);
 	rule_host(s, &l);
 	rule_copies(t, s, &l);
 	rule_syncs(t, s, &l);

@@ -498,6 +498,37 @@ static void test_gap_pairs(void **state)
 	st_timeline_free(&t);
 }
 
+/* Memsets between kernels (GPT-2's cuBLASLt clears part of its workspace before four kinds of
+ * matmul, session 49): the gaps on either side of them are summed into one finding, and the pair
+ * finding, whose advice (a programmatic launch) a memset cannot take, skips those pairs. */
+static void test_memset_gaps(void **state)
+{
+	(void)state;
+	st_timeline t;
+	tl_make(&t, 20);
+	for (int i = 0; i < 6; i++) {
+		double t0 = 100.0 * i;
+		kernel(&t, "void ln_kernel<8>(float const*, int)", t0, t0 + 10, 1024);
+		push(&t, ST_ACT_MEMSET, "memset", t0 + 11.5, t0 + 12, 7)->bytes = 256; /* 1.5 us after */
+		kernel(&t, "nvjet_hsh_128x128", t0 + 14, t0 + 99.5, 264);          /* 2 us after */
+	}
+	st_timeline_summary s;
+	assert_int_equal(st_timeline_summarize(&t, &s, NULL), ST_OK);
+	assert_int_equal(s.memsets, 6);
+	st_finding *f;
+	int n = run_feedback(&t, NULL, NULL, 0, 10, &f);
+	const st_finding *m = find(f, n, "memsets inside st_run");
+	assert_non_null(m);
+	/* 6 x 1.5 + 6 x 2 = 21 us of the 599.5 us run */
+	assert_non_null(strstr(m->text, "6 memsets inside st_run sit between kernels: 12 gaps around "
+	                                "them, 21.0 µs (4 % of the run)"));
+	assert_float_equal(m->weight, 21.0 / 599.5, 1e-9);
+	assert_null(find(f, n, "on average between"));
+	st_findings_free(f, n);
+	st_timeline_summary_free(&s);
+	st_timeline_free(&t);
+}
+
 static void test_feedback_determinism_and_max(void **state)
 {
 	(void)state;
@@ -799,6 +830,7 @@ int main(void)
 		cmocka_unit_test(test_feedback_unfused),
 		cmocka_unit_test(test_feedback_gaps_and_host),
 		cmocka_unit_test(test_gap_pairs),
+		cmocka_unit_test(test_memset_gaps),
 		cmocka_unit_test(test_feedback_determinism_and_max),
 		cmocka_unit_test(test_feedback_copies_syncs_grids),
 		cmocka_unit_test(test_feedback_roofline_and_ncu),
