@@ -82,10 +82,12 @@ const char *vx_role_of(vctx *v, int i)
  * its role: a user whose st_init refused or whose kernel faulted sees why. It is the solution's
  * text, labelled so wherever it is shown, and left out where it could tell more than the
  * verdict may: a hidden size set's failure (a candidate can print its sizes) and a `hacking`
- * one (the exploit's own account). */
-static void keep_output(vctx *v, int i)
+ * one (the exploit's own account). `status` is what the failure makes of it; a candidate whose
+ * verdict was already final (failed before) keeps the words of that first failure. */
+static void keep_output(vctx *v, int i, const char *status)
 {
-	if (v->sols[i].calib || v->sols[i].stored || (v->set && st_set_label_hidden(v->set->label)))
+	if (v->sols[i].calib || v->sols[i].stored || (v->set && st_set_label_hidden(v->set->label)) ||
+	    !strcmp(status, "hacking") || (i == v->cand && v->verdict_final))
 		return;
 	char *text = st_runner_output(&v->sols[i].runner, VX_OUTPUT_MAX);
 	if (!text)
@@ -107,8 +109,7 @@ st_status vx_runner_failed(vctx *v, int i, const char *phase, st_status s, json_
 	 * ran as long as it may, and the candidate (the one party that can make it run long) gets
 	 * the timeout. */
 	if (s == ST_E_TIMEOUT && vx_past_deadline(v)) {
-		if (!v->verdict_final)
-			keep_output(v, i);
+		keep_output(v, i, "timeout");
 		vx_fail(v, "timeout", "%s: the verify reached its deadline (%.0f s after it began): %s",
 		        phase, v->deadline - v->t_start, err->msg);
 		if (i != v->cand)
@@ -132,8 +133,7 @@ st_status vx_runner_failed(vctx *v, int i, const char *phase, st_status s, json_
 		const char *why = st_reply_string(rep, "reason");
 		snprintf(reason, sizeof reason, "%s: %s", phase, why ? why : "failed");
 	}
-	if (strcmp(status, "hacking") && (i != v->cand || !v->verdict_final))
-		keep_output(v, i);
+	keep_output(v, i, status);
 	if (i == v->cand) {
 		vx_fail(v, status, "%s", reason);
 		return ST_OK;
