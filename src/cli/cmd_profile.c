@@ -37,8 +37,9 @@ static void usage(FILE *f)
 	        "usage: stitch profile [options] TASK SOLUTION\n\n"
 	        "Check SOLUTION (.cu) on one size set (eval unless --time-set or --sets), then record\n"
 	        "one st_run with CUPTI: every kernel, copy, memset, synchronisation and runtime call.\n"
-	        "Prints GPU busy time, idle gaps (and the kernels either side of the largest), launches,\n"
-	        "the top kernels, where the run sits under the device's roofline and ranked findings.\n"
+	        "Prints GPU busy time, idle gaps (and what ran either side of the largest: kernels,\n"
+	        "copies, memsets), launches, the top kernels, where the run sits under the device's\n"
+	        "roofline and ranked findings.\n"
 	        "Needs a GPU, the cuda backend and CUPTI (CUDA toolkit). TASK is a task folder or an\n"
 	        "id under the suite (%s).\n\n"
 	        "options:\n",

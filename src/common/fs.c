@@ -37,7 +37,7 @@ static st_status read_all(int fd, const char *what, size_t max, int at_offsets, 
 	/* st_size is only a hint (pipes, /proc files, a file growing under us): read until EOF. */
 	size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, n = 0;
 	if (cap > max + 1)
-		return st_err_set(err, ST_E_IO, "cannot read %s: too large (%lld bytes)", what,
+		return st_err_set(err, ST_E_IO, "cannot read %s: file too large (%lld bytes)", what,
 		                  (long long)st.st_size);
 	char *buf = malloc(cap);
 	if (!buf)
@@ -47,7 +47,7 @@ static st_status read_all(int fd, const char *what, size_t max, int at_offsets, 
 			char *nb = cap > max ? NULL : realloc(buf, cap * 2);
 			if (!nb) {
 				free(buf);
-				return cap > max ? st_err_set(err, ST_E_IO, "cannot read %s: too large", what)
+				return cap > max ? st_err_set(err, ST_E_IO, "cannot read %s: file too large", what)
 				                 : st_err_set(err, ST_E_NOMEM, "cannot read %s: out of memory", what);
 			}
 			buf = nb;
