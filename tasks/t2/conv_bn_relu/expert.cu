@@ -11,7 +11,9 @@
  * cp.async pipeline over 16-channel chunks, XOR-swizzled smem rows. The batch norm is kept out of
  * the filter: st_init turns it into a per-channel fp32 scale and shift, which the epilogue applies
  * to the fp32 accumulator with the ReLU before the single rounding to bf16 (half the error of a
- * bf16-rounded folded filter, for one FMA per output). The filter is repacked once in st_init. */
+ * bf16-rounded folded filter, for one FMA per output). The filter is repacked once in st_init.
+ * The batch runs in CONV_PARTS parts of whole images, each part's GEMM on a side stream beside the
+ * next part's pre-pass. */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -47,12 +49,18 @@ typedef struct geom {
     long long HpWp, G;              /* padded pixels per image; per chunk in xp (with slack) */
 } geom;
 
+#ifndef CONV_PARTS
+#define CONV_PARTS 4 /* the batch in parts: part k's GEMM overlaps part k+1's pre-pass */
+#endif
+
 typedef struct conv_ctx {
     geom g;
     int smem_bytes;
     __nv_bfloat16 *wp;              /* [kblock][chunk][tap][64 out][16 in] */
     float *bn;                      /* [2][kblocks*64]: batch-norm scale, then shift; 0 past K */
     uint16_t *xp;                   /* [chunk][G][16]: the pre-pass output */
+    cudaStream_t side[2];           /* the parts' GEMMs, alternating */
+    cudaEvent_t ev_pre[CONV_PARTS], ev_done[2];
 } conv_ctx;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -255,10 +263,10 @@ __device__ __forceinline__ void pre_load_vec(const uint16_t *__restrict__ x, con
  * and are the likeliest to still be in L2. */
 template <bool VEC>
 __global__ void __launch_bounds__(PRE_THREADS)
-to_padded_nhwc_kernel(const uint16_t *__restrict__ x, uint16_t *__restrict__ xp, geom g) {
+to_padded_nhwc_kernel(const uint16_t *__restrict__ x, uint16_t *__restrict__ xp, geom g, int nh_hi) {
     __shared__ uint32_t s[PRE_COLS * PRE_HW];
     uint16_t *sh = (uint16_t *)s;
-    const int t = threadIdx.x, nh = g.N * g.Hp - 1 - blockIdx.x, wp0 = blockIdx.y * PRE_COLS;
+    const int t = threadIdx.x, nh = nh_hi - 1 - blockIdx.x, wp0 = blockIdx.y * PRE_COLS;
     for (int chunk0 = 0; chunk0 < g.chunks; chunk0 += 2) {
         if (VEC) {
             pre_load_vec(x, g, nh, wp0, chunk0, t, sh);
@@ -373,11 +381,11 @@ __device__ __forceinline__ void store_tile(const geom &g, const float (&acc)[4][
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 conv3x3_bn_relu_kernel(const uint16_t *__restrict__ xp, const uint16_t *__restrict__ wp,
                        const float *__restrict__ bn, __nv_bfloat16 *__restrict__ y, geom g,
-                       int pair_store) {
+                       int pair_store, unsigned bid0) {
     extern __shared__ __align__(128) uint16_t smem[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     int kb;
-    const int tile = block_tile(g, blockIdx.x, &kb);
+    const int tile = block_tile(g, bid0 + blockIdx.x, &kb);
     const long long g0 = (long long)tile * BN;
     const uint16_t *wpk = wp + (size_t)kb * g.chunks * W_ELEMS;
     const uint32_t smem_base = (uint32_t)__cvta_generic_to_shared(smem);
@@ -482,6 +490,12 @@ extern "C" void st_free(void *ctx) {
     cudaFree(c->wp);
     cudaFree(c->bn);
     cudaFree(c->xp);
+    for (int i = 0; i < 2; i++) {
+        if (c->side[i]) cudaStreamDestroy(c->side[i]);
+        if (c->ev_done[i]) cudaEventDestroy(c->ev_done[i]);
+    }
+    for (int i = 0; i < CONV_PARTS; i++)
+        if (c->ev_pre[i]) cudaEventDestroy(c->ev_pre[i]);
     free(c);
 }
 
@@ -517,6 +531,13 @@ static bool init_device(conv_ctx *c, const st_tensor *params, cudaStream_t strea
                                       cudaSharedmemCarveoutMaxShared),
                  "cudaFuncSetAttribute(carveout)"))
         return false;
+    for (int i = 0; i < 2; i++)
+        if (!cuda_ok(cudaStreamCreateWithFlags(&c->side[i], cudaStreamNonBlocking), "side stream") ||
+            !cuda_ok(cudaEventCreateWithFlags(&c->ev_done[i], cudaEventDisableTiming), "event"))
+            return false;
+    for (int i = 0; i < CONV_PARTS; i++)
+        if (!cuda_ok(cudaEventCreateWithFlags(&c->ev_pre[i], cudaEventDisableTiming), "event"))
+            return false;
     const size_t blocks = (wtotal + 255) / 256;
     prep_weights_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
         (const __nv_bfloat16 *)params[0].data, c->wp, g->C, g->K, g->chunks, wtotal);
@@ -579,18 +600,50 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
     }
     __nv_bfloat16 *y = (__nv_bfloat16 *)out[0].data;
     const int pair_store = g.W % 2 == 0 && ((uintptr_t)y & 3) == 0;
-    const dim3 pre_grid((unsigned)(g.N * g.Hp), (unsigned)((g.Wp + PRE_COLS - 1) / PRE_COLS));
+    /* The batch in parts of whole images: pre-passes in order on the call's stream, part k's GEMM
+     * on a side stream once pre-pass k is done, so the memory-bound pre-pass k+1 runs beside it.
+     * A part's GEMM takes the tiles whose input windows end inside its images. */
     const bool vec = g.W % 8 == 0 && ((uintptr_t)in[0].data & 15) == 0;
-    if (vec)
-        to_padded_nhwc_kernel<true><<<pre_grid, PRE_THREADS, 0, stream>>>((const uint16_t *)in[0].data,
-                                                                c->xp, g);
-    else
-        to_padded_nhwc_kernel<false><<<pre_grid, PRE_THREADS, 0, stream>>>((const uint16_t *)in[0].data,
-                                                                c->xp, g);
-    if (!cuda_ok(cudaGetLastError(), "to_padded_nhwc_kernel launch")) return 1;
-    const unsigned blocks = (unsigned)g.tiles * (unsigned)g.kblocks; /* < 2^31: make_geom */
-    conv3x3_bn_relu_kernel<<<blocks, THREADS, c->smem_bytes, stream>>>(
-        c->xp, (const uint16_t *)c->wp, c->bn, y, g, pair_store);
-    return cuda_ok(cudaGetLastError(), "conv3x3_bn_relu_kernel launch") ? 0 : 1;
+    const int parts = g.N < CONV_PARTS ? g.N : CONV_PARTS;
+    for (int i = 0; i < 2; i++)
+        if (!cuda_ok(cudaStreamWaitEvent(stream, c->ev_done[i], 0), "wait for the last call")) return 1;
+    const long long win = 2LL * g.Wp + 258; /* a tile's input window, in padded positions */
+    long long t_lo = 0;
+    for (int k = 0; k < parts; k++) {
+        const long long n_hi = (long long)g.N * (k + 1) / parts, n_lo = (long long)g.N * k / parts;
+        const dim3 pre_grid((unsigned)((n_hi - n_lo) * g.Hp), (unsigned)((g.Wp + PRE_COLS - 1) / PRE_COLS));
+        if (vec)
+            to_padded_nhwc_kernel<true><<<pre_grid, PRE_THREADS, 0, stream>>>(
+                (const uint16_t *)in[0].data, c->xp, g, (int)(n_hi * g.Hp));
+        else
+            to_padded_nhwc_kernel<false><<<pre_grid, PRE_THREADS, 0, stream>>>(
+                (const uint16_t *)in[0].data, c->xp, g, (int)(n_hi * g.Hp));
+        if (!cuda_ok(cudaGetLastError(), "to_padded_nhwc_kernel launch") ||
+            !cuda_ok(cudaEventRecord(c->ev_pre[k], stream), "record a part's pre-pass"))
+            return 1;
+        long long t_hi = g.tiles;
+        if (k + 1 < parts) {
+            const long long end = n_hi * g.HpWp - win; /* last window start that stays inside */
+            t_hi = end < 0 ? t_lo : end / BN + 1;
+            if (t_hi < t_lo) t_hi = t_lo;
+            if (t_hi > g.tiles) t_hi = g.tiles;
+        }
+        cudaStream_t sk = c->side[k % 2];
+        if (!cuda_ok(cudaStreamWaitEvent(sk, c->ev_pre[k], 0), "a part's GEMM waits for its pre-pass"))
+            return 1;
+        if (t_hi > t_lo) {
+            const unsigned blocks = (unsigned)((t_hi - t_lo) * g.kblocks);
+            conv3x3_bn_relu_kernel<<<blocks, THREADS, c->smem_bytes, sk>>>(
+                c->xp, (const uint16_t *)c->wp, c->bn, y, g, pair_store,
+                (unsigned)(t_lo * g.kblocks));
+            if (!cuda_ok(cudaGetLastError(), "conv3x3_bn_relu_kernel launch")) return 1;
+        }
+        t_lo = t_hi;
+    }
+    for (int i = 0; i < 2; i++)
+        if (!cuda_ok(cudaEventRecord(c->ev_done[i], c->side[i]), "record the GEMMs' end") ||
+            !cuda_ok(cudaStreamWaitEvent(stream, c->ev_done[i], 0), "the call waits for its GEMMs"))
+            return 1;
+    return 0;
 }
 #endif /* __CUDACC__ */
