@@ -100,51 +100,70 @@ router_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ Wr, int T, in
     gate[t] = make_float2(1.0f / (1.0f + r), r / (1.0f + r));
 }
 
-/* One block. Pass e gives the pairs routed to expert e consecutive slots from offsets[e], in
- * token order (then first choice before second): deterministic groups. Each thread owns a
- * contiguous run of tokens; a block-wide exclusive scan of the per-thread counts places it. */
+/* One block; warp w takes a contiguous run of 32-token chunks. The pairs routed to expert e get
+ * consecutive slots from offsets[e], in token order (a token's two experts differ): deterministic
+ * groups. Pass 1 counts each warp's pairs per expert by ballots, the block then turns the counts
+ * into each warp's first slot per expert, and pass 2 ranks each pair inside its chunk. Two reads
+ * of sel, coalesced, instead of one strided read per expert. */
 __global__ void __launch_bounds__(SCAN_THREADS)
 route_scan_kernel(const int2 *__restrict__ sel, int T, int E, int2 *__restrict__ slot,
                   int *__restrict__ offsets) {
-    __shared__ int warp_incl[SCAN_THREADS / 32];
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int nwarps = SCAN_THREADS / 32;
-    const int per = (T + SCAN_THREADS - 1) / SCAN_THREADS;
-    const int t0 = min(T, tid * per), t1 = min(T, t0 + per);
-    int base = 0; /* slots used by experts before e; the same in every thread */
-    for (int e = 0; e < E; e++) {
-        int cnt = 0;
-        for (int t = t0; t < t1; t++) {
-            const int2 s = sel[t];
-            cnt += (s.x == e) + (s.y == e);
+    __shared__ int wbase[SCAN_THREADS / 32][MAX_EXPERTS]; /* counts, then first slots */
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = SCAN_THREADS / 32;
+    const int chunks = (T + 31) / 32, per = (chunks + nwarps - 1) / nwarps;
+    const int c0 = min(chunks, warp * per), c1 = min(chunks, c0 + per);
+    int cnt_lo = 0, cnt_hi = 0; /* lane l: the counts of experts l and l + 32 */
+    for (int c = c0; c < c1; c++) {
+        const int t = c * 32 + lane;
+        const int2 s = t < T ? sel[t] : make_int2(-1, -1);
+        for (int e = 0; e < E; e++) {
+            const int n = __popc(__ballot_sync(0xffffffffu, s.x == e || s.y == e));
+            if (lane == e) cnt_lo += n;
+            if (lane + 32 == e) cnt_hi += n;
         }
-        int incl = cnt;
-        for (int off = 1; off < 32; off *= 2) {
-            const int v = __shfl_up_sync(0xffffffffu, incl, off);
-            if (lane >= off) incl += v;
-        }
-        if (lane == 31) warp_incl[warp] = incl;
-        __syncthreads();
-        if (warp == 0) {
-            int w = lane < nwarps ? warp_incl[lane] : 0;
-            for (int off = 1; off < 32; off *= 2) {
-                const int v = __shfl_up_sync(0xffffffffu, w, off);
-                if (lane >= off) w += v;
-            }
-            if (lane < nwarps) warp_incl[lane] = w;
-        }
-        __syncthreads();
-        int p = base + (warp > 0 ? warp_incl[warp - 1] : 0) + incl - cnt;
-        for (int t = t0; t < t1; t++) {
-            const int2 s = sel[t];
-            if (s.x == e) slot[t].x = p++;
-            if (s.y == e) slot[t].y = p++;
-        }
-        if (tid == 0) offsets[e] = base;
-        base += warp_incl[nwarps - 1];
-        __syncthreads(); /* warp_incl is rewritten by the next pass */
     }
-    if (tid == 0) offsets[E] = base;
+    if (lane < E) wbase[warp][lane] = cnt_lo;
+    if (lane + 32 < E) wbase[warp][lane + 32] = cnt_hi;
+    __syncthreads();
+    if (threadIdx.x < (unsigned)E) { /* exclusive scan over the warps, per expert */
+        const int e = threadIdx.x;
+        int run = 0;
+        for (int w = 0; w < nwarps; w++) {
+            const int v = wbase[w][e];
+            wbase[w][e] = run;
+            run += v;
+        }
+        offsets[e] = run; /* the group's size for now */
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) { /* sizes to starts, over at most 64 experts */
+        int run = 0;
+        for (int e = 0; e < E; e++) {
+            const int v = offsets[e];
+            offsets[e] = run;
+            run += v;
+        }
+        offsets[E] = run;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < nwarps * E; e += SCAN_THREADS) wbase[e / E][e % E] += offsets[e % E];
+    __syncthreads();
+    const unsigned below = (1u << lane) - 1u;
+    for (int c = c0; c < c1; c++) {
+        const int t = c * 32 + lane;
+        const int2 s = t < T ? sel[t] : make_int2(-1, -1);
+        int2 p = make_int2(0, 0);
+        for (int e = 0; e < E; e++) {
+            const unsigned m = __ballot_sync(0xffffffffu, s.x == e || s.y == e);
+            const int at = wbase[warp][e] + __popc(m & below);
+            if (s.x == e) p.x = at;
+            if (s.y == e) p.y = at;
+            __syncwarp(); /* every lane has read wbase[warp][e] */
+            if (lane == 0) wbase[warp][e] += __popc(m);
+            __syncwarp();
+        }
+        if (t < T) slot[t] = p;
+    }
 }
 
 /* x_perm[slot] = x[t] for both slots of every token. VEC: 16-byte chunks (C % 8 == 0 and x

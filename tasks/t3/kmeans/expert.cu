@@ -1,14 +1,15 @@
 /* Expert for t3/kmeans: I iterations of Lloyd's algorithm, three kernels per iteration and no
- * [n, k] distance matrix. The assignment is a register-tiled SGEMM with an argmin epilogue: a
- * block takes 128 points and walks all centroids in chunks of 128, 32 dimensions at a time staged
- * in shared memory (points transposed on the way in, centroids read from a transposed copy kept up
- * to date by the update kernel), each thread accumulating an 8 x 8 tile of dot products with
- * FFMA, then folding |c|^2 - 2 x.c into a running (distance, index) minimum for its 8 points; the
- * 16 threads that share a point merge at the end, ties to the lower index. The scatter of points
- * into cluster sums goes through per-block float sums in shared memory (when k*d fits), flushed
- * once per block to double sums with atomics. The update kernel divides, keeps empty clusters,
- * writes the transposed copy and |c|^2 for the next assignment, and clears the sums. fp32
- * throughout (no TF32): the distances decide near-ties, and the task forbids a precision cut. */
+ * [n, k] distance matrix. Where d <= 32 and k <= 256 (the eval size) one persistent kernel does the
+ * assignment and the scatter: every centroid resident in shared memory, point tiles of 128 copied
+ * in (transposed, cp.async) while the tile before is computed, a register-tiled SGEMM (8 x 8 dot
+ * products a thread, FFMA, accumulated onto -|c|^2 / 2) with an argmax epilogue, then each warp
+ * adds the points of the centroids it owns into the block's float partials, no atomics; a fixed
+ * split of the tiles and a fixed-order reduction of the partials make the sums the same bits on
+ * every call. Elsewhere the assignment walks the centroids in chunks of 128 staged 32 dimensions
+ * at a time, and a scatter kernel sums points through per-block shared-memory partials flushed to
+ * double sums with atomics. The update kernel divides, keeps empty clusters, writes the transposed
+ * copy and |c|^2 for the next assignment, and clears the sums. fp32 throughout (no TF32): the
+ * distances decide near-ties, and the task forbids a precision cut. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #define THREADS 256
 #define ACC_WARPS 8     /* scatter kernel: warps per block, one point per warp at a time */
 #define SMEM_ACC_MAX (48 * 1024)
+#define FK_MAX 256      /* the fused path keeps up to this many centroids in shared memory */
 
 #define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fprintf(stderr, "kmeans expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
@@ -32,6 +34,9 @@ typedef struct {
     int n, d, k, iters;
     int acc_blocks;
     size_t acc_smem; /* 0: scatter straight to global */
+    int fused_blocks; /* > 0: the fused path (d <= BK, k <= FK_MAX) with this grid */
+    size_t fused_smem;
+    float *gpart;     /* [fused_blocks][k*d + k]: the fused blocks' partials */
     float *ct;       /* [d, k] current centroids, transposed */
     float *cnorm;    /* [k] |c|^2 */
     double *sum;     /* [k, d] */
@@ -154,6 +159,206 @@ assign_kernel(const float *__restrict__ pts, const float *__restrict__ ct, const
 }
 
 // ----------------------------------------------------------------------------
+// fused assignment and scatter (d <= BK, k <= FK_MAX)
+
+/* 4-byte asynchronous copies: they let the point tile land transposed in shared memory while the
+ * block works on the tile before it. */
+__device__ __forceinline__ void cp_async4(float *dst, const float *src) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+/* Issue the copies of point tile `tile` (rows past n skipped: their results are never used). */
+__device__ __forceinline__ void fused_load_tile(float (*xs)[LDX], const float *__restrict__ pts, int tile, int n,
+                                                int d) {
+    const int p0 = tile * BM, rows = n - p0 < BM ? n - p0 : BM, tid = threadIdx.x;
+    const int total = rows * d, step_m = THREADS / d, step_j = THREADS % d;
+    const float *src = pts + (size_t)p0 * d;
+    int m = tid / d, j = tid % d;
+    for (int e = tid; e < total; e += THREADS) {
+        cp_async4(&xs[j][m], src + e);
+        m += step_m;
+        j += step_j;
+        if (j >= d) {
+            j -= d;
+            m++;
+        }
+    }
+    cp_async_commit();
+}
+
+/* The dot products of one 128-centroid chunk, each accumulated onto -|c|^2 / 2, so that the
+ * nearest centroid is the largest sum (|x - c|^2 = |x|^2 - 2 (x.c - |c|^2 / 2)); strict > keeps
+ * the lowest index among this thread's ties (centroids visited in increasing index). */
+__device__ __forceinline__ void fused_chunk(const float (*xs)[LDX], const float (*cs)[FK_MAX], const float *cn,
+                                            int c0, int tm, int tn, float (&best)[8], int (&arg)[8]) {
+    float acc[8][8];
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        const float h = -0.5f * cn[c0 + (q < 4 ? 4 * tn + q : 64 + 4 * tn + q - 4)];
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc[i][q] = h;
+    }
+#pragma unroll 8 /* fully unrolled, ptxas hoists the shared-memory reads of all 32 steps and spills */
+    for (int j = 0; j < BK; j++) {
+        const float4 a0 = *(const float4 *)&xs[j][4 * tm], a1 = *(const float4 *)&xs[j][64 + 4 * tm];
+        const float4 b0 = *(const float4 *)&cs[j][c0 + 4 * tn], b1 = *(const float4 *)&cs[j][c0 + 64 + 4 * tn];
+        const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+        const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int q = 0; q < 8; q++) acc[i][q] = fmaf(a[i], b[q], acc[i][q]);
+    }
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        const int c = c0 + (q < 4 ? 4 * tn + q : 64 + 4 * tn + q - 4);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            if (acc[i][q] > best[i]) {
+                best[i] = acc[i][q];
+                arg[i] = c;
+            }
+    }
+}
+
+/* The 16 threads that share a point hold partial maxima: lanes l and l ^ 16 merge by shuffle, the
+ * 8 warps' results through shared memory; lab[m] = the label of point m of the tile (-1 past n). */
+__device__ __forceinline__ void fused_merge(float (&best)[8], int (&arg)[8], float *rd, int *ri, int *lab,
+                                            int *__restrict__ label, int p0, int n, int tm, int tn) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float o = __shfl_xor_sync(0xffffffffu, best[i], 16);
+        const int oa = __shfl_xor_sync(0xffffffffu, arg[i], 16);
+        if (o > best[i] || (o == best[i] && oa < arg[i])) {
+            best[i] = o;
+            arg[i] = oa;
+        }
+    }
+    if (tn % 2 == 0) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int m = i < 4 ? 4 * tm + i : 64 + 4 * tm + i - 4;
+            rd[(tn / 2) * BM + m] = best[i];
+            ri[(tn / 2) * BM + m] = arg[i];
+        }
+    }
+    __syncthreads();
+    const int tid = threadIdx.x;
+    if (tid < BM) {
+        float b = rd[tid];
+        int a = ri[tid];
+        for (int t = 1; t < THREADS / 32; t++) {
+            const float o = rd[t * BM + tid];
+            const int oa = ri[t * BM + tid];
+            if (o > b || (o == b && oa < a)) {
+                b = o;
+                a = oa;
+            }
+        }
+        const bool in = p0 + tid < n;
+        if (in) label[p0 + tid] = a;
+        lab[tid] = in ? a : -1;
+    }
+    __syncthreads();
+}
+
+/* Warp w owns the centroids c with c % 8 == w: it alone adds their points into the block's float
+ * partials, lanes over the dimensions, so no atomics and a fixed order within the block. */
+__device__ __forceinline__ void fused_scatter(const float (*xs)[LDX], const int *lab, float *part, int *pcount,
+                                              int d) {
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int base = 0; base < BM; base += 32) {
+        const int l = lab[base + lane];
+        unsigned mine = __ballot_sync(0xffffffffu, l >= 0 && l % (THREADS / 32) == w);
+        while (mine) {
+            const int b = __ffs(mine) - 1;
+            mine &= mine - 1;
+            const int c = __shfl_sync(0xffffffffu, l, b), m = base + b;
+            if (lane < d) part[c * d + lane] += xs[lane][m];
+            if (lane == 0) pcount[c] += 1;
+        }
+    }
+}
+
+/* Persistent: block b takes point tiles b, b + grid, ... (a fixed split, so the sums are the same
+ * bits every call), all centroids resident in shared memory, the next tile copied in while this
+ * one is computed. At the end the block writes its partials [k*d sums][k counts] to gpart[b]. */
+__global__ void __launch_bounds__(THREADS, 2)
+fused_kernel(const float *__restrict__ pts, const float *__restrict__ ct, const float *__restrict__ cnorm,
+             int *__restrict__ label, float *__restrict__ gpart, int n, int d, int k) {
+    extern __shared__ __align__(16) float fsm[];
+    float(*xs)[BK][LDX] = (float(*)[BK][LDX])fsm;                /* [2][BK][LDX] */
+    float(*cs)[FK_MAX] = (float(*)[FK_MAX])(fsm + 2 * BK * LDX); /* [BK][FK_MAX] */
+    float *cn = fsm + 2 * BK * LDX + BK * FK_MAX;                /* [FK_MAX] */
+    float *rd = cn + FK_MAX;                                     /* [8][BM] */
+    int *ri = (int *)(rd + (THREADS / 32) * BM);                 /* [8][BM] */
+    int *lab = ri + (THREADS / 32) * BM;                         /* [BM] */
+    float *part = (float *)(lab + BM);                           /* [k*d] then [k] counts */
+    int *pcount = (int *)(part + k * d);
+    const int tid = threadIdx.x, tm = tid % 16, tn = tid / 16;
+    const int kp = (k + BN - 1) / BN * BN, tiles = (n + BM - 1) / BM, stride = k * d + k;
+    if ((int)blockIdx.x < tiles) fused_load_tile(xs[0], pts, blockIdx.x, n, d);
+    /* rows j >= d of both point buffers stay zero, as do the padded centroids' coordinates */
+    for (int e = tid; e < BK * BM; e += THREADS) {
+        const int j = e / BM, m = e % BM;
+        if (j >= d) xs[0][j][m] = xs[1][j][m] = 0.0f;
+    }
+    for (int e = tid; e < BK * kp; e += THREADS) {
+        const int j = e / kp, c = e % kp;
+        cs[j][c] = j < d && c < k ? ct[(size_t)j * k + c] : 0.0f;
+    }
+    for (int c = tid; c < kp; c += THREADS) cn[c] = c < k ? cnorm[c] : INFINITY; /* -inf sums: never chosen */
+    for (int e = tid; e < stride; e += THREADS) part[e] = 0.0f; /* 0.0f is int 0 too */
+    int buf = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, buf ^= 1) {
+        cp_async_wait_all();
+        __syncthreads(); /* this tile has landed; the other buffer's last reader is done */
+        if (tile + (int)gridDim.x < tiles) fused_load_tile(xs[buf ^ 1], pts, tile + gridDim.x, n, d);
+        float best[8];
+        int arg[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            best[i] = -INFINITY;
+            arg[i] = 0;
+        }
+        for (int c0 = 0; c0 < kp; c0 += BN) fused_chunk(xs[buf], cs, cn, c0, tm, tn, best, arg);
+        fused_merge(best, arg, rd, ri, lab, label, tile * BM, n, tm, tn);
+        fused_scatter(xs[buf], lab, part, pcount, d);
+    }
+    __syncthreads();
+    float *out = gpart + (size_t)blockIdx.x * stride;
+    for (int e = tid; e < stride; e += THREADS) out[e] = part[e];
+}
+
+/* sum[e] (double) and count[c] from the blocks' partials, in a fixed order: 8 groups of threads
+ * take every 8th block, then the first group adds the 8 group sums in order. */
+__global__ void reduce_parts_kernel(const float *__restrict__ gpart, int parts, int k, int d, double *sum,
+                                    int *count) {
+    __shared__ double gs[THREADS / 32][32];
+    const int lane = threadIdx.x % 32, g = threadIdx.x / 32, groups = THREADS / 32;
+    const long long stride = (long long)k * d + k, e = (long long)blockIdx.x * 32 + lane;
+    const bool is_count = e >= (long long)k * d;
+    double s = 0.0;
+    if (e < stride)
+        for (int b = g; b < parts; b += groups) {
+            const float v = gpart[(size_t)b * stride + e];
+            s += is_count ? (double)__float_as_int(v) : (double)v;
+        }
+    gs[g][lane] = s;
+    __syncthreads();
+    if (g == 0 && e < stride) {
+        for (int t = 1; t < groups; t++) s += gs[t][lane];
+        if (is_count)
+            count[e - (long long)k * d] = (int)s;
+        else
+            sum[e] = s;
+    }
+}
+
+// ----------------------------------------------------------------------------
 // update
 
 /* One warp per point at a time, lanes over the dimensions. With acc_in_smem the block first sums
@@ -224,6 +429,7 @@ extern "C" void st_free(void *p) {
     cudaFree(c->cnorm);
     cudaFree(c->sum);
     cudaFree(c->count);
+    cudaFree(c->gpart);
     free(c);
 }
 
@@ -235,6 +441,20 @@ static int init_ctx(km_ctx *c) {
     c->acc_smem = part <= SMEM_ACC_MAX ? part : 0;
     /* enough blocks to fill the GPU, few enough that each flushes its partials after many points */
     c->acc_blocks = 2 * sms;
+    if (c->d <= BK && c->k <= FK_MAX) {
+        c->fused_smem = sizeof(float) * (2 * BK * LDX + BK * FK_MAX + FK_MAX + 2 * (THREADS / 32) * BM + BM) +
+                        sizeof(float) * ((size_t)c->k * c->d + c->k);
+        CUDA_CHECK(cudaFuncSetAttribute(fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)c->fused_smem));
+        int per_sm = 0;
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel, THREADS, c->fused_smem));
+        if (per_sm < 1) per_sm = 1;
+        /* as many tiles for every block: the grid that fits once, shrunk to ceil(tiles / per) */
+        const int tiles = (c->n + BM - 1) / BM, fit = per_sm * sms;
+        const int per = (tiles + fit - 1) / fit;
+        c->fused_blocks = (tiles + per - 1) / per;
+        CUDA_CHECK(cudaMalloc(&c->gpart, sizeof(float) * (size_t)c->fused_blocks * ((size_t)c->k * c->d + c->k)));
+    }
     CUDA_CHECK(cudaMalloc(&c->ct, sizeof(float) * (size_t)c->k * c->d));
     CUDA_CHECK(cudaMalloc(&c->cnorm, sizeof(float) * (size_t)c->k));
     CUDA_CHECK(cudaMalloc(&c->sum, sizeof(double) * (size_t)c->k * c->d));
@@ -288,10 +508,19 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     const float *src = init;
     for (int t = 1; t <= iters; t++) {
         float *dst = (iters - t) % 2 == 0 ? cent_out : prev_out;
-        assign_kernel<<<(n + BM - 1) / BM, THREADS, 0, stream>>>(pts, c->ct, c->cnorm, label, n, d, k);
-        CUDA_CHECK(cudaGetLastError());
-        scatter_kernel<<<c->acc_blocks, ACC_WARPS * 32, c->acc_smem, stream>>>(pts, label, c->sum, c->count, n, d,
-                                                                              k, c->acc_smem > 0);
+        if (c->fused_blocks > 0) {
+            fused_kernel<<<c->fused_blocks, THREADS, c->fused_smem, stream>>>(pts, c->ct, c->cnorm, label, c->gpart,
+                                                                              n, d, k);
+            CUDA_CHECK(cudaGetLastError());
+            const long long stride = (long long)k * d + k;
+            reduce_parts_kernel<<<(unsigned)((stride + 31) / 32), THREADS, 0, stream>>>(c->gpart, c->fused_blocks,
+                                                                                        k, d, c->sum, c->count);
+        } else {
+            assign_kernel<<<(n + BM - 1) / BM, THREADS, 0, stream>>>(pts, c->ct, c->cnorm, label, n, d, k);
+            CUDA_CHECK(cudaGetLastError());
+            scatter_kernel<<<c->acc_blocks, ACC_WARPS * 32, c->acc_smem, stream>>>(pts, label, c->sum, c->count, n,
+                                                                                  d, k, c->acc_smem > 0);
+        }
         CUDA_CHECK(cudaGetLastError());
         finalize_kernel<<<fin_blocks, THREADS, 0, stream>>>(src, dst, c->ct, c->cnorm, c->sum, c->count, k, d, 1);
         CUDA_CHECK(cudaGetLastError());
