@@ -60,6 +60,20 @@ static int check(const st_tensor *t, st_dtype dt, int64_t rows, int64_t cols) {
 // ----------------------------------------------------------------------------
 // assignment
 
+/* One dimension of the 8 x 8 tile: two float4 reads per operand (the 8 points 4tm.., 64 + 4tm..
+ * of the transposed point row, the 8 centroids 4tn.., 64 + 4tn.. of the centroid row), 64 FFMA. */
+__device__ __forceinline__ void tile_step(const float *xrow, const float *crow, int tm, int tn,
+                                          float (&acc)[8][8]) {
+    const float4 a0 = *(const float4 *)&xrow[4 * tm], a1 = *(const float4 *)&xrow[64 + 4 * tm];
+    const float4 b0 = *(const float4 *)&crow[4 * tn], b1 = *(const float4 *)&crow[64 + 4 * tn];
+    const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+    const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int q = 0; q < 8; q++) acc[i][q] = fmaf(a[i], b[q], acc[i][q]);
+}
+
 /* Thread (tm, tn) = (tid % 16, tid / 16) owns points {4tm .. 4tm+3, 64+4tm .. 64+4tm+3} and
  * centroids {4tn .. 4tn+3, 64+4tn .. 64+4tn+3} of the tile: two float4 reads per operand per
  * dimension, conflict-free for the points (16 distinct) and broadcast for the centroids (2
@@ -104,14 +118,7 @@ assign_kernel(const float *__restrict__ pts, const float *__restrict__ ct, const
             __syncthreads();
 #pragma unroll
             for (int j = 0; j < BK; j++) {
-                const float4 a0 = *(const float4 *)&xs[j][4 * tm], a1 = *(const float4 *)&xs[j][64 + 4 * tm];
-                const float4 b0 = *(const float4 *)&cs[j][4 * tn], b1 = *(const float4 *)&cs[j][64 + 4 * tn];
-                const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-                const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-#pragma unroll
-                    for (int q = 0; q < 8; q++) acc[i][q] = fmaf(a[i], b[q], acc[i][q]);
+                tile_step(xs[j], cs[j], tm, tn, acc);
             }
             __syncthreads(); /* the tiles are overwritten next stage */
         }
@@ -203,14 +210,7 @@ __device__ __forceinline__ void fused_chunk(const float (*xs)[LDX], const float 
     }
 #pragma unroll 8 /* fully unrolled, ptxas hoists the shared-memory reads of all 32 steps and spills */
     for (int j = 0; j < BK; j++) {
-        const float4 a0 = *(const float4 *)&xs[j][4 * tm], a1 = *(const float4 *)&xs[j][64 + 4 * tm];
-        const float4 b0 = *(const float4 *)&cs[j][c0 + 4 * tn], b1 = *(const float4 *)&cs[j][c0 + 64 + 4 * tn];
-        const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-        const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-#pragma unroll
-            for (int q = 0; q < 8; q++) acc[i][q] = fmaf(a[i], b[q], acc[i][q]);
+        tile_step(xs[j], cs[j] + c0, tm, tn, acc);
     }
 #pragma unroll
     for (int q = 0; q < 8; q++) {
