@@ -63,7 +63,7 @@ __device__ __forceinline__ float warp_sum(float v) {
  * registers), warp sums, then top 2 with the lower index winning ties and the gates
  * g_a = 1 / (1 + e^(l_b - l_a)), g_b = 1 - g_a up to rounding: the softmax of the two logits.
  * The task's inputs make the fp32 logits exact in any order, so every lane agrees bit for bit. */
-template <int EMAX>
+template <int EMAX, bool VEC>
 __global__ void __launch_bounds__(32 * ROUTER_WARPS)
 router_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ Wr, int T, int C, int E,
               int2 *__restrict__ sel, float2 *__restrict__ gate) {
@@ -75,10 +75,22 @@ router_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ Wr, int T, in
     for (int e = 0; e < EMAX; e++) acc[e] = 0.0f;
     for (int c = lane; c < C; c += 32) {
         const float xv = __bfloat162float(xt[c]);
-        const bf16 *w = Wr + (size_t)c * E;
+        if (VEC) { /* E a multiple of 8: a channel's router row in 16-byte loads, a warp's 512 B contiguous */
+            const uint4 *w = (const uint4 *)(Wr + (size_t)c * E);
 #pragma unroll
-        for (int e = 0; e < EMAX; e++)
-            if (e < E) acc[e] += xv * __bfloat162float(__ldg(w + e));
+            for (int g = 0; g < EMAX / 8; g++)
+                if (8 * g < E) {
+                    const uint4 wr = __ldg(w + g);
+                    const bf16 *wh = (const bf16 *)&wr;
+#pragma unroll
+                    for (int q = 0; q < 8; q++) acc[8 * g + q] += xv * __bfloat162float(wh[q]);
+                }
+        } else {
+            const bf16 *w = Wr + (size_t)c * E;
+#pragma unroll
+            for (int e = 0; e < EMAX; e++)
+                if (e < E) acc[e] += xv * __bfloat162float(__ldg(w + e));
+        }
     }
 #pragma unroll
     for (int e = 0; e < EMAX; e++)
@@ -240,11 +252,14 @@ static unsigned int grid_for(int64_t items) {
 static cudaError_t launch_router(const moe_ctx *c, const bf16 *x, cudaStream_t s) {
     const unsigned int grid = (unsigned int)((c->T + ROUTER_WARPS - 1) / ROUTER_WARPS);
     const int block = 32 * ROUTER_WARPS;
-#define ROUTER(n) router_kernel<n><<<grid, block, 0, s>>>(x, c->Wr, c->T, c->C, c->E, c->sel, c->gate)
-    if (c->E <= 8) ROUTER(8);
-    else if (c->E <= 16) ROUTER(16);
-    else if (c->E <= 32) ROUTER(32);
-    else ROUTER(64);
+    const bool vec = c->E % 8 == 0 && ((uintptr_t)c->Wr & 15) == 0;
+#define ROUTER(n, v) router_kernel<n, v><<<grid, block, 0, s>>>(x, c->Wr, c->T, c->C, c->E, c->sel, c->gate)
+#define ROUTERS(n) do { if (vec) ROUTER(n, true); else ROUTER(n, false); } while (0)
+    if (c->E <= 8) ROUTERS(8);
+    else if (c->E <= 16) ROUTERS(16);
+    else if (c->E <= 32) ROUTERS(32);
+    else ROUTERS(64);
+#undef ROUTERS
 #undef ROUTER
     return cudaGetLastError();
 }
