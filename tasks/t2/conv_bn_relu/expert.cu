@@ -607,7 +607,7 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
     const int parts = g.N < CONV_PARTS ? g.N : CONV_PARTS;
     for (int i = 0; i < 2; i++)
         if (!cuda_ok(cudaStreamWaitEvent(stream, c->ev_done[i], 0), "wait for the last call")) return 1;
-    const long long win = 2LL * g.Wp + 258; /* a tile's input window, in padded positions */
+    const long long win = BN + 2LL * g.Wp + 2; /* a tile's input window, in padded positions (as G) */
     long long t_lo = 0;
     for (int k = 0; k < parts; k++) {
         const long long n_hi = (long long)g.N * (k + 1) / parts, n_lo = (long long)g.N * k / parts;

@@ -502,20 +502,17 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     /* iteration t writes C_t to the output whose parity makes C_I land in centroids and C_{I-1}
      * in prev_centroids; it reads C_{t-1} from the other one (the input for t = 1) */
     const float *src = init;
+    const unsigned red_blocks = (unsigned)(((long long)k * d + k + 31) / 32); /* a block per 32 partials */
+    const int parts = c->fused_blocks > 0 ? c->fused_blocks : c->scatter_blocks;
     for (int t = 1; t <= iters; t++) {
         float *dst = (iters - t) % 2 == 0 ? cent_out : prev_out;
-        const long long stride = (long long)k * d + k;
-        const unsigned red_blocks = (unsigned)((stride + 31) / 32);
-        int parts;
         if (c->fused_blocks > 0) {
             fused_kernel<<<c->fused_blocks, THREADS, c->fused_smem, stream>>>(pts, c->ct, c->cnorm, label, c->gpart,
                                                                               n, d, k);
-            parts = c->fused_blocks;
         } else {
             assign_kernel<<<(n + BM - 1) / BM, THREADS, 0, stream>>>(pts, c->ct, c->cnorm, label, n, d, k);
             CUDA_CHECK(cudaGetLastError());
             scatter_kernel<<<c->scatter_blocks, THREADS, 0, stream>>>(pts, label, c->gpart, n, d, k, c->scatter_per);
-            parts = c->scatter_blocks;
         }
         CUDA_CHECK(cudaGetLastError());
         reduce_parts_kernel<<<red_blocks, THREADS, 0, stream>>>(c->gpart, parts, k, d, c->sum, c->count);
