@@ -4,6 +4,7 @@
  * the run they concern, ties broken by their text, so that the same profile always gives the
  * same list. */
 #include "timeline.h"
+#include "ncu.h"
 
 #include <jansson.h>
 
@@ -332,7 +333,12 @@ static void rule_roofline(const st_roofline *r, flist *l)
 		    100 * r->fraction);
 }
 
-/* h. Nsight Compute's counters per kernel */
+/* h. Nsight Compute's counters per kernel. A kernel whose schedulers issue on fewer than this
+ * share of their cycles (and that is not simply waiting on latency everywhere) is named with
+ * the stall reason its warps spent most cycles on: a compute loop near its limit issues on
+ * 80-95 % of them (the nbody and kmeans experts on an H100: 82 and 72 %, the topk expert 50 %,
+ * bench/RESULTS.md session 51). */
+#define ISSUE_LOW_PCT 60.0
 static void rule_ncu(const st_timeline_summary *s, const st_ncu_kernel *ncu, int n_ncu, flist *l)
 {
 	for (int i = 0; ncu && i < n_ncu; i++) {
@@ -345,13 +351,18 @@ static void rule_ncu(const st_timeline_summary *s, const st_ncu_kernel *ncu, int
 			    "per thread): registers spill — reduce live registers or use __launch_bounds__",
 			    nm, k->local_insts, k->regs);
 		if (k->dram_pct >= 0 && k->dram_pct < 30 && k->sm_pct >= 0 && k->sm_pct < 30) {
-			char stall[128] = "";
+			char stall[192] = "";
 			if (k->top_stall && k->top_stall[0])
 				snprintf(stall, sizeof stall, " (mostly stalled on %s, %.1f warps per issue)",
 				         k->top_stall, k->top_stall_ratio);
 			add(l, w, "kernel %s uses %.0f %% of DRAM bandwidth and %.0f %% of SM throughput — "
 			    "it waits on latency%s: raise occupancy or the work in flight per thread", nm,
 			    k->dram_pct, k->sm_pct, stall);
+		} else if (k->issue_pct >= 0 && k->issue_pct < ISSUE_LOW_PCT && k->top_stall &&
+		           k->top_stall_advice) {
+			add(l, w, "kernel %s issues an instruction on %.0f %% of a scheduler's cycles, its "
+			    "warps waiting mostly on %s (%.1f cycles per issued instruction) — %s", nm,
+			    k->issue_pct, k->top_stall, k->top_stall_ratio, k->top_stall_advice);
 		}
 		if (k->tensor_pct >= 0 && k->tensor_pct < 20 && gemm_like(k->name))
 			add(l, w, "kernel %s keeps the tensor pipes %.0f %% busy — check that it runs on "
@@ -419,10 +430,14 @@ st_ncu_kernel *st_ncu_kernels_from_json(const json_t *kernels, int *n)
 		o->regs = (int)field(k, "registers");
 		double ld = field(k, "local_loads"), st = field(k, "local_stores");
 		o->local_insts = (int64_t)((ld > 0 ? ld : 0) + (st > 0 ? st : 0));
-		double mem = field(k, "stall_long_scoreboard"), bar = field(k, "stall_barrier");
-		if (mem > 0 || bar > 0) {
-			o->top_stall = mem >= bar ? "memory (long scoreboard)" : "barriers";
-			o->top_stall_ratio = mem >= bar ? mem : bar;
+		o->issue_pct = field(k, "issue_pct");
+		for (const st_ncu_stall *r = st_ncu_stalls; r->key; r++) {
+			double v = field(k, r->key);
+			if (v > 0 && v > o->top_stall_ratio) {
+				o->top_stall = r->what;
+				o->top_stall_ratio = v;
+				o->top_stall_advice = r->advice;
+			}
 		}
 	}
 	*n = (int)m;

@@ -17,8 +17,20 @@ const char st_ncu_metrics[] =
 	"launch__registers_per_thread,"
 	"launch__occupancy_limit_registers,"
 	"launch__waves_per_multiprocessor,"
+	"smsp__issue_active.avg.pct_of_peak_sustained_active,"
+	"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,"
 	"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,"
 	"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,"
+	"smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,"
+	"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,"
+	"smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,"
+	"smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,"
+	"smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,"
+	"smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,"
+	"smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,"
+	"smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,"
+	"smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,"
+	"smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,"
 	"smsp__sass_inst_executed_op_local_ld.sum,"
 	"smsp__sass_inst_executed_op_local_st.sum,"
 	"dram__bytes.sum,"
@@ -48,9 +60,28 @@ static const struct {
 	{"launch__registers_per_thread", "registers"},
 	{"launch__occupancy_limit_registers", "occupancy_limit_registers"},
 	{"launch__waves_per_multiprocessor", "waves"},
+	/* how often a scheduler issues, how busy the FP32 pipe is */
+	{"smsp__issue_active.avg.pct_of_peak_sustained_active", "issue_pct"},
+	{"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "fma_pct"},
+	/* where the warps wait: cycles stalled per issued instruction, by reason (st_ncu_stalls) */
 	{"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
 	 "stall_long_scoreboard"},
 	{"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio", "stall_barrier"},
+	{"smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio",
+	 "stall_short_scoreboard"},
+	{"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio", "stall_wait"},
+	{"smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio", "stall_dispatch"},
+	{"smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio",
+	 "stall_math_pipe"},
+	{"smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio", "stall_mio_throttle"},
+	{"smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio", "stall_lg_throttle"},
+	{"smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio",
+	 "stall_branch_resolving"},
+	{"smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio",
+	 "stall_no_instruction"},
+	{"smsp__average_warps_issue_stalled_membar_per_issue_active.ratio", "stall_membar"},
+	{"smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio",
+	 "stall_not_selected"},
 	/* local-memory instructions: register spills (and local arrays) */
 	{"smsp__sass_inst_executed_op_local_ld.sum", "local_loads"},
 	{"smsp__sass_inst_executed_op_local_st.sum", "local_stores"},
@@ -69,6 +100,29 @@ static const struct {
 	{"smsp__sass_thread_inst_executed_op_dmul_pred_on.sum", "_dmul"},
 };
 #define N_WANTED (sizeof wanted / sizeof wanted[0])
+
+const st_ncu_stall st_ncu_stalls[] = {
+	{"stall_barrier", "barriers",
+	 "fewer block-wide barriers, or more independent work between them (warp specialisation)"},
+	{"stall_long_scoreboard", "memory (long scoreboard)",
+	 "more loads in flight per thread (prefetch, cp.async or TMA) or more warps"},
+	{"stall_short_scoreboard", "shared memory or special functions (short scoreboard)",
+	 "fewer shared-memory bank conflicts, more independent work per warp"},
+	{"stall_wait", "fixed-latency dependencies (wait)",
+	 "more independent instructions between dependent ones (unroll, several accumulators)"},
+	{"stall_dispatch", "dispatch",
+	 "fewer register-bank and pipe conflicts; often what is left of a well-fed loop"},
+	{"stall_math_pipe", "a busy math pipe (math pipe throttle)",
+	 "fewer instructions on that pipe: it is the kernel's limit"},
+	{"stall_mio_throttle", "the shared-memory instruction queue (MIO throttle)",
+	 "fewer, wider shared-memory accesses (16 bytes) or fewer special-function calls"},
+	{"stall_lg_throttle", "the global-memory instruction queue (LG throttle)",
+	 "fewer, wider global accesses (16 bytes a thread)"},
+	{"stall_branch_resolving", "branches", "fewer divergent branches"},
+	{"stall_no_instruction", "instruction fetch", "a smaller hot loop (less unrolling)"},
+	{"stall_membar", "memory barriers", "fewer fences"},
+	{NULL, NULL, NULL},
+};
 
 /* One CSV row: fields in quotes with "" for a quote, or bare. Returns the number of fields and
  * moves *p past the line; fields point into `buf` (NUL-separated), at most max of them. */

@@ -12,9 +12,18 @@
 
 /* For `ncu --metrics`: duration, DRAM and SM throughput (% of peak), achieved occupancy,
  * tensor-pipe activity, L1 and L2 hit rates, registers, the occupancy limit from registers,
- * waves, the two warp stall reasons that most often explain a slow kernel (waiting on memory,
- * waiting at a barrier) and local-memory instructions (spills). */
+ * waves, how often a scheduler issues and how busy the FP32 pipe is, the warps' stall reasons
+ * (cycles a warp waited per issued instruction, st_ncu_stalls) and local-memory instructions
+ * (spills). */
 extern const char st_ncu_metrics[];
+
+/* The stall reasons a kernel's JSON may hold ("stall_barrier", ...), each with what it means and
+ * what usually cuts it; ends with a NULL key. "stall_not_selected" is parsed too but is not a
+ * wait: a warp that was ready while another issued. */
+typedef struct {
+	const char *key, *what, *advice;
+} st_ncu_stall;
+extern const st_ncu_stall st_ncu_stalls[];
 
 /* Launches measured per pass: each costs ncu a few replays (~0.3 s), and a run of hundreds of
  * launches (an LSTM's steps) would take minutes; the first ones of a run are representative.
@@ -25,8 +34,8 @@ extern const char st_ncu_metrics[];
 /* Parse ncu's CSV (`--csv --page raw`; lines before the header, such as the application's own
  * output, are skipped). *kernels: an array of {"name", "block", "grid", and where ncu reported
  * them "duration_us", "dram_pct", "sm_pct", "occupancy_pct", "tensor_pct", "l1_hit_pct",
- * "l2_hit_pct", "registers", "occupancy_limit_registers", "waves", "stall_long_scoreboard",
- * "stall_barrier", "local_loads", "local_stores"}. ST_E_INVALID, saying what is missing, when
+ * "l2_hit_pct", "registers", "occupancy_limit_registers", "waves", "issue_pct", "fma_pct", the
+ * st_ncu_stalls keys and "stall_not_selected", "local_loads", "local_stores"}. ST_E_INVALID, saying what is missing, when
  * the text holds no CSV report. */
 st_status st_ncu_parse(const char *text, size_t len, json_t **kernels, st_err *err);
 

@@ -99,8 +99,10 @@ typedef struct st_ncu_kernel {
 	double duration_us, dram_pct, sm_pct, occupancy_pct, tensor_pct, l1_hit_pct, l2_hit_pct;
 	int regs;
 	int64_t local_insts;   /* local-memory instructions executed: register spills */
-	const char *top_stall; /* the larger of the measured stall reasons, or NULL */
-	double top_stall_ratio; /* its warps stalled per issued instruction */
+	double issue_pct;      /* % of a scheduler's cycles that issue an instruction */
+	const char *top_stall; /* the largest of the measured stall reasons, or NULL */
+	double top_stall_ratio; /* its cycles stalled per issued instruction */
+	const char *top_stall_advice; /* what usually cuts it, or NULL */
 } st_ncu_kernel;
 
 typedef struct st_finding {

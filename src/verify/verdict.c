@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/json_get.h"
+#include "profile/ncu.h"
 #include "stitch/stitch.h"
 
 static void print_stats(FILE *f, const char *name, const json_t *s)
@@ -110,6 +111,34 @@ static void print_correctness(FILE *f, const json_t *v)
 
 /* Nsight Compute's figures per kernel (longest first as ncu measured them), or why there are
  * none. */
+/* Under a kernel's line: how often its schedulers issue, how busy the FP32 pipe is, and the
+ * three stall reasons its warps spent most cycles on (per issued instruction), where measured. */
+static void print_ncu_stalls(FILE *f, const json_t *k)
+{
+	const st_ncu_stall *top[3] = {NULL, NULL, NULL};
+	double v[3] = {0, 0, 0};
+	for (const st_ncu_stall *r = st_ncu_stalls; r->key; r++) {
+		double x = st_json_num(k, r->key);
+		for (int i = 0; i < 3; i++)
+			if (x > v[i]) {
+				for (int j = 2; j > i; j--) {
+					top[j] = top[j - 1];
+					v[j] = v[j - 1];
+				}
+				top[i] = r;
+				v[i] = x;
+				break;
+			}
+	}
+	if (!json_is_number(json_object_get(k, "issue_pct")) || !top[0])
+		return;
+	fprintf(f, "%-10s %16s issue %3.0f%% of cycles  FMA pipe %3.0f%%  stalls per issue:", "", "",
+	        st_json_num(k, "issue_pct"), st_json_num(k, "fma_pct"));
+	for (int i = 0; i < 3 && top[i]; i++)
+		fprintf(f, "%s %s %.2f", i ? "," : "", top[i]->key + strlen("stall_"), v[i]);
+	fprintf(f, "\n");
+}
+
 static void print_ncu(FILE *f, const json_t *n)
 {
 	if (!n)
@@ -144,6 +173,7 @@ static void print_ncu(FILE *f, const json_t *n)
 		        st_json_num(k, "tensor_pct"),
 		        st_json_num(k, "l2_hit_pct"), st_json_num(k, "registers"), work,
 		        json_string_value(json_object_get(k, "name")));
+		print_ncu_stalls(f, k);
 	}
 }
 

@@ -1,7 +1,8 @@
 /* Unit tests for the Nsight Compute CSV parser: a real `ncu --csv --page raw` capture from the
  * H200 (tests/data/ncu, the application's own output before the report included), durations in
  * other units, quoted fields with quotes and thousands separators inside, metrics ncu left out,
- * FLOPs folded from the work counters, and text that holds no report. */
+ * FLOPs folded from the work counters, text that holds no report, and the stall reasons of three
+ * H100 kernels as the findings and the printed verdict read them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,8 @@
 
 #include "common/fs.h"
 #include "profile/ncu.h"
+#include "profile/timeline.h"
+#include "stitch/stitch.h"
 
 static double get(const json_t *k, const char *key)
 {
@@ -181,6 +184,83 @@ static void test_flops(void **state)
 	json_decref(k);
 }
 
+static char *read_fixture(const char *name, size_t *len)
+{
+	const char *dir = getenv("STITCH_TEST_DATA");
+	assert_non_null(dir);
+	char path[1024];
+	snprintf(path, sizeof path, "%s/ncu/%s", dir, name);
+	char *text = NULL;
+	st_err err;
+	assert_int_equal(st_read_file(path, &text, len, &err), ST_OK);
+	return text;
+}
+
+/* Rows of three H100 captures of session 51 (kmeans' fused kernel, topk's pipe kernel, one nbody
+ * step; columns trimmed to the issue rate, the FP32 pipe and the stall reasons): the largest
+ * stall reason is picked among all of them, "not selected" (a ready warp) never, and only the
+ * kernel that issues on under 60 % of its cycles gets the stall finding. */
+static void test_h100_stalls(void **state)
+{
+	(void)state;
+	size_t len = 0;
+	char *text = read_fixture("h100_stalls.csv", &len);
+	json_t *k;
+	st_err err;
+	assert_int_equal(st_ncu_parse(text, len, &k, &err), ST_OK);
+	free(text);
+	assert_int_equal(json_array_size(k), 3);
+	const json_t *topk = json_array_get(k, 1);
+	assert_float_equal(get(topk, "issue_pct"), 49.76, 1e-9);
+	assert_float_equal(get(topk, "fma_pct"), 9.75, 1e-9);
+	assert_float_equal(get(topk, "stall_barrier"), 5.25, 1e-9);
+	assert_float_equal(get(topk, "stall_wait"), 2.40, 1e-9);
+	assert_float_equal(get(topk, "stall_not_selected"), 1.11, 1e-9);
+	assert_float_equal(get(json_array_get(k, 2), "stall_lg_throttle"), 0, 0);
+
+	int n = 0;
+	st_ncu_kernel *kk = st_ncu_kernels_from_json(k, &n);
+	assert_int_equal(n, 3);
+	assert_string_equal(kk[0].top_stall, "barriers"); /* 0.55 against short scoreboard's 0.50 */
+	assert_string_equal(kk[1].top_stall, "barriers");
+	assert_float_equal(kk[1].top_stall_ratio, 5.25, 1e-9);
+	/* nbody: 4.22 not selected is no wait; shared memory and the MUFU are (1.54) */
+	assert_non_null(strstr(kk[2].top_stall, "short scoreboard"));
+	assert_float_equal(kk[2].top_stall_ratio, 1.54, 1e-9);
+	st_kernel_stat top[3] = {{.name = kk[0].name, .share = 0.5},
+	                         {.name = kk[1].name, .share = 0.3},
+	                         {.name = kk[2].name, .share = 0.2}};
+	st_timeline_summary sum;
+	memset(&sum, 0, sizeof sum);
+	sum.top = top;
+	sum.n_top = 3;
+	st_finding *f = NULL;
+	int nf = st_feedback_ncu(&sum, kk, n, 10, &f);
+	assert_int_equal(nf, 1);
+	assert_non_null(strstr(f[0].text, "kernel topk_pipe_kernel issues"));
+	assert_non_null(strstr(f[0].text, "issues an instruction on 50 % of a scheduler's cycles, its "
+	                                  "warps waiting mostly on barriers (5.2 cycles per issued"));
+	assert_non_null(strstr(f[0].text, "warp specialisation"));
+	st_findings_free(f, nf);
+	free(kk);
+
+	/* the printed verdict: the three largest stall reasons under the kernel's line */
+	json_t *v = json_pack("{s:s,s:{s:{s:O}}}", "status", "ok", "profile", "ncu", "kernels", k);
+	char *out = NULL;
+	size_t out_len = 0;
+	FILE *mf = open_memstream(&out, &out_len);
+	assert_non_null(mf);
+	st_verdict_print(v, mf);
+	fclose(mf);
+	assert_non_null(strstr(out, "issue  50% of cycles  FMA pipe  10%  stalls per issue: barrier 5.25, "
+	                            "wait 2.40, short_scoreboard 1.46"));
+	assert_non_null(strstr(out, "issue  82% of cycles  FMA pipe  70%  stalls per issue: "
+	                            "short_scoreboard 1.54, wait 1.09, dispatch 0.89"));
+	free(out);
+	json_decref(v);
+	json_decref(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -189,6 +269,7 @@ int main(void)
 		cmocka_unit_test(test_units_and_quoting),
 		cmocka_unit_test(test_no_report),
 		cmocka_unit_test(test_classify),
+		cmocka_unit_test(test_h100_stalls),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
