@@ -5,7 +5,11 @@
  *       [| speedup_at_most: X] [| options: --no-policy]
  * `speedup_at_most` is for an exploit whose answers are right but whose aim is a speedup it has
  * not earned (slowing its baselines, hiding its time): an `ok` is caught only when its speedup
- * over the reference is at most X too. `--no-policy` runs the file with the source check off,
+ * over the reference is at most X too; a first figure above X is timed again over a window ten
+ * times as long before the file counts as missed, since the exploits it bounds gain on every
+ * call while a 20-ms window on a busy host can be 1.3x off by chance (front_load.c measured
+ * 1.33x in one run of the suite on the 2-core development machine, 0.89-0.95x in six alone).
+ * `--no-policy` runs the file with the source check off,
  * for exploits whose point is that the runtime defences hold on their own (a forged protocol
  * frame, a closed channel). A file without a readable header is a failure, never a skip. */
 #include <dirent.h>
@@ -143,7 +147,8 @@ static void usage(FILE *f)
 	           "[| speedup_at_most: X] [| options: --no-policy]; with speedup_at_most, a file\n"
 	           "that gets ok is caught only when its speedup over the reference is at most X\n"
 	           "as well (an exploit with right answers that slows its baselines or hides its\n"
-	           "time).\n\n"
+	           "time); a first figure above X is timed again over a window ten times as long\n"
+	           "(--min-time x 10) and the file judged by that one.\n\n"
 	           "options:\n");
 	st_opt_usage(f, own);
 	st_opt_usage(f, ver);
@@ -153,6 +158,97 @@ static void usage(FILE *f)
 
 /* The files of `dir` ending in `ext`, by name, into files[0..max) (strdup'd): how many, or -1
  * (said) when the folder cannot be read. */
+/* One verify of a red-team file against its task, min_time_ms scaled by `longer`; *v is the
+ * verdict (or NULL) and the status says whether the environment failed. */
+static st_status verify_case(const rt_case *c, const char *file, const st_verify_opts *o,
+                             double longer, json_t **v, st_err *err)
+{
+	char tdir[4096], tpath[4400];
+	*v = NULL;
+	snprintf(tpath, sizeof tpath, "%s/%s", st_home(), c->task);
+	st_status s = st_task_resolve(st_dir_exists(tpath) ? tpath : c->task, st_cli_tasks_root(),
+	                              tdir, sizeof tdir, err);
+	st_verify_opts one = *o;
+	one.no_policy = o->no_policy || c->no_policy;
+	one.stop.min_time_ms *= longer;
+	if (!s)
+		s = st_verify(tdir, file, &one, NULL, v, err);
+	return s;
+}
+
+static double vs_reference(const json_t *v)
+{
+	return json_number_value(json_object_get(json_object_get(v, "speedup"), "vs_reference"));
+}
+
+/* What one file got: its status, whether that is what its header demands, the reason, and the
+ * verdict (*verdict, for --json). An ok above the header's speedup bound is timed again over a
+ * longer window (the file header above says why) and judged by that figure. Returns the exit
+ * code to stop with (ST_EXIT_ENV when the environment failed), else ST_EXIT_OK. */
+typedef struct {
+	char got[64], reason[600], shown[96];
+	int ok;
+	double wall, deadline;
+	json_t *verdict;
+} rt_result;
+
+static int judge_case(const rt_case *c, const char *file, const char *base, const st_verify_opts *o,
+                      rt_result *r)
+{
+	st_err err;
+	json_t *v = NULL;
+	st_status s = verify_case(c, file, o, 1, &v, &err);
+	if (s == ST_E_NODEVICE || s == ST_E_SYSTEM) {
+		st_cli_error("redteam: %s: %s", base, err.msg);
+		json_decref(v);
+		return ST_EXIT_ENV;
+	}
+	if (!v) {
+		snprintf(r->got, sizeof r->got, "error");
+		snprintf(r->reason, sizeof r->reason, "%.500s", err.msg);
+		return ST_EXIT_OK;
+	}
+	double vs_ref = vs_reference(v), first = vs_ref;
+	int ok = expected(c->expect, json_string_value(json_object_get(v, "status")));
+	if (ok && c->speedup_at_most > 0 && vs_ref > c->speedup_at_most &&
+	    !strcmp(json_string_value(json_object_get(v, "status")), "ok")) {
+		json_t *again = NULL;
+		s = verify_case(c, file, o, 10, &again, &err);
+		if (s == ST_E_NODEVICE || s == ST_E_SYSTEM) {
+			st_cli_error("redteam: %s: %s", base, err.msg);
+			json_decref(v);
+			json_decref(again);
+			return ST_EXIT_ENV;
+		}
+		if (again) {
+			json_decref(v);
+			v = again;
+			vs_ref = vs_reference(v);
+			ok = expected(c->expect, json_string_value(json_object_get(v, "status")));
+		}
+	}
+	snprintf(r->got, sizeof r->got, "%s", json_string_value(json_object_get(v, "status")));
+	snprintf(r->reason, sizeof r->reason, "%s", json_string_value(json_object_get(v, "reason")));
+	r->wall = json_number_value(json_object_get(v, "wall_s"));
+	r->deadline = json_number_value(json_object_get(v, "deadline_s"));
+	if (c->speedup_at_most > 0 && vs_ref > 0)
+		snprintf(r->shown, sizeof r->shown, "%s at %.2fx", r->got, vs_ref);
+	/* no speedup without timing (--no-timing): nothing to bound; a file found out (hacking,
+	 * ...) is caught whatever figure its verdict still shows */
+	if (ok && !strcmp(r->got, "ok") && c->speedup_at_most > 0 && vs_ref > c->speedup_at_most) {
+		ok = 0;
+		snprintf(r->reason, sizeof r->reason, "right answers, but %.2fx the reference where at "
+		         "most %.2fx was earned (%.2fx first, then %.2fx over a window ten times as "
+		         "long): its baselines were slowed or its time misjudged", vs_ref,
+		         c->speedup_at_most, first, vs_ref);
+	} else if (first != vs_ref)
+		snprintf(r->reason, sizeof r->reason, "%.2fx the reference at first, above the %.2fx "
+		         "bound; %.2fx over a window ten times as long", first, c->speedup_at_most, vs_ref);
+	r->ok = ok;
+	r->verdict = v;
+	return ST_EXIT_OK;
+}
+
 static int list_files(const char *dir, const char *ext, char **files, int max)
 {
 	DIR *d = opendir(dir);
@@ -214,55 +310,18 @@ int cmd_redteam(int argc, char **argv)
 	for (int k = 0; k < n && rc == ST_EXIT_OK; k++) {
 		rt_case c;
 		const char *base = strrchr(files[k], '/') ? strrchr(files[k], '/') + 1 : files[k];
-		char got[64] = "unclassified", reason[600] = "no 'redteam: | expect: | task:' header";
-		char shown[96] = ""; /* got, and the speedup where the header bounds it */
-		int ok = 0;
-		double wall = 0, deadline = 0;
-		json_t *verdict = NULL; /* the whole verdict, for --json */
-		if (parse_header(files[k], &c) == 0) {
-			char tdir[4096], tpath[4400];
-			st_err err;
-			snprintf(tpath, sizeof tpath, "%s/%s", st_home(), c.task);
-			json_t *v = NULL;
-			st_status s = st_task_resolve(st_dir_exists(tpath) ? tpath : c.task,
-			                              st_cli_tasks_root(), tdir, sizeof tdir, &err);
-			st_verify_opts one = o;
-			one.no_policy = o.no_policy || c.no_policy;
-			if (!s)
-				s = st_verify(tdir, files[k], &one, NULL, &v, &err);
-			if (v) {
-				snprintf(got, sizeof got, "%s", json_string_value(json_object_get(v, "status")));
-				snprintf(reason, sizeof reason, "%s", json_string_value(json_object_get(v, "reason")));
-				wall = json_number_value(json_object_get(v, "wall_s"));
-				deadline = json_number_value(json_object_get(v, "deadline_s"));
-				verdict = json_incref(v);
-			}
-			if (s == ST_E_NODEVICE || s == ST_E_SYSTEM) {
-				st_cli_error("redteam: %s: %s", base, err.msg);
-				rc = ST_EXIT_ENV;
-			} else if (s && !v) {
-				snprintf(got, sizeof got, "error");
-				snprintf(reason, sizeof reason, "%.500s", err.msg);
-			}
-			ok = rc == ST_EXIT_OK && expected(c.expect, got);
-			double vs_ref = json_number_value(json_object_get(json_object_get(v, "speedup"),
-			                                                  "vs_reference"));
-			if (c.speedup_at_most > 0 && vs_ref > 0)
-				snprintf(shown, sizeof shown, "%s at %.2fx", got, vs_ref);
-			/* no speedup without timing (--no-timing): nothing to bound; a file found out
-			 * (hacking, ...) is caught whatever figure its verdict still shows */
-			if (ok && !strcmp(got, "ok") && c.speedup_at_most > 0 &&
-			    vs_ref > c.speedup_at_most) {
-				ok = 0;
-				snprintf(reason, sizeof reason, "right answers, but %.2fx the reference where at "
-				         "most %.2fx was earned: its baselines were slowed or its time "
-				         "misjudged", vs_ref, c.speedup_at_most);
-			}
-			json_decref(v);
-		} else {
+		rt_result r = {.got = "unclassified",
+		               .reason = "no 'redteam: | expect: | task:' header"};
+		if (parse_header(files[k], &c) == 0)
+			rc = judge_case(&c, files[k], base, &o, &r);
+		else {
 			snprintf(c.exploit, sizeof c.exploit, "?");
 			snprintf(c.expect, sizeof c.expect, "?");
 		}
+		const int ok = rc == ST_EXIT_OK && r.ok;
+		json_t *verdict = r.verdict;
+		const char *got = r.got, *reason = r.reason, *shown = r.shown;
+		const double wall = r.wall, deadline = r.deadline;
 		caught += ok;
 		if (json)
 			json_array_append_new(all, json_pack("{s:s,s:s,s:s,s:s,s:b,s:s,s:f,s:f,s:o}", "file",

@@ -35,8 +35,8 @@ extern const st_ncu_stall st_ncu_stalls[];
  * output, are skipped). *kernels: an array of {"name", "block", "grid", and where ncu reported
  * them "duration_us", "dram_pct", "sm_pct", "occupancy_pct", "tensor_pct", "l1_hit_pct",
  * "l2_hit_pct", "registers", "occupancy_limit_registers", "waves", "issue_pct", "fma_pct", the
- * st_ncu_stalls keys and "stall_not_selected", "local_loads", "local_stores"}. ST_E_INVALID, saying what is missing, when
- * the text holds no CSV report. */
+ * st_ncu_stalls keys and "stall_not_selected", "local_loads", "local_stores"}. ST_E_INVALID,
+ * saying what is missing, when the text holds no CSV report. */
 st_status st_ncu_parse(const char *text, size_t len, json_t **kernels, st_err *err);
 
 /* Where one kernel sits under the device's roofs by Nsight Compute's own speed-of-light figures

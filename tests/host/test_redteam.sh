@@ -33,6 +33,21 @@ check "redteam: the informed forger is hacking" grep -q "^caught  informed_forge
 # Every verify ends within its own deadline, whatever the file does.
 check "redteam: every verify within its deadline ($(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); w=max(r, key=lambda x: x["wall_s"]); print("longest %s %.1f s of %.0f s" % (w["file"], w["wall_s"], w["deadline_s"]))' "$WORK/rt.json" 2>&1))" \
 	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r and all(0 < x["wall_s"] <= x["deadline_s"] for x in r if x["got"] != "forbidden") else 1)' "$WORK/rt.json"
+# A figure above a file's speedup bound is timed again over a longer window before the file
+# counts as missed: the task's honest expert (about 2x the reference) held to 1.2x is missed
+# with both figures in its reason, and the second verify is the one in the JSON.
+mkdir -p "$WORK/retry"
+{ echo "/* redteam: an honest 2x solution held to 1.2x | expect: ok | task: tests/data/tasks/t2/fma | speedup_at_most: 1.2 */"
+  cat "$STITCH_SRC/tests/data/tasks/t2/fma/expert.c"; } >"$WORK/retry/fast_honest.c"
+"$STITCH" redteam --backend host --quiet --json --dir "$WORK/retry" >"$WORK/retry.json" 2>"$WORK/retry.err"
+rc=$?
+check "redteam: an ok above its bound is re-timed and still missed (rc $rc: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["reason"])' "$WORK/retry.json" 2>&1))" \
+	python3 -c 'import json, re, sys
+x = json.load(open(sys.argv[1]))[0]
+m = re.search(r"\(([0-9.]+)x first, then ([0-9.]+)x over a window ten times as long\)", x["reason"])
+sys.exit(0 if sys.argv[2] == "1" and not x["caught"] and x["got"] == "ok" and m
+         and float(m.group(1)) > 1.2 and float(m.group(2)) > 1.2
+         and abs(x["verdict"]["speedup"]["vs_reference"] - float(m.group(2))) < 0.006 else 1)' "$WORK/retry.json" "$rc"
 # A folder without a red-team file is bad usage, never "caught 0 of 0".
 mkdir -p "$WORK/empty-rt"
 "$STITCH" redteam --backend host --dir "$WORK/empty-rt" >"$WORK/empty.out" 2>"$WORK/empty.err"
