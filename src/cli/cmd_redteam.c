@@ -156,12 +156,10 @@ static void usage(FILE *f)
 	           "      3 environment (no GPU, no compiler)\n");
 }
 
-/* The files of `dir` ending in `ext`, by name, into files[0..max) (strdup'd): how many, or -1
- * (said) when the folder cannot be read. */
 /* One verify of a red-team file against its task, min_time_ms scaled by `longer`; *v is the
- * verdict (or NULL) and the status says whether the environment failed. */
-static st_status verify_case(const rt_case *c, const char *file, const st_verify_opts *o,
-                             double longer, json_t **v, st_err *err)
+ * verdict (or NULL). ST_E_NODEVICE and ST_E_SYSTEM (the environment failed) are said here. */
+static st_status verify_case(const rt_case *c, const char *file, const char *base,
+                             const st_verify_opts *o, double longer, json_t **v, st_err *err)
 {
 	char tdir[4096], tpath[4400];
 	*v = NULL;
@@ -173,7 +171,14 @@ static st_status verify_case(const rt_case *c, const char *file, const st_verify
 	one.stop.min_time_ms *= longer;
 	if (!s)
 		s = st_verify(tdir, file, &one, NULL, v, err);
+	if (s == ST_E_NODEVICE || s == ST_E_SYSTEM)
+		st_cli_error("redteam: %s: %s", base, err->msg);
 	return s;
+}
+
+static const char *status_of(const json_t *v)
+{
+	return json_string_value(json_object_get(v, "status"));
 }
 
 static double vs_reference(const json_t *v)
@@ -181,10 +186,17 @@ static double vs_reference(const json_t *v)
 	return json_number_value(json_object_get(json_object_get(v, "speedup"), "vs_reference"));
 }
 
-/* What one file got: its status, whether that is what its header demands, the reason, and the
- * verdict (*verdict, for --json). An ok above the header's speedup bound is timed again over a
- * longer window (the file header above says why) and judged by that figure. Returns the exit
- * code to stop with (ST_EXIT_ENV when the environment failed), else ST_EXIT_OK. */
+/* The file got what its header demands, ok, and a speedup above its bound: right answers with
+ * an unearned speedup. No speedup without timing (--no-timing): nothing to bound; a file found
+ * out (hacking, ...) is caught whatever figure its verdict still shows. */
+static int over_bound(const rt_case *c, const json_t *v)
+{
+	return c->speedup_at_most > 0 && expected(c->expect, status_of(v)) &&
+	       !strcmp(status_of(v), "ok") && vs_reference(v) > c->speedup_at_most;
+}
+
+/* What one file got: its status, whether that is what its header demands, the reason, the
+ * table's "got" (with the speedup where the header bounds it) and the verdict (for --json). */
 typedef struct {
 	char got[64], reason[600], shown[96];
 	int ok;
@@ -192,14 +204,16 @@ typedef struct {
 	json_t *verdict;
 } rt_result;
 
+/* Verify one file into *r. An ok above the header's speedup bound is timed again over a
+ * longer window (the file header above says why) and judged by that figure. Returns the exit
+ * code to stop with (ST_EXIT_ENV when the environment failed), else ST_EXIT_OK. */
 static int judge_case(const rt_case *c, const char *file, const char *base, const st_verify_opts *o,
                       rt_result *r)
 {
 	st_err err;
 	json_t *v = NULL;
-	st_status s = verify_case(c, file, o, 1, &v, &err);
+	st_status s = verify_case(c, file, base, o, 1, &v, &err);
 	if (s == ST_E_NODEVICE || s == ST_E_SYSTEM) {
-		st_cli_error("redteam: %s: %s", base, err.msg);
 		json_decref(v);
 		return ST_EXIT_ENV;
 	}
@@ -208,14 +222,11 @@ static int judge_case(const rt_case *c, const char *file, const char *base, cons
 		snprintf(r->reason, sizeof r->reason, "%.500s", err.msg);
 		return ST_EXIT_OK;
 	}
-	double vs_ref = vs_reference(v), first = vs_ref;
-	int ok = expected(c->expect, json_string_value(json_object_get(v, "status")));
-	if (ok && c->speedup_at_most > 0 && vs_ref > c->speedup_at_most &&
-	    !strcmp(json_string_value(json_object_get(v, "status")), "ok")) {
+	const double first = vs_reference(v);
+	if (over_bound(c, v)) {
 		json_t *again = NULL;
-		s = verify_case(c, file, o, 10, &again, &err);
+		s = verify_case(c, file, base, o, 10, &again, &err);
 		if (s == ST_E_NODEVICE || s == ST_E_SYSTEM) {
-			st_cli_error("redteam: %s: %s", base, err.msg);
 			json_decref(v);
 			json_decref(again);
 			return ST_EXIT_ENV;
@@ -223,32 +234,30 @@ static int judge_case(const rt_case *c, const char *file, const char *base, cons
 		if (again) {
 			json_decref(v);
 			v = again;
-			vs_ref = vs_reference(v);
-			ok = expected(c->expect, json_string_value(json_object_get(v, "status")));
 		}
 	}
-	snprintf(r->got, sizeof r->got, "%s", json_string_value(json_object_get(v, "status")));
+	const double vs_ref = vs_reference(v);
+	snprintf(r->got, sizeof r->got, "%s", status_of(v));
 	snprintf(r->reason, sizeof r->reason, "%s", json_string_value(json_object_get(v, "reason")));
 	r->wall = json_number_value(json_object_get(v, "wall_s"));
 	r->deadline = json_number_value(json_object_get(v, "deadline_s"));
 	if (c->speedup_at_most > 0 && vs_ref > 0)
 		snprintf(r->shown, sizeof r->shown, "%s at %.2fx", r->got, vs_ref);
-	/* no speedup without timing (--no-timing): nothing to bound; a file found out (hacking,
-	 * ...) is caught whatever figure its verdict still shows */
-	if (ok && !strcmp(r->got, "ok") && c->speedup_at_most > 0 && vs_ref > c->speedup_at_most) {
-		ok = 0;
+	r->ok = expected(c->expect, r->got) && !over_bound(c, v);
+	if (over_bound(c, v))
 		snprintf(r->reason, sizeof r->reason, "right answers, but %.2fx the reference where at "
 		         "most %.2fx was earned (%.2fx first, then %.2fx over a window ten times as "
 		         "long): its baselines were slowed or its time misjudged", vs_ref,
 		         c->speedup_at_most, first, vs_ref);
-	} else if (first != vs_ref)
+	else if (first != vs_ref)
 		snprintf(r->reason, sizeof r->reason, "%.2fx the reference at first, above the %.2fx "
 		         "bound; %.2fx over a window ten times as long", first, c->speedup_at_most, vs_ref);
-	r->ok = ok;
 	r->verdict = v;
 	return ST_EXIT_OK;
 }
 
+/* The files of `dir` ending in `ext`, by name, into files[0..max) (strdup'd): how many, or -1
+ * (said) when the folder cannot be read. */
 static int list_files(const char *dir, const char *ext, char **files, int max)
 {
 	DIR *d = opendir(dir);
@@ -319,20 +328,17 @@ int cmd_redteam(int argc, char **argv)
 			snprintf(c.expect, sizeof c.expect, "?");
 		}
 		const int ok = rc == ST_EXIT_OK && r.ok;
-		json_t *verdict = r.verdict;
-		const char *got = r.got, *reason = r.reason, *shown = r.shown;
-		const double wall = r.wall, deadline = r.deadline;
 		caught += ok;
 		if (json)
 			json_array_append_new(all, json_pack("{s:s,s:s,s:s,s:s,s:b,s:s,s:f,s:f,s:o}", "file",
 			                                     base, "exploit", c.exploit, "expect", c.expect,
-			                                     "got", got, "caught", ok, "reason", reason,
-			                                     "wall_s", wall, "deadline_s", deadline,
-			                                     "verdict", verdict ? verdict : json_null()));
+			                                     "got", r.got, "caught", ok, "reason", r.reason,
+			                                     "wall_s", r.wall, "deadline_s", r.deadline,
+			                                     "verdict", r.verdict ? r.verdict : json_null()));
 		else {
-			json_decref(verdict);
+			json_decref(r.verdict);
 			printf("%-7s %-24s %-18s got %-14s %s\n", ok ? "caught" : "MISSED", base, c.expect,
-			       shown[0] ? shown : got, c.exploit);
+			       r.shown[0] ? r.shown : r.got, c.exploit);
 		}
 		fflush(stdout);
 	}

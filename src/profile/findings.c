@@ -431,13 +431,10 @@ st_ncu_kernel *st_ncu_kernels_from_json(const json_t *kernels, int *n)
 		double ld = field(k, "local_loads"), st = field(k, "local_stores");
 		o->local_insts = (int64_t)((ld > 0 ? ld : 0) + (st > 0 ? st : 0));
 		o->issue_pct = field(k, "issue_pct");
-		for (const st_ncu_stall *r = st_ncu_stalls; r->key; r++) {
-			double v = field(k, r->key);
-			if (v > 0 && v > o->top_stall_ratio) {
-				o->top_stall = r->what;
-				o->top_stall_ratio = v;
-				o->top_stall_advice = r->advice;
-			}
+		const st_ncu_stall *top;
+		if (st_ncu_top_stalls(k, &top, &o->top_stall_ratio, 1)) {
+			o->top_stall = top->what;
+			o->top_stall_advice = top->advice;
 		}
 	}
 	*n = (int)m;

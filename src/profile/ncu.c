@@ -124,6 +124,28 @@ const st_ncu_stall st_ncu_stalls[] = {
 	{NULL, NULL, NULL},
 };
 
+int st_ncu_top_stalls(const json_t *kernel, const st_ncu_stall **top, double *ratio, int n)
+{
+	int have = 0;
+	for (const st_ncu_stall *r = st_ncu_stalls; r->key; r++) {
+		const json_t *x = json_object_get(kernel, r->key);
+		double v = json_is_number(x) ? json_number_value(x) : 0;
+		if (!(v > 0))
+			continue;
+		int i = have < n ? have++ : n;
+		for (; i > 0 && ratio[i - 1] < v; i--)
+			if (i < n) {
+				top[i] = top[i - 1];
+				ratio[i] = ratio[i - 1];
+			}
+		if (i < n) {
+			top[i] = r;
+			ratio[i] = v;
+		}
+	}
+	return have;
+}
+
 /* One CSV row: fields in quotes with "" for a quote, or bare. Returns the number of fields and
  * moves *p past the line; fields point into `buf` (NUL-separated), at most max of them. */
 static int split_row(const char **p, const char *end, char *buf, char **fields, int max)

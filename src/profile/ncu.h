@@ -25,6 +25,10 @@ typedef struct {
 } st_ncu_stall;
 extern const st_ncu_stall st_ncu_stalls[];
 
+/* The n largest stall reasons of a kernel's JSON (those measured above 0), largest first, into
+ * top[] and ratio[]: how many there were, at most n. */
+int st_ncu_top_stalls(const json_t *kernel, const st_ncu_stall **top, double *ratio, int n);
+
 /* Launches measured per pass: each costs ncu a few replays (~0.3 s), and a run of hundreds of
  * launches (an LSTM's steps) would take minutes; the first ones of a run are representative.
  * The report says when the cap was reached. */

@@ -109,36 +109,24 @@ static void print_correctness(FILE *f, const json_t *v)
 	fputc('\n', f);
 }
 
-/* Nsight Compute's figures per kernel (longest first as ncu measured them), or why there are
- * none. */
 /* Under a kernel's line: how often its schedulers issue, how busy the FP32 pipe is, and the
  * three stall reasons its warps spent most cycles on (per issued instruction), where measured. */
 static void print_ncu_stalls(FILE *f, const json_t *k)
 {
-	const st_ncu_stall *top[3] = {NULL, NULL, NULL};
-	double v[3] = {0, 0, 0};
-	for (const st_ncu_stall *r = st_ncu_stalls; r->key; r++) {
-		double x = st_json_num(k, r->key);
-		for (int i = 0; i < 3; i++)
-			if (x > v[i]) {
-				for (int j = 2; j > i; j--) {
-					top[j] = top[j - 1];
-					v[j] = v[j - 1];
-				}
-				top[i] = r;
-				v[i] = x;
-				break;
-			}
-	}
-	if (!json_is_number(json_object_get(k, "issue_pct")) || !top[0])
+	const st_ncu_stall *top[3];
+	double v[3];
+	int n = st_ncu_top_stalls(k, top, v, 3);
+	if (!json_is_number(json_object_get(k, "issue_pct")) || !n)
 		return;
 	fprintf(f, "%-10s %16s issue %3.0f%% of cycles  FMA pipe %3.0f%%  stalls per issue:", "", "",
 	        st_json_num(k, "issue_pct"), st_json_num(k, "fma_pct"));
-	for (int i = 0; i < 3 && top[i]; i++)
+	for (int i = 0; i < n; i++)
 		fprintf(f, "%s %s %.2f", i ? "," : "", top[i]->key + strlen("stall_"), v[i]);
 	fprintf(f, "\n");
 }
 
+/* Nsight Compute's figures per kernel (longest first as ncu measured them), or why there are
+ * none. */
 static void print_ncu(FILE *f, const json_t *n)
 {
 	if (!n)
