@@ -17,10 +17,13 @@
  * blocks, four to an SM: a row comes into shared memory by one bulk copy from 4 TB/s of DRAM
  * bandwidth on sm_90 (the H200), by cp.async otherwise (the H100: 1.046x the bulk copy), each
  * thread takes its float4s into registers, and the buffer takes the block's next row while
- * this one is selected on; warp 0 searches T while the other seven rank the previous row's
- * candidates. Other rows: a block per row, cached in shared memory up to 16,384 columns, else read
- * again from global memory (L2) in the later passes. (On the H200, eval: 0.0717 ms for the load
- * and maxima alone, 0.0845 with the threshold, 0.0874 with the candidates, 0.0988 whole.) */
+ * this one is selected on. There the candidates are the elements at or above a threshold guessed
+ * from the block's row before the previous one (2a - b from its k-th largest value a and
+ * (k/2)-th b: about k + k/2 candidates on rows like it), so a row costs one barrier and no
+ * threshold search; a row that the guess leaves with fewer than k (1.5 % of the eval's) takes T
+ * as above (1.016x and 1.019x the three-barrier kernel on an H100). Other rows: a block per row,
+ * cached in shared memory up to 16,384 columns, else read again from global memory (L2) in the
+ * later passes. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -32,7 +35,7 @@
 #define THREADS 256
 #define WARPS (THREADS / 32)
 #define CAP 1024                 /* candidate buffer: also the largest k */
-#define RANK_MAX (THREADS - 32)  /* candidates ranked by counting, one a thread (not warp 0's) */
+#define RANK_MAX (THREADS - 32)  /* candidates ranked by counting in a block-per-row kernel */
 #define FAST_MAX_K (THREADS / 2) /* T from 256 maxima keeps ~k(1 + 1/8) candidates up to here */
 #define CACHE_MAX_COLS 16384     /* 64 KiB row cache: 3 blocks per SM still fit */
 #define PIPE_MAX_COLS 8192       /* a 32 KiB row buffer (NBUF of them), four blocks an SM */
@@ -430,21 +433,81 @@ __device__ __forceinline__ unsigned candidate_mask(const float4 (&f)[PIPE_PER], 
     return mask;
 }
 
+/* A thread's candidates against Tf appended to buf at *count (those past CAP counted, not
+ * written): about k + k/2 in the row, so a few threads of each warp. */
+__device__ __forceinline__ void append_candidates(const float4 (&f)[PIPE_PER], int n4, float Tf,
+                                                  u64 *buf, int *count) {
+    const unsigned mask = candidate_mask(f, n4, Tf);
+    if (!mask) return;
+    int p = atomicAdd(count, __popc(mask));
+#pragma unroll
+    for (int j = 0; j < PIPE_PER; j++) {
+        const unsigned m4 = (mask >> (4 * j)) & 15u;
+        if (m4 == 0u) continue;
+        const int col = 4 * ((int)threadIdx.x + j * THREADS);
+        const float e[4] = {f[j].x, f[j].y, f[j].z, f[j].w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (m4 & (1u << i)) {
+                if (p < CAP) buf[p] = rank_key(value_key(e[i]), col + i);
+                p++;
+            }
+        }
+    }
+}
+
+/* The candidates buf[0, c) (k <= c <= THREADS) in order, a thread a candidate, as
+ * rank_and_write; the values at places k - 1 and k/2 - 1 also go to part[0] and part[1], from
+ * which a later row's guess is made (guess_of). */
+__device__ __forceinline__ void rank_write_parts(const u64 *buf, int c, int k, float *vrow,
+                                                 int *irow, float *part) {
+    const ulonglong2 *pairs = reinterpret_cast<const ulonglong2 *>(buf);
+    const int i = threadIdx.x;
+    if (i >= c) return;
+    const u64 key = buf[i];
+    int above = 0;
+    for (int j = 0; j < c / 2; j++) {
+        const ulonglong2 p = pairs[j];
+        above += (p.x > key) + (p.y > key);
+    }
+    if (c & 1) above += buf[c - 1] > key;
+    if (above < k) {
+        const float v = key_value((uint32_t)(key >> 32));
+        vrow[above] = v;
+        irow[above] = (int)(0xffffffffu - (uint32_t)key);
+        if (above == k - 1) part[0] = v;
+        if (above == k / 2 - 1) part[1] = v;
+    }
+}
+
+/* A threshold for a later row from this row's k-th largest value a and (k/2)-th b: as far below
+ * a as b is above it, where about k/2 more elements than the k lie on rows like this one (so
+ * about k + k/2 candidates). NaN (no guess: T is searched) when k < 2 or it overflows. */
+__device__ __forceinline__ float guess_of(const float *part, int k) {
+    const float g = 2.0f * part[0] - part[1];
+    return k >= 2 && isfinite(g) ? g : __int_as_float(0x7fc00000);
+}
+
 /* Persistent blocks over rows r = blockIdx.x, + gridDim.x, ... (cols % 4 == 0, <= PIPE_MAX_COLS,
- * x 16-byte aligned, k <= FAST_MAX_K), NBUF rows fetched ahead into shared memory. A thread takes
- * its float4s of the row into registers; once every thread has (the first barrier), the buffer
- * takes the row NBUF further on, so NBUF rows are in flight while one is selected on. Three
- * barriers a row: after the maxima; after the threshold, which warp 0 searches while the other
- * seven rank and write the previous row's candidates; after the candidates. Rows of more than
- * RANK_MAX candidates are ordered at once by the whole block; those that fall to the general path
- * are read again from global memory (L2). */
+ * x 16-byte aligned, k <= FAST_MAX_K), NBUF rows fetched ahead into shared memory; a thread takes
+ * its float4s of the row into registers, and once every thread has, the buffer takes the row
+ * NBUF further on. The candidates are the elements >= a guess made from the block's row before
+ * the previous one (guess_of): one barrier a row, after which the block ranks and writes them,
+ * a thread a candidate, while the next row's candidates go to the other of two buffers. Where
+ * the guess admits fewer than k (or more than CAP) elements, or there is none yet, the row takes
+ * the exact threshold: T, the k-th largest of the threads' maxima, searched by warp 0 (three
+ * barriers more). Over THREADS candidates the whole block sorts them; over CAP with T, the
+ * general path reads the row again from global memory (L2). */
 template <bool BULK_ASKED>
 __global__ void __launch_bounds__(THREADS, PIPE_BLOCKS_PER_SM)
 topk_pipe_kernel(const float *__restrict__ x, float *__restrict__ values,
                  int *__restrict__ indices, int rows, int cols, int k) {
     extern __shared__ float4 rowbuf[];  /* [NBUF][n4] */
     __shared__ topk_shared sh;
+    __shared__ u64 buf2[CAP];           /* odd rows' candidates (even rows' in sh.buf) */
     __shared__ uint64_t bar[NBUF];
+    __shared__ int cnt[3];              /* candidates of row use % 3: reset two rows ahead */
+    __shared__ float part[2][2];        /* row use % 2's parts of the guess for row use + 2 */
     const int t = threadIdx.x, n4 = cols >> 2;
     const float4 *x4 = reinterpret_cast<const float4 *>(x);
     constexpr bool BULK = BULK_ASKED && ROW_BULK_OK;
@@ -456,78 +519,74 @@ topk_pipe_kernel(const float *__restrict__ x, float *__restrict__ values,
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
 #endif
-    if (BULK) __syncthreads();
+    if (t < 3) cnt[t] = 0;
+    if (t < 4) part[t >> 1][t & 1] = __int_as_float(0x7fc00000);
+    __syncthreads();
     for (int i = 0; i < NBUF; i++) {
         const int r = blockIdx.x + i * gridDim.x;
         fetch_row<BULK>(rowbuf + i * n4, x4 + (size_t)r * n4, n4, r < rows, &bar[i]);
     }
-    int prev_c = 0, prev_row = 0; /* the previous row's candidates, when still to be ranked */
-    unsigned use = 0;             /* rows this block has taken; buffer b's use is use / NBUF */
+    unsigned use = 0; /* rows this block has taken; buffer b's use is use / NBUF */
     for (int row = blockIdx.x; row < rows; row += gridDim.x, use++) {
         const int b = (int)(use % NBUF);
         float4 *cur = rowbuf + b * n4;
         wait_row<BULK>(&bar[b], (use / NBUF) & 1u);
         float4 f[PIPE_PER];
-        float m = -INFINITY;
 #pragma unroll
         for (int j = 0; j < PIPE_PER; j++) {
             const int q = t + j * THREADS;
             f[j] = q < n4 ? cur[q] : make_float4(0.f, 0.f, 0.f, 0.f);
-            if (q < n4) m = fmaxf(m, fmaxf(fmaxf(f[j].x, f[j].y), fmaxf(f[j].z, f[j].w)));
         }
         const int ahead = row + NBUF * gridDim.x;
         if (!BULK) fetch_row<BULK>(cur, x4 + (size_t)ahead * n4, n4, ahead < rows, &bar[b]);
-        sh.maxk[t] = t < n4 ? value_key(m) : 0u;
-        __syncthreads(); /* the maxima; every thread holds its float4s */
-        if (t < 32) {
-            if (BULK && t == 0)
-                fetch_row<BULK>(cur, x4 + (size_t)ahead * n4, n4, ahead < rows, &bar[b]);
-            if (t == 0) sh.count = 0; /* read by all before the barrier above */
-            const uint32_t T = warp_kth_largest(sh.maxk, k);
-            if (t == 0) sh.T = T;
-        } else if (prev_c > 0) {
-            rank_and_write(sh.buf, prev_c, k, values + (size_t)prev_row * k,
-                           indices + (size_t)prev_row * k, t - 32, THREADS - 32);
-        }
-        __syncthreads(); /* T; the previous row's candidates no longer needed */
-        const uint32_t T = sh.T;
-        const float Tf = T == 0u ? -INFINITY : key_value(T);
-        const unsigned mask = candidate_mask(f, n4, Tf);
-        if (mask) {
-            /* about k + k/8 candidates in the row: a few threads of each warp */
-            int p = atomicAdd(&sh.count, __popc(mask));
+        u64 *cb = (use & 1u) ? buf2 : sh.buf;
+        int *count = &cnt[use % 3];
+        float *pp = part[use & 1u]; /* read here before the barrier, rewritten after it */
+        const float G = guess_of(pp, k);
+        if (!isnan(G)) append_candidates(f, n4, G, cb, count);
+        __syncthreads(); /* the candidates; every thread holds its float4s; the row before ranked */
+        if (BULK && t == 0)
+            fetch_row<BULK>(cur, x4 + (size_t)ahead * n4, n4, ahead < rows, &bar[b]);
+        if (t == 0) cnt[(use + 2) % 3] = 0;
+        int c = *count;
+        if (isnan(G) || c < k || c > CAP) {
+            float m = -INFINITY;
 #pragma unroll
-            for (int j = 0; j < PIPE_PER; j++) {
-                const unsigned m4 = (mask >> (4 * j)) & 15u;
-                if (m4 == 0u) continue;
-                const int col = 4 * (t + j * THREADS);
-                const float e[4] = {f[j].x, f[j].y, f[j].z, f[j].w};
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    if (m4 & (1u << i)) {
-                        if (p < CAP) sh.buf[p] = rank_key(value_key(e[i]), col + i);
-                        p++;
-                    }
+            for (int j = 0; j < PIPE_PER; j++)
+                if (t + j * THREADS < n4)
+                    m = fmaxf(m, fmaxf(fmaxf(f[j].x, f[j].y), fmaxf(f[j].z, f[j].w)));
+            sh.maxk[t] = t < n4 ? value_key(m) : 0u;
+            __syncthreads(); /* the maxima; c read by every thread */
+            if (t < 32) {
+                const uint32_t T = warp_kth_largest(sh.maxk, k);
+                if (t == 0) {
+                    sh.T = T;
+                    *count = 0;
                 }
             }
+            __syncthreads(); /* T */
+            const uint32_t T = sh.T;
+            append_candidates(f, n4, T == 0u ? -INFINITY : key_value(T), cb, count);
+            __syncthreads(); /* the candidates */
+            c = *count;
         }
-        __syncthreads(); /* the candidates */
-        const int c = sh.count;
-        prev_c = c <= RANK_MAX ? c : 0;
-        prev_row = row;
-        if (c > RANK_MAX) {
-            float *vrow = values + (size_t)row * k;
-            int *irow = indices + (size_t)row * k;
-            if (c <= CAP)
-                sort_and_write(sh.buf, c, k, vrow, irow);
-            else
-                select_general<true, false>(x + (size_t)row * cols, nullptr, cols, k, sh, vrow,
-                                            irow);
+        float *vrow = values + (size_t)row * k;
+        int *irow = indices + (size_t)row * k;
+        if (c <= THREADS) {
+            rank_write_parts(cb, c, k, vrow, irow, pp);
+        } else if (c <= CAP) {
+            sort_and_write(cb, c, k, vrow, irow);
+            if (t == 0) {
+                pp[0] = key_value((uint32_t)(cb[k - 1] >> 32));
+                pp[1] = key_value((uint32_t)(cb[k > 1 ? k / 2 - 1 : 0] >> 32));
+            }
+        } else {
+            select_general<true, false>(x + (size_t)row * cols, nullptr, cols, k, sh, vrow,
+                                        irow);
+            if (t == 0) pp[0] = __int_as_float(0x7fc00000);
+            __syncthreads(); /* sh.buf may be the next row's buffer */
         }
     }
-    if (prev_c > 0)
-        rank_and_write(sh.buf, prev_c, k, values + (size_t)prev_row * k,
-                       indices + (size_t)prev_row * k, t, THREADS);
     if (!BULK) asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
@@ -569,9 +628,9 @@ static int pipe_setup(topk_ctx *c) {
     c->bulk = major >= 9 && 2.0 * khz * 1e3 * (bits / 8.0) / 1e9 >= BULK_MIN_GBS;
     void (*kernel)(const float *, float *, int *, int, int, int) =
         c->bulk ? topk_pipe_kernel<true> : topk_pipe_kernel<false>;
-    if (smem > 48 * 1024)
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)smem));
+    /* with the static candidate buffers the block's total passes 48 KiB: always opted in */
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem));
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, smem));
     if (per_sm < 1) return 1;
     const long long fit = (long long)per_sm * sms;
