@@ -129,9 +129,11 @@ __device__ void sort_and_write(u64 *buf, int c, int k, float *vrow, int *irow) {
 /* The candidates buf[0, c) in order, by `n` threads numbered `self` from 0: a key's place is
  * the number of keys above it (keys are distinct), so each thread counts for its own and writes
  * it there when it is among the first k. No barrier: a few hundred shared-memory broadcasts
- * against the network's 28 block-wide stages for 128 slots. */
+ * against the network's 28 block-wide stages for 128 slots. With `part`, the values at places
+ * k - 1 and k/2 - 1 also go to part[0] and part[1] (the persistent kernel's guess_of). */
 __device__ __forceinline__ void rank_and_write(const u64 *buf, int c, int k, float *vrow,
-                                               int *irow, int self, int n) {
+                                               int *irow, int self, int n,
+                                               float *part = nullptr) {
     const ulonglong2 *pairs = reinterpret_cast<const ulonglong2 *>(buf);
     for (int i = self; i < c; i += n) {
         const u64 key = buf[i];
@@ -142,8 +144,11 @@ __device__ __forceinline__ void rank_and_write(const u64 *buf, int c, int k, flo
         }
         if (c & 1) above += buf[c - 1] > key;
         if (above < k) {
-            vrow[above] = key_value((uint32_t)(key >> 32));
+            const float v = key_value((uint32_t)(key >> 32));
+            vrow[above] = v;
             irow[above] = (int)(0xffffffffu - (uint32_t)key);
+            if (part != nullptr && above == k - 1) part[0] = v;
+            if (part != nullptr && above == k / 2 - 1) part[1] = v;
         }
     }
 }
@@ -458,30 +463,6 @@ __device__ __forceinline__ void append_candidates(const float4 (&f)[PIPE_PER], i
     }
 }
 
-/* The candidates buf[0, c) (k <= c <= THREADS) in order, a thread a candidate, as
- * rank_and_write; the values at places k - 1 and k/2 - 1 also go to part[0] and part[1], from
- * which a later row's guess is made (guess_of). */
-__device__ __forceinline__ void rank_write_parts(const u64 *buf, int c, int k, float *vrow,
-                                                 int *irow, float *part) {
-    const ulonglong2 *pairs = reinterpret_cast<const ulonglong2 *>(buf);
-    const int i = threadIdx.x;
-    if (i >= c) return;
-    const u64 key = buf[i];
-    int above = 0;
-    for (int j = 0; j < c / 2; j++) {
-        const ulonglong2 p = pairs[j];
-        above += (p.x > key) + (p.y > key);
-    }
-    if (c & 1) above += buf[c - 1] > key;
-    if (above < k) {
-        const float v = key_value((uint32_t)(key >> 32));
-        vrow[above] = v;
-        irow[above] = (int)(0xffffffffu - (uint32_t)key);
-        if (above == k - 1) part[0] = v;
-        if (above == k / 2 - 1) part[1] = v;
-    }
-}
-
 /* A threshold for a later row from this row's k-th largest value a and (k/2)-th b: as far below
  * a as b is above it, where about k/2 more elements than the k lie on rows like this one (so
  * about k + k/2 candidates). NaN (no guess: T is searched) when k < 2 or it overflows. */
@@ -575,7 +556,7 @@ topk_pipe_kernel(const float *__restrict__ x, float *__restrict__ values,
         float *vrow = values + (size_t)row * k;
         int *irow = indices + (size_t)row * k;
         if (c <= THREADS) {
-            rank_write_parts(cb, c, k, vrow, irow, pp);
+            rank_and_write(cb, c, k, vrow, irow, t, THREADS, pp);
         } else if (c <= CAP) {
             sort_and_write(cb, c, k, vrow, irow);
             if (t == 0) {
