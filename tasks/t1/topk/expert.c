@@ -2,10 +2,11 @@
  * threads per row, phase by phase between the barriers, so that the host backend (and CI without
  * a GPU) checks its logic: the threshold from per-thread maxima, the candidate filter and its
  * overflow, the radix select with its tie accounting, the ordered collection of equal values, and
- * the bitonic network (the GPU ranks up to 256 candidates by counting instead: the same order),
- * and the persistent kernel's guessed threshold with its fallbacks (its rows taken in order, as
- * one block would). Thread t owns the same elements as on the GPU (float4 q = t mod 256 when
- * cols % 4 == 0, element j = t mod 256 otherwise). Not tuned for speed. */
+ * the bitonic network (the GPU ranks up to 224 candidates, 256 in its persistent kernel, by
+ * counting instead: the same order), and the persistent kernel's guessed threshold with its
+ * fallbacks (its rows taken in order, as one block would). Thread t owns the same elements as on
+ * the GPU (float4 q = t mod 256 when cols % 4 == 0, element j = t mod 256 otherwise). Not tuned
+ * for speed. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
