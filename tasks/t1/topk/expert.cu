@@ -196,13 +196,17 @@ __device__ uint32_t warp_kth_largest(const uint32_t *maxk, int k) {
 }
 
 /* The k-th largest of the threads' keys mkey (warp_kth_largest), in every thread; two barriers,
- * the first of which publishes what the block wrote before. The other warps wait. */
-__device__ uint32_t kth_largest(uint32_t mkey, int k, topk_shared &sh) {
+ * the first of which publishes what the block wrote before. The other warps wait. `zero`, when
+ * given, is set to 0 between the barriers: after every thread has read it, before any uses it. */
+__device__ uint32_t kth_largest(uint32_t mkey, int k, topk_shared &sh, int *zero = nullptr) {
     sh.maxk[threadIdx.x] = mkey;
     __syncthreads();
     if (threadIdx.x < 32) {
         const uint32_t T = warp_kth_largest(sh.maxk, k);
-        if (threadIdx.x == 0) sh.T = T;
+        if (threadIdx.x == 0) {
+            sh.T = T;
+            if (zero != nullptr) *zero = 0;
+        }
     }
     __syncthreads();
     return sh.T;
@@ -538,17 +542,8 @@ topk_pipe_kernel(const float *__restrict__ x, float *__restrict__ values,
             for (int j = 0; j < PIPE_PER; j++)
                 if (t + j * THREADS < n4)
                     m = fmaxf(m, fmaxf(fmaxf(f[j].x, f[j].y), fmaxf(f[j].z, f[j].w)));
-            sh.maxk[t] = t < n4 ? value_key(m) : 0u;
-            __syncthreads(); /* the maxima; c read by every thread */
-            if (t < 32) {
-                const uint32_t T = warp_kth_largest(sh.maxk, k);
-                if (t == 0) {
-                    sh.T = T;
-                    *count = 0;
-                }
-            }
-            __syncthreads(); /* T */
-            const uint32_t T = sh.T;
+            /* the row's count, read by every thread above, starts again for T's candidates */
+            const uint32_t T = kth_largest(t < n4 ? value_key(m) : 0u, k, sh, count);
             append_candidates(f, n4, T == 0u ? -INFINITY : key_value(T), cb, count);
             __syncthreads(); /* the candidates */
             c = *count;

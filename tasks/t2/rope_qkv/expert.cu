@@ -8,9 +8,9 @@
  * beside the q/k matmul and the memory-bound pass instead of before them (forked before the q/k
  * matmul, so the pass still follows that matmul by its programmatic launch with no event
  * between, and joined before st_run returns, so all work stays ordered on the caller's stream;
- * on an H100 1.075x the one-matmul form, 1.009-1.043x forked after the q/k matmul, NOTES.md). The rotation pairs
- * element i with i + D/2 of the same head, so a thread takes 8 consecutive dims from each half
- * (two 16-byte loads, two 16-byte stores). The pass is a programmatic dependent launch: its
+ * on an H100 1.075x the one-matmul form, 1.009-1.043x forked after the q/k matmul, NOTES.md).
+ * The rotation pairs element i with i + D/2 of the same head, so a thread takes 8 consecutive
+ * dims from each half (two 16-byte loads, two 16-byte stores). The pass is a programmatic dependent launch: its
  * blocks are placed while the matmul ends and wait for its writes. When D % 16 != 0, a pointer
  * is not 16-byte aligned or cuBLASLt offers no algorithm for the two split shapes, one matmul
  * writes all of [T, 3C] and the pass copies v too (16-byte copies; element-wise, plainly
