@@ -303,6 +303,139 @@ __device__ __forceinline__ void load_tile(bf16 *tile, const bf16 *__restrict__ g
     }
 }
 
+/* A warp's scores against one key tile: 8 n-tiles of 8 keys for each of its MT m-tiles; each
+ * ldmatrix_x4 brings 4 dim chunks of 8 keys. */
+template <int MT>
+__device__ __forceinline__ void attn_scores(float (&s)[MT][8][4], const uint32_t (&qf)[MT][4][4],
+                                            const bf16 *tK, int lane) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            uint32_t kb[4];
+            ldmatrix_x4(kb, tK + swz(8 * j + (lane & 7), 4 * hh + (lane >> 3)));
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma_bf16(s[mt][j], qf[mt][2 * hh], kb[0], kb[1]);
+                mma_bf16(s[mt][j], qf[mt][2 * hh + 1], kb[2], kb[3]);
+            }
+        }
+    }
+}
+
+/* Scores of keys past their row (causal) or past the sequence to -inf; the caller calls it only
+ * where some key of the tile can be past some row of the warp. */
+template <int MT>
+__device__ __forceinline__ void attn_mask(float (&s)[MT][8][4], int k0, int wq0, int T, int g,
+                                          int tq) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + 8 * j + 2 * tq + (e & 1);
+                const int row = wq0 + 16 * mt + g + 8 * (e >> 1);
+                if (key > row || key >= T) s[mt][j][e] = -INFINITY;
+            }
+}
+
+/* The online softmax of one tile, base 2 with log2(e)/8 folded into one FMA: scores become
+ * probabilities against the new running max, and the running sums and the output accumulators
+ * are rescaled to it. */
+template <int MT>
+__device__ __forceinline__ void attn_softmax(float (&s)[MT][8][4], float (&oacc)[MT][8][4],
+                                             float (&m_run)[MT][2], float (&l_run)[MT][2],
+                                             float scale_log2) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        float mx[2] = {m_run[mt][0], m_run[mt][1]};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            mx[0] = fmaxf(mx[0], fmaxf(s[mt][j][0], s[mt][j][1]));
+            mx[1] = fmaxf(mx[1], fmaxf(s[mt][j][2], s[mt][j][3]));
+        }
+        float alpha[2], msc[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            alpha[r] = exp2f((m_run[mt][r] - mx[r]) * scale_log2); /* first tile: exp2(-inf) = 0 */
+            m_run[mt][r] = mx[r];
+            msc[r] = mx[r] * scale_log2;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[mt][j][e] = exp2f(fmaf(s[mt][j][e], scale_log2, -msc[e >> 1])); /* masked: 0 */
+                rs[e >> 1] += s[mt][j][e];
+            }
+#pragma unroll
+        for (int r = 0; r < 2; r++) l_run[mt][r] = l_run[mt][r] * alpha[r] + rs[r];
+#pragma unroll
+        for (int dn = 0; dn < 8; dn++) {
+            oacc[mt][dn][0] *= alpha[0];
+            oacc[mt][dn][1] *= alpha[0];
+            oacc[mt][dn][2] *= alpha[1];
+            oacc[mt][dn][3] *= alpha[1];
+        }
+    }
+}
+
+/* o += p · v: the score accumulators of n-tiles 2kk and 2kk+1 are exactly the A fragment of
+ * k-step kk; v comes transposed by ldmatrix.trans, two dim tiles a load. */
+template <int MT>
+__device__ __forceinline__ void attn_pv(float (&oacc)[MT][8][4], const float (&s)[MT][8][4],
+                                        const bf16 *tV, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            pa[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+            pa[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+            pa[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+            pa[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < 4; dp++) {
+            uint32_t vb[4];
+            ldmatrix_x4_trans(vb, tV + swz(16 * kk + (lane & 15), 2 * dp + (lane >> 4)));
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma_bf16(oacc[mt][2 * dp], pa[mt], vb[0], vb[1]);
+                mma_bf16(oacc[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+            }
+        }
+    }
+}
+
+/* The warp's rows of o: the accumulators over the quad's summed running sums. */
+template <int MT>
+__device__ __forceinline__ void attn_store(bf16 *o, const float (&oacc)[MT][8][4],
+                                           const float (&l_run)[MT][2], int wq0, int T, int C,
+                                           int g, int tq) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float l = l_run[mt][r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = 1.0f / l; /* l >= 1: the row's maximum contributes exp(0) */
+            const int row = wq0 + 16 * mt + g + 8 * r;
+            if (row >= T) continue;
+            bf16 *orow = o + (size_t)row * C + 2 * tq;
+#pragma unroll
+            for (int dn = 0; dn < 8; dn++)
+                *(__nv_bfloat162 *)(orow + 8 * dn) =
+                    __floats2bfloat162_rn(oacc[mt][dn][2 * r] * inv, oacc[mt][dn][2 * r + 1] * inv);
+        }
+}
+
 /* grid (B * NH, ceil(T / ABM)), block A_THREADS(MT); qkv [B, T, 3C] -> att [B, T, C], C = NH * 64.
  * A warp owns MT m-tiles of 16 query rows: every k and v fragment it loads from shared memory
  * feeds MT mma's, which is what the shared-memory bandwidth limits (ldmatrix.x4 moves 512 bytes
@@ -375,115 +508,15 @@ attn_kernel(const bf16 *__restrict__ qkv, bf16 *__restrict__ att, int T, int NH,
         /* Tile 0 is never skipped, and key 0 is visible to every row: after it every running
          * max is finite, so no -inf - -inf below. */
         if (!warp_live || k0 > wq0 + WROWS - 1) continue;
-        const bf16 *tK = sK + st * ABN * HD, *tV = sV + st * ABN * HD;
-
-        /* scores: 8 n-tiles of 8 keys; each ldmatrix_x4 brings 4 dim chunks of 8 keys */
         float s[MT][8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                uint32_t kb[4];
-                ldmatrix_x4(kb, tK + swz(8 * j + (lane & 7), 4 * hh + (lane >> 3)));
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma_bf16(s[mt][j], qf[mt][2 * hh], kb[0], kb[1]);
-                    mma_bf16(s[mt][j], qf[mt][2 * hh + 1], kb[2], kb[3]);
-                }
-            }
-        }
-        /* causal and end-of-sequence mask, only where some key can be past some row */
-        if (k0 + ABN - 1 > wq0 || k0 + ABN > T) {
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int key = k0 + 8 * j + 2 * tq + (e & 1);
-                        const int row = wq0 + 16 * mt + g + 8 * (e >> 1);
-                        if (key > row || key >= T) s[mt][j][e] = -INFINITY;
-                    }
-        }
-        /* online softmax, base 2 with log2(e)/8 folded into one FMA */
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            float mx[2] = {m_run[mt][0], m_run[mt][1]};
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                mx[0] = fmaxf(mx[0], fmaxf(s[mt][j][0], s[mt][j][1]));
-                mx[1] = fmaxf(mx[1], fmaxf(s[mt][j][2], s[mt][j][3]));
-            }
-            float alpha[2], msc[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                alpha[r] = exp2f((m_run[mt][r] - mx[r]) * scale_log2); /* first tile: exp2(-inf) = 0 */
-                m_run[mt][r] = mx[r];
-                msc[r] = mx[r] * scale_log2;
-            }
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    s[mt][j][e] = exp2f(fmaf(s[mt][j][e], scale_log2, -msc[e >> 1])); /* masked: 0 */
-                    rs[e >> 1] += s[mt][j][e];
-                }
-#pragma unroll
-            for (int r = 0; r < 2; r++) l_run[mt][r] = l_run[mt][r] * alpha[r] + rs[r];
-#pragma unroll
-            for (int dn = 0; dn < 8; dn++) {
-                oacc[mt][dn][0] *= alpha[0];
-                oacc[mt][dn][1] *= alpha[0];
-                oacc[mt][dn][2] *= alpha[1];
-                oacc[mt][dn][3] *= alpha[1];
-            }
-        }
-        /* o += p · v: the score accumulators of n-tiles 2kk and 2kk+1 are exactly the A
-         * fragment of k-step kk; v comes transposed by ldmatrix.trans, two dim tiles a load */
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            uint32_t pa[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                pa[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                pa[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                pa[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                pa[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-            }
-#pragma unroll
-            for (int dp = 0; dp < 4; dp++) {
-                uint32_t vb[4];
-                ldmatrix_x4_trans(vb, tV + swz(16 * kk + (lane & 15), 2 * dp + (lane >> 4)));
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma_bf16(oacc[mt][2 * dp], pa[mt], vb[0], vb[1]);
-                    mma_bf16(oacc[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
-                }
-            }
-        }
+        attn_scores<MT>(s, qf, sK + st * ABN * HD, lane);
+        if (k0 + ABN - 1 > wq0 || k0 + ABN > T) attn_mask<MT>(s, k0, wq0, T, g, tq);
+        attn_softmax<MT>(s, oacc, m_run, l_run, scale_log2);
+        attn_pv<MT>(oacc, s, sV + st * ABN * HD, lane);
     }
 
     if (!warp_live) return;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float l = l_run[mt][r];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const float inv = 1.0f / l; /* l >= 1: the row's maximum contributes exp(0) */
-            const int row = wq0 + 16 * mt + g + 8 * r;
-            if (row >= T) continue;
-            bf16 *orow = o + (size_t)row * C + 2 * tq;
-#pragma unroll
-            for (int dn = 0; dn < 8; dn++)
-                *(__nv_bfloat162 *)(orow + 8 * dn) =
-                    __floats2bfloat162_rn(oacc[mt][dn][2 * r] * inv, oacc[mt][dn][2 * r + 1] * inv);
-        }
+    attn_store<MT>(o, oacc, l_run, wq0, T, C, g, tq);
 }
 
 /* ==== Hopper (sm_90a) path begins here ==== */
