@@ -59,10 +59,35 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+/* A warp's token t from each lane's partial logits: warp sums, then (lane 0) top 2 with the lower
+ * index winning ties and the gates g_a = 1 / (1 + e^(l_b - l_a)), g_b = 1 - g_a up to rounding:
+ * the softmax of the two logits. The task's inputs make the fp32 logits exact in any order, so
+ * every lane agrees bit for bit. */
+template <int EMAX>
+__device__ __forceinline__ void route_write(float (&acc)[EMAX], int E, int t, int lane,
+                                            int2 *__restrict__ sel, float2 *__restrict__ gate) {
+#pragma unroll
+    for (int e = 0; e < EMAX; e++)
+        if (e < E) acc[e] = warp_sum(acc[e]);
+    if (lane != 0) return;
+    /* fixed-index scans keep acc in registers (a dynamic index would spill it) */
+    float va = acc[0];
+    int a = 0;
+#pragma unroll
+    for (int e = 1; e < EMAX; e++)
+        if (e < E && acc[e] > va) { va = acc[e]; a = e; }
+    float vb = 0.0f;
+    int b = -1;
+#pragma unroll
+    for (int e = 0; e < EMAX; e++)
+        if (e < E && e != a && (b < 0 || acc[e] > vb)) { vb = acc[e]; b = e; }
+    const float r = expf(vb - va); /* <= 1 */
+    sel[t] = make_int2(a, b);
+    gate[t] = make_float2(1.0f / (1.0f + r), r / (1.0f + r));
+}
+
 /* One warp per token: lane-strided dot products against the E router columns (kept in EMAX
- * registers), warp sums, then top 2 with the lower index winning ties and the gates
- * g_a = 1 / (1 + e^(l_b - l_a)), g_b = 1 - g_a up to rounding: the softmax of the two logits.
- * The task's inputs make the fp32 logits exact in any order, so every lane agrees bit for bit. */
+ * registers), then route_write. */
 template <int EMAX, bool VEC>
 __global__ void __launch_bounds__(32 * ROUTER_WARPS)
 router_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ Wr, int T, int C, int E,
@@ -92,24 +117,51 @@ router_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ Wr, int T, in
                 if (e < E) acc[e] += xv * __bfloat162float(__ldg(w + e));
         }
     }
+    route_write<EMAX>(acc, E, t, lane, sel, gate);
+}
+
+#define RS_WARPS 16 /* tokens a staged router block takes at once */
+#define RS_MAX_J 8  /* chunks of 256 channels a token: C up to 2048 */
+
+/* The router where E = 8, C is a multiple of 256 up to 2048 and x and Wr are 16-byte aligned (the
+ * eval's shape): Wr is staged in shared memory so that the row of channel 256 j + 8 L + q sits at
+ * [(8 j + q) * 32 + L], and lane L loads its 8 channels of each chunk j of a token's x in one
+ * 16-byte load, every chunk before any product: one DRAM round trip a token instead of one per 32
+ * channels, and a warp's reads of Wr for one (j, q) are 512 contiguous bytes (no bank conflict;
+ * read from global memory, lane L's 8 rows 128 bytes apart touched 32 lines a load). */
+__global__ void __launch_bounds__(32 * RS_WARPS)
+router_staged_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ Wr, int T, int C,
+                     int2 *__restrict__ sel, float2 *__restrict__ gate) {
+    extern __shared__ uint4 swr[]; /* [C]: a channel's 8 router weights */
+    const int J = C / 256, lane = threadIdx.x % 32;
+    const uint4 *w4 = (const uint4 *)Wr;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        swr[(8 * (c >> 8) + (c & 7)) * 32 + ((c >> 3) & 31)] = __ldg(w4 + c);
+    __syncthreads();
+    for (int t = blockIdx.x * RS_WARPS + threadIdx.x / 32; t < T; t += gridDim.x * RS_WARPS) {
+        const uint4 *xt = (const uint4 *)(x + (size_t)t * C) + lane;
+        uint4 xv[RS_MAX_J];
 #pragma unroll
-    for (int e = 0; e < EMAX; e++)
-        if (e < E) acc[e] = warp_sum(acc[e]);
-    if (lane != 0) return;
-    /* fixed-index scans keep acc in registers (a dynamic index would spill it) */
-    float va = acc[0];
-    int a = 0;
+        for (int j = 0; j < RS_MAX_J; j++)
+            if (j < J) xv[j] = __ldg(xt + 32 * j);
+        float acc[8];
 #pragma unroll
-    for (int e = 1; e < EMAX; e++)
-        if (e < E && acc[e] > va) { va = acc[e]; a = e; }
-    float vb = 0.0f;
-    int b = -1;
+        for (int e = 0; e < 8; e++) acc[e] = 0.0f;
 #pragma unroll
-    for (int e = 0; e < EMAX; e++)
-        if (e < E && e != a && (b < 0 || acc[e] > vb)) { vb = acc[e]; b = e; }
-    const float r = expf(vb - va); /* <= 1 */
-    sel[t] = make_int2(a, b);
-    gate[t] = make_float2(1.0f / (1.0f + r), r / (1.0f + r));
+        for (int j = 0; j < RS_MAX_J; j++) {
+            if (j >= J) continue;
+            const bf16 *xh = (const bf16 *)&xv[j];
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                const float xq = __bfloat162float(xh[q]);
+                const uint4 wr = swr[(8 * j + q) * 32 + lane];
+                const bf16 *wh = (const bf16 *)&wr;
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[e] += xq * __bfloat162float(wh[e]);
+            }
+        }
+        route_write<8>(acc, 8, t, lane, sel, gate);
+    }
 }
 
 /* One block; warp w takes a contiguous run of 32-token chunks. The pairs routed to expert e get
@@ -250,6 +302,13 @@ static unsigned int grid_for(int64_t items) {
 }
 
 static cudaError_t launch_router(const moe_ctx *c, const bf16 *x, cudaStream_t s) {
+    if (c->E == 8 && c->C % 256 == 0 && c->C <= 256 * RS_MAX_J &&
+        (((uintptr_t)x | (uintptr_t)c->Wr) & 15) == 0) {
+        const int64_t blocks = (c->T + RS_WARPS - 1) / RS_WARPS;
+        router_staged_kernel<<<(unsigned int)(blocks < 65535 ? blocks : 65535), 32 * RS_WARPS,
+                               (size_t)c->C * 16, s>>>(x, c->Wr, c->T, c->C, c->sel, c->gate);
+        return cudaGetLastError();
+    }
     const unsigned int grid = (unsigned int)((c->T + ROUTER_WARPS - 1) / ROUTER_WARPS);
     const int block = 32 * ROUTER_WARPS;
     const bool vec = c->E % 8 == 0 && ((uintptr_t)c->Wr & 15) == 0;

@@ -25,9 +25,10 @@ namespace cg = cooperative_groups;
 #define THREADS 256
 #define WARPS (THREADS / 32)
 #define TILE THREADS /* rows a tile: a row a thread */
-#define SBUF 2304     /* entries a shared buffer holds: 9 a row */
-#define SMEM_BYTES (2 * SBUF * (sizeof(int) + sizeof(float)))
-#define BLOCKS_PER_SM 4 /* 64 registers a thread, 2 x 18 KiB of tiles a block */
+#define NSTAGE 3      /* tiles a block has in flight: this one and the next two */
+#define SBUF 2048     /* entries a shared buffer holds: 8 a row */
+#define SMEM_BYTES (NSTAGE * SBUF * (sizeof(int) + sizeof(float)))
+#define BLOCKS_PER_SM 4 /* 64 registers a thread, 3 x 16 KiB of tiles a block */
 
 #define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fprintf(stderr, "cg expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
@@ -107,7 +108,7 @@ __device__ __forceinline__ void copy4(void *dst, const void *src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
 }
 __device__ __forceinline__ void copies_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void copies_wait_all_but_last() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ __forceinline__ void copies_wait_all_but_newest() { asm volatile("cp.async.wait_group %0;\n" ::"n"(NSTAGE - 2) : "memory"); }
 __device__ __forceinline__ void copies_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 /* A tile's entries [start, end) as one buffer holds them: from `base` (start rounded down to
@@ -168,32 +169,36 @@ __device__ __forceinline__ float row_product(const int *c, const float *v, int o
 /* Sweep 1: for every row, p_new and (A p_new)[row] into pout and ap; returns this thread's part of
  * p_new.Ap. A block takes tiles of TILE consecutive rows, a row a thread, and streams each tile's
  * entries (one contiguous run of col and val) into shared memory with asynchronous copies issued
- * a tile ahead, so the matrix, the bulk of the traffic, is in flight while the previous tile's
+ * NSTAGE - 1 tiles ahead, so the matrix, the bulk of the traffic, is in flight while this tile's
  * gathers of p and r wait on the L2: done row by row (row_ptr, then the entries, then the
- * gathers, three dependent trips) the sweep ran at a third of the DRAM bandwidth. */
+ * gathers, three dependent trips) the sweep ran at a third of the DRAM bandwidth. One barrier a
+ * tile: after it, the buffer of the tile before is free for the tile NSTAGE - 1 ahead. */
 __device__ __forceinline__ double sweep_product(const int *__restrict__ row_ptr, const int *__restrict__ col,
                                                 const float *__restrict__ val, const float *r, const float *pin,
                                                 float *pout, float *ap, float beta, bool first, int n, int nnz,
                                                 bool al16, int *scol, float *sval) {
-    const int tiles = (n + TILE - 1) / TILE;
+    const int tiles = (n + TILE - 1) / TILE, G = gridDim.x;
     double local = 0.0;
     int t = blockIdx.x, buf = 0;
     tile_span cur = span_of(row_ptr, t, tiles, n, al16);
+    tile_span next = span_of(row_ptr, t + G, tiles, n, al16);
     copy_span(cur, col, val, scol, sval, nnz, al16);
+    copies_commit();
+    copy_span(next, col, val, scol + SBUF, sval + SBUF, nnz, al16);
     copies_commit();
     int row = t * TILE + threadIdx.x;
     int rs = t < tiles && row < n ? row_ptr[row] : 0, re = t < tiles && row < n ? row_ptr[row + 1] : 0;
-    for (; t < tiles; t += gridDim.x, buf ^= 1) {
-        const int tn = t + gridDim.x;
-        /* the other buffer was last read before the barrier that ended the previous tile */
-        const tile_span next = span_of(row_ptr, tn, tiles, n, al16);
-        copy_span(next, col, val, scol + (buf ^ 1) * SBUF, sval + (buf ^ 1) * SBUF, nnz, al16);
-        copies_commit(); /* possibly empty: the wait below always leaves exactly the next tile's */
+    for (; t < tiles; t += G) {
+        const int tn = t + G;
         const int rown = tn * TILE + threadIdx.x;
         const int rsn = tn < tiles && rown < n ? row_ptr[rown] : 0;
         const int ren = tn < tiles && rown < n ? row_ptr[rown + 1] : 0;
-        copies_wait_all_but_last();
-        __syncthreads();
+        const tile_span after = span_of(row_ptr, t + 2 * G, tiles, n, al16);
+        copies_wait_all_but_newest(); /* this tile's copies are done (the next tile's may not be) */
+        __syncthreads();               /* ... for every thread, which has also left the tile before */
+        const int fill = buf == 0 ? NSTAGE - 1 : buf - 1; /* the tile before's buffer */
+        copy_span(after, col, val, scol + fill * SBUF, sval + fill * SBUF, nnz, al16);
+        copies_commit(); /* possibly empty: the wait above always leaves exactly the newest group */
         if (row < n) {
             const float s = cur.fits ? row_product(scol, sval, buf * SBUF - cur.base, rs, re, r, pin, beta, first)
                                      : row_product(col, val, 0, rs, re, r, pin, beta, first);
@@ -202,8 +207,9 @@ __device__ __forceinline__ double sweep_product(const int *__restrict__ row_ptr,
             ap[row] = s;
             local += (double)pn * s;
         }
-        __syncthreads(); /* this buffer is the next tile but one's */
+        buf = buf == NSTAGE - 1 ? 0 : buf + 1;
         cur = next;
+        next = after;
         row = rown;
         rs = rsn;
         re = ren;
@@ -253,9 +259,9 @@ cg_kernel(const int *__restrict__ row_ptr, const int *__restrict__ col, const fl
           int n, int nnz, int max_iter, double tol2, int vec4, int al16) {
     cg::grid_group grid = cg::this_grid();
     __shared__ double red[WARPS + 1];
-    extern __shared__ int4 tile_buf[]; /* [2][SBUF] col, then [2][SBUF] val */
+    extern __shared__ int4 tile_buf[]; /* [NSTAGE][SBUF] col, then [NSTAGE][SBUF] val */
     int *scol = (int *)tile_buf;
-    float *sval = (float *)(scol + 2 * SBUF);
+    float *sval = (float *)(scol + NSTAGE * SBUF);
     int parity = 0;
     const int tid = blockIdx.x * THREADS + threadIdx.x, nthreads = gridDim.x * THREADS;
 

@@ -1,27 +1,32 @@
 /* Expert for t3/heat2d: S Jacobi sweeps for the 2-D Poisson problem with temporal blocking. One
- * pass of the blocked kernel does up to K = 8 sweeps: each block loads a 128 x 64 region of u and
- * b, sweeps it K times on chip and writes back only the 112 x 48 core, whose values stay exact
+ * pass of the blocked kernel does up to K = 12 sweeps: each block loads a 128 x 96 region of u and
+ * b, sweeps it K times on chip and writes back only the 104 x 72 core, whose values stay exact
  * because errors from the region's cut edges travel one cell per sweep. So the grid crosses DRAM
- * once per 8 sweeps instead of once per sweep, at the price of recomputing the 8-cell halos
- * (1.5x the arithmetic). Each thread owns a 16-cell piece of one column: its values stay in
- * registers and are updated in place, so vertical neighbours inside the piece come from registers
- * and only the row neighbours, b and the piece's two ends are read from shared memory (3 + 2/16
- * loads and one store per update). ceil(S / 8) passes ping-pong between a scratch grid and the
- * output. */
+ * once per 12 sweeps instead of once per sweep, at the price of recomputing the 12-cell halos
+ * (1.64x the arithmetic). A warp owns a band of 12 rows of the region and each lane 4 adjacent
+ * columns of it, all in registers: a lane's row neighbours come from its own registers or, at its
+ * two outer columns, from the next lanes by shuffle, so the hot loop reads only b from shared
+ * memory (one 16-byte load per 4 updates); the bands trade their end rows through shared memory
+ * once a sweep. ceil(S / K) passes ping-pong between a scratch grid and the output. */
 #include <cuda_runtime.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "stitch/solution.h"
 
-#define K 8                     /* sweeps per pass: halo width */
-#define BW 128                  /* region width = threads per block row */
-#define BH 4                    /* thread rows per block */
-#define R 16                    /* grid rows per thread */
-#define H (BH * R)              /* region height */
-#define OX (BW - 2 * K)         /* core written back: 112 x 48 */
+#define K 12                    /* sweeps per pass: halo width (a multiple of CW) */
+#define CW 4                    /* columns per lane */
+#define BW (32 * CW)            /* region width: one warp's row */
+#define NW 8                    /* warps per block, one band each */
+#define R 12                    /* rows per band */
+#define H (NW * R)              /* region height */
+#define OX (BW - 2 * K)         /* core written back: 104 x 72 */
 #define OY (H - 2 * K)
-#define SMEM_BYTES (2 * H * BW * sizeof(float))
+#define XCH_FLOATS (2 * NW * 2 * BW) /* [sweep parity][band][first, last row][BW] */
+#define SMEM_BYTES ((H * BW + XCH_FLOATS) * sizeof(float))
+
+static_assert(K % CW == 0, "the core must start at a lane boundary");
 
 #define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fprintf(stderr, "heat2d expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
@@ -45,70 +50,140 @@ static int check(const st_tensor *t, const heat_ctx *c) {
     return !ok;
 }
 
-/* `sweeps` (1..K) Jacobi sweeps from src into dst, one block per 112 x 48 core (a flat grid, so
- * no dimension limit). Cells outside the grid are zero and, like the boundary, never updated; the
- * region's outer ring sees zeros beyond it, which corrupts at most `sweeps` cells inward, all
- * outside the core. Shared memory holds u and b of the region ([H][BW] each, 64 KiB): b lives
- * there rather than in registers, which would spill at two blocks per SM. */
-__global__ void __launch_bounds__(BW * BH, 2)
-blocked_kernel(const float *__restrict__ src, const float *__restrict__ b, float *__restrict__ dst,
-               int ny, int nx, int tiles_x, int sweeps) {
-    extern __shared__ float smem[];
-    float(*su)[BW] = (float(*)[BW])smem;
-    float(*sb)[BW] = (float(*)[BW])(smem + H * BW);
-    const int c = threadIdx.x, row0 = threadIdx.y * R;
-    const int gx = (int)(blockIdx.x % tiles_x) * OX - K + c;
-    const int gy0 = (int)(blockIdx.x / tiles_x) * OY - K + row0;
-    const bool col_in = gx >= 0 && gx < nx;
-    /* rows [lo, hi) of the piece are interior grid points; the rest stay fixed */
-    int lo = max(0, 1 - gy0), hi = min(R, ny - 1 - gy0);
-    if (gx < 1 || gx >= nx - 1 || hi < lo) lo = hi = 0;
-    const bool full = lo == 0 && hi == R;
+/* A lane's 4 x R piece of the region: registers v[r][j] hold row r, column j of its columns. */
+typedef float piece[R][CW];
 
-    float v[R];
-    long long k = (long long)gy0 * nx + gx; /* one running offset rather than R live addresses */
+/* Loads the lane's piece of u (cells outside the grid are zero) and its b into shared memory.
+ * vec: nx % 4 == 0 and the grids 16-byte aligned, so a lane's 4 columns are one aligned float4
+ * that lies wholly inside or wholly outside the grid. */
+__device__ __forceinline__ void piece_load(piece &v, float (*sb)[BW], const float *__restrict__ src,
+                                           const float *__restrict__ b, int ny, int nx, int gy0, int gx,
+                                           int row0, int col0, bool vec) {
+    long long k = (long long)gy0 * nx + gx;
 #pragma unroll
     for (int r = 0; r < R; r++, k += nx) {
-        const bool in = col_in && gy0 + r >= 0 && gy0 + r < ny;
-        v[r] = in ? __ldg(src + k) : 0.0f;
-        su[row0 + r][c] = v[r];
-        sb[row0 + r][c] = in ? __ldg(b + k) : 0.0f;
+        const bool row_in = gy0 + r >= 0 && gy0 + r < ny;
+        float4 u4 = make_float4(0.f, 0.f, 0.f, 0.f), b4 = u4;
+        if (vec) {
+            if (row_in && gx >= 0 && gx < nx) {
+                u4 = __ldg((const float4 *)(src + k));
+                b4 = __ldg((const float4 *)(b + k));
+            }
+        } else if (row_in) {
+            float *uu = &u4.x, *bb = &b4.x;
+#pragma unroll
+            for (int j = 0; j < CW; j++)
+                if (gx + j >= 0 && gx + j < nx) {
+                    uu[j] = __ldg(src + k + j);
+                    bb[j] = __ldg(b + k + j);
+                }
+        }
+        v[r][0] = u4.x; v[r][1] = u4.y; v[r][2] = u4.z; v[r][3] = u4.w;
+        *(float4 *)&sb[row0 + r][col0] = b4;
     }
-    __syncthreads();
-    for (int sweep = 0; sweep < sweeps; sweep++) {
-        /* in place, top down: v[r + 1] is still old when row r reads it, and `prev` carries the
-         * old v[r - 1] */
-        float prev = row0 > 0 ? su[row0 - 1][c] : 0.0f;
-        const float below = row0 + R < H ? su[row0 + R][c] : 0.0f;
+}
+
+/* One sweep of the lane's piece, in place and top down: v[r + 1] is still old when row r reads
+ * it and `up` carries the old row above. up0/down0 are the rows just outside the band (old values,
+ * zero at the region's edge). EDGE:
+ * the piece holds fixed cells (boundary, or outside the grid), which keep their values: rows
+ * [lo, hi) and the columns in `cols` (bit j: column j) are the updated ones. */
+template <bool EDGE>
+__device__ __forceinline__ void piece_sweep(piece &v, const float (*sb)[BW], const float *up0,
+                                            const float *down0, int row0, int col0, int lo, int hi,
+                                            unsigned cols) {
+    float up[CW];
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            const float left = c > 0 ? su[row0 + r][c - 1] : 0.0f;
-            const float right = c < BW - 1 ? su[row0 + r][c + 1] : 0.0f;
-            const float down = r < R - 1 ? v[r + 1] : below;
-            const float x = 0.25f * (prev + down + left + right + sb[row0 + r][c]);
-            prev = v[r];
-            v[r] = x;
+    for (int j = 0; j < CW; j++) up[j] = up0[j];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const float4 b4 = *(const float4 *)&sb[row0 + r][col0];
+        const float bb[CW] = {b4.x, b4.y, b4.z, b4.w};
+        /* lanes 0 and 31 get their own value back: any finite value beyond the region's edge
+         * does, as the core is K cells away from it */
+        const float left = __shfl_up_sync(0xffffffffu, v[r][CW - 1], 1);
+        const float right = __shfl_down_sync(0xffffffffu, v[r][0], 1);
+        float x[CW];
+#pragma unroll
+        for (int j = 0; j < CW; j++) {
+            const float l = j > 0 ? v[r][j - 1] : left;
+            const float rt = j < CW - 1 ? v[r][j + 1] : right;
+            const float d = r < R - 1 ? v[r + 1][j] : down0[j];
+            x[j] = 0.25f * (up[j] + d + l + rt + bb[j]);
         }
-        /* Pieces that touch the boundary or leave the grid (a thin rim of blocks) put their fixed
-         * cells back; shared memory still holds the old values until the barrier below. A
-         * per-row test inside the loop above would cost registers (and spill) everywhere. */
-        if (!full) {
 #pragma unroll
-            for (int r = 0; r < R; r++)
-                if (r < lo || r >= hi) v[r] = su[row0 + r][c];
+        for (int j = 0; j < CW; j++) {
+            up[j] = v[r][j];
+            v[r][j] = !EDGE || (r >= lo && r < hi && (cols >> j & 1u)) ? x[j] : v[r][j];
         }
-        __syncthreads(); /* every read of this sweep is done */
-#pragma unroll
-        for (int r = 0; r < R; r++) su[row0 + r][c] = v[r];
+    }
+}
+
+/* `sweeps` (1..K) Jacobi sweeps of the lane's piece; the bands trade their first and last rows
+ * through xch, double-buffered by sweep parity so that one barrier a sweep suffices (a band
+ * writes parity p's rows only after every band passed the barrier that ends the reads of p's
+ * previous use). */
+template <bool EDGE>
+__device__ __forceinline__ void piece_sweeps(piece &v, const float (*sb)[BW], float *xch, int sweeps,
+                                             int w, int lane, int lo, int hi, unsigned cols) {
+    const int row0 = w * R, col0 = lane * CW;
+    for (int s = 0; s < sweeps; s++) {
+        float(*x)[NW][2][BW] = (float(*)[NW][2][BW])xch;
+        const int p = s & 1;
+        *(float4 *)&x[p][w][0][col0] = make_float4(v[0][0], v[0][1], v[0][2], v[0][3]);
+        *(float4 *)&x[p][w][1][col0] = make_float4(v[R - 1][0], v[R - 1][1], v[R - 1][2], v[R - 1][3]);
         __syncthreads();
+        float4 a = make_float4(0.f, 0.f, 0.f, 0.f), d = a;
+        if (w > 0) a = *(const float4 *)&x[p][w - 1][1][col0];
+        if (w < NW - 1) d = *(const float4 *)&x[p][w + 1][0][col0];
+        const float up0[CW] = {a.x, a.y, a.z, a.w}, down0[CW] = {d.x, d.y, d.z, d.w};
+        piece_sweep<EDGE>(v, sb, up0, down0, row0, col0, lo, hi, cols);
     }
-    /* the core: rows [K, H - K) of the region, inside the grid */
+}
+
+/* `sweeps` (1..K) Jacobi sweeps from src into dst, one block per OX x OY core (a flat grid, so
+ * no dimension limit). Cells outside the grid are zero and, like the boundary, never updated; the
+ * region's outer ring sees zeros beyond it, which corrupts at most `sweeps` cells inward, all
+ * outside the core. Blocks whose region holds no fixed cell (all but a thin rim) run the sweep
+ * without the per-cell keep test. */
+__global__ void __launch_bounds__(32 * NW, 2)
+blocked_kernel(const float *__restrict__ src, const float *__restrict__ b, float *__restrict__ dst,
+               int ny, int nx, int tiles_x, int sweeps, int vec) {
+    extern __shared__ float smem[];
+    float(*sb)[BW] = (float(*)[BW])smem;
+    float *xch = smem + H * BW;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, row0 = w * R, col0 = lane * CW;
+    const int rx = (int)(blockIdx.x % tiles_x) * OX - K, ry = (int)(blockIdx.x / tiles_x) * OY - K;
+    const int gx = rx + col0, gy0 = ry + row0;
+
+    piece v;
+    piece_load(v, sb, src, b, ny, nx, gy0, gx, row0, col0, vec != 0);
+    const bool edge_block = rx < 1 || ry < 1 || rx + BW > nx - 1 || ry + H > ny - 1;
+    if (!edge_block) {
+        piece_sweeps<false>(v, sb, xch, sweeps, w, lane, 0, R, 0xfu);
+    } else {
+        /* rows [lo, hi) and the columns in `cols` of the piece are interior grid points */
+        int lo = max(0, 1 - gy0), hi = min(R, ny - 1 - gy0);
+        unsigned cols = 0;
+        for (int j = 0; j < CW; j++)
+            if (gx + j >= 1 && gx + j < nx - 1) cols |= 1u << j;
+        if (hi < lo) lo = hi = 0;
+        piece_sweeps<true>(v, sb, xch, sweeps, w, lane, lo, hi, cols);
+    }
+    /* the core: rows [K, H - K) and columns [K, BW - K) of the region, inside the grid */
+    if (col0 < K || col0 >= BW - K || gx >= nx) return;
     const int out_lo = max(0, K - row0), out_hi = min(min(R, H - K - row0), ny - gy0);
-    if (col_in && c >= K && c < BW - K) {
-        k = (long long)gy0 * nx + gx;
+    long long k = (long long)gy0 * nx + gx;
 #pragma unroll
-        for (int r = 0; r < R; r++, k += nx)
-            if (r >= out_lo && r < out_hi) dst[k] = v[r];
+    for (int r = 0; r < R; r++, k += nx) {
+        if (r < out_lo || r >= out_hi) continue;
+        if (vec) {
+            *(float4 *)(dst + k) = make_float4(v[r][0], v[r][1], v[r][2], v[r][3]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < CW; j++)
+                if (gx + j < nx) dst[k + j] = v[r][j];
+        }
     }
 }
 
@@ -161,14 +236,16 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
         fprintf(stderr, "heat2d expert: grid too large (%lld tiles)\n", tiles);
         return 1;
     }
-    const dim3 block(BW, BH);
+    const dim3 block(32 * NW);
+    /* vec: every lane's 4 columns one aligned float4 (see piece_load) */
+    const int vec = c->nx % 4 == 0 && ((uintptr_t)u0 | (uintptr_t)b | (uintptr_t)u | (uintptr_t)c->tmp) % 16 == 0;
     const int passes = (c->sweeps + K - 1) / K;
     /* pass p writes u when passes - 1 - p is even, so the last one lands in the output */
     const float *src = u0;
     for (int p = 0; p < passes; p++) {
         float *dst = (passes - 1 - p) % 2 == 0 ? u : c->tmp;
         const int n = c->sweeps - p * K < K ? c->sweeps - p * K : K;
-        blocked_kernel<<<(unsigned)tiles, block, SMEM_BYTES, stream>>>(src, b, dst, c->ny, c->nx, (int)tiles_x, n);
+        blocked_kernel<<<(unsigned)tiles, block, SMEM_BYTES, stream>>>(src, b, dst, c->ny, c->nx, (int)tiles_x, n, vec);
         CUDA_CHECK(cudaGetLastError());
         src = dst;
     }
