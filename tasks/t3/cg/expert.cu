@@ -29,6 +29,8 @@ namespace cg = cooperative_groups;
 #define SBUF 2048     /* entries a shared buffer holds: 8 a row */
 #define SMEM_BYTES (NSTAGE * SBUF * (sizeof(int) + sizeof(float)))
 #define BLOCKS_PER_SM 4 /* 64 registers a thread, 3 x 16 KiB of tiles a block */
+/* sweep_product keeps exactly this tile and the next two in flight (its prologue and loop) */
+static_assert(NSTAGE == 3, "sweep_product is written for three stages");
 
 #define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fprintf(stderr, "cg expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
