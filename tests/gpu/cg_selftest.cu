@@ -218,7 +218,7 @@ piece_product(const int *__restrict__ row_ptr, const int *__restrict__ col, cons
     cg::grid_group grid = cg::this_grid();
     extern __shared__ int4 tile_buf[];
     int *scol = (int *)tile_buf;
-    float *sval = (float *)(scol + 2 * SBUF);
+    float *sval = (float *)(scol + NSTAGE * SBUF);
     double t = 0;
     for (int it = 0; it < iters; it++) {
         t += sweep_product(row_ptr, col, val, r, it & 1 ? p1 : p0, it & 1 ? p0 : p1, ap, 0.5f, false, n, nnz,

@@ -11,8 +11,8 @@
  * tests/gpu/test_topk_cuda.sh builds and runs it; by hand (repo root):
  *   nvcc -std=c++17 -arch=sm_90a -Iinclude -o /tmp/tks tests/gpu/topk_selftest.cu
  *   /tmp/tks bench
- * (-DNBUF=2 or -DTOPK_TMA=0 build the expert's other pipelines; -DBULK_MIN_GBS=0 takes the bulk
- * copy, the H200's path, on any sm_90 GPU.) */
+ * (-DNBUF=2 or -DTOPK_TMA=0 build the expert's other pipelines: two rows in flight a block, and
+ * cp.async instead of the bulk copy on sm_90.) */
 #include "../../tasks/t1/topk/expert.cu"
 #include <algorithm>
 #include <string>

@@ -14,8 +14,8 @@
  * the network.
  *
  * Rows of up to 8192 columns, 16-byte aligned, with k <= 128 (the eval shape) go to persistent
- * blocks, four to an SM: a row comes into shared memory by one bulk copy from 4 TB/s of DRAM
- * bandwidth on sm_90 (the H200), by cp.async otherwise (the H100: 1.046x the bulk copy), each
+ * blocks, four to an SM: a row comes into shared memory by one bulk copy on sm_90 and later
+ * (1.05x cp.async on an H100 with the guessed threshold below), by cp.async before, each
  * thread takes its float4s into registers, and the buffer takes the block's next row while
  * this one is selected on. There the candidates are the elements at or above a threshold guessed
  * from the block's row before the previous one (2a - b from its k-th largest value a and
@@ -45,7 +45,7 @@
 #endif
 #define PIPE_BLOCKS_PER_SM (NBUF == 1 ? 4 : NBUF == 2 ? 3 : 2)
 #ifndef TOPK_TMA
-#define TOPK_TMA 1 /* 0: cp.async on sm_90 too (tests/gpu/topk_selftest.cu times both) */
+#define TOPK_TMA 1 /* 0: cp.async on sm_90 too (tests/gpu/test_topk_cuda.sh runs both) */
 #endif
 #define FULL_MASK 0xffffffffu
 
@@ -61,7 +61,7 @@ typedef struct topk_ctx {
     size_t smem;     /* dynamic shared memory: the cache */
     bool pipe;       /* k <= FAST_MAX_K and cols <= PIPE_MAX_COLS, cols % 4 == 0 */
     int pipe_grid;   /* persistent blocks: as many as fit on the device at once, at most rows */
-    bool bulk;       /* the pipe's rows by one bulk copy (else cp.async): see BULK_MIN_GBS */
+    bool bulk;       /* the pipe's rows by one bulk copy (else cp.async): see ROW_BULK_OK */
 } topk_ctx;
 
 /* A block's shared state besides the row: the candidates and the selection's counters. */
@@ -360,16 +360,13 @@ topk_kernel(const float *__restrict__ x, float *__restrict__ values, int *__rest
 }
 
 /* A row comes by one bulk copy (the TMA engine) that completes on an mbarrier, or by a group of
- * 16-byte cp.async a thread. The bulk copy needs sm_90; st_init picks it only from 4 TB/s of
- * DRAM bandwidth (the H200; on the H100 cp.async was 1.038x and 1.041x faster, NOTES.md), so
- * the pipe kernel is built for both (BULK) and takes cp.async where the bulk copy cannot be. */
+ * 16-byte cp.async a thread. The bulk copy needs sm_90, where st_init picks it (cp.async was
+ * faster on an H100 before the guessed threshold, slower since: NOTES.md); the pipe kernel is
+ * built for both (BULK) and takes cp.async where the bulk copy cannot be. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && TOPK_TMA
 #define ROW_BULK_OK 1
 #else
 #define ROW_BULK_OK 0
-#endif
-#ifndef BULK_MIN_GBS
-#define BULK_MIN_GBS 4000.0 /* tests/gpu/topk_selftest.cu sets 0 to run the bulk copy on an H100 */
 #endif
 
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
@@ -593,17 +590,15 @@ static cudaError_t allow_smem(size_t smem) {
 }
 
 /* The persistent kernel's copy path and grid: every block it can keep resident on the device, at
- * most one per row. The bulk copy from 4 TB/s of DRAM bandwidth (memory clock x bus width x 2)
- * on sm_90 and later; the kernel falls back to cp.async where it was not built for sm_90. */
+ * most one per row. The bulk copy on sm_90 and later (unless built with TOPK_TMA 0); the kernel
+ * falls back to cp.async where it was not built for sm_90. */
 static int pipe_setup(topk_ctx *c) {
     const size_t smem = NBUF * (size_t)c->cols * sizeof(float);
-    int dev, sms, per_sm, major, khz, bits;
+    int dev, sms, per_sm, major;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev));
-    c->bulk = major >= 9 && 2.0 * khz * 1e3 * (bits / 8.0) / 1e9 >= BULK_MIN_GBS;
+    c->bulk = major >= 9 && TOPK_TMA;
     void (*kernel)(const float *, float *, int *, int, int, int) =
         c->bulk ? topk_pipe_kernel<true> : topk_pipe_kernel<false>;
     /* with the static candidate buffers the block's total passes 48 KiB: always opted in */

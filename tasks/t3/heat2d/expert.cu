@@ -3,7 +3,7 @@
  * b, sweeps it K times on chip and writes back only the 104 x 72 core, whose values stay exact
  * because errors from the region's cut edges travel one cell per sweep. So the grid crosses DRAM
  * once per 12 sweeps instead of once per sweep, at the price of recomputing the 12-cell halos
- * (1.64x the arithmetic). A warp owns a band of 12 rows of the region and each lane 4 adjacent
+ * (1.64x the arithmetic). A warp owns a band of 8 rows of the region and each lane 4 adjacent
  * columns of it, all in registers: a lane's row neighbours come from its own registers or, at its
  * two outer columns, from the next lanes by shuffle, so the hot loop reads only b from shared
  * memory (one 16-byte load per 4 updates); the bands trade their end rows through shared memory
@@ -18,8 +18,8 @@
 #define K 12                    /* sweeps per pass: halo width (a multiple of CW) */
 #define CW 4                    /* columns per lane */
 #define BW (32 * CW)            /* region width: one warp's row */
-#define NW 8                    /* warps per block, one band each */
-#define R 12                    /* rows per band */
+#define NW 12                   /* warps per block, one band each */
+#define R 8                     /* rows per band */
 #define H (NW * R)              /* region height */
 #define OX (BW - 2 * K)         /* core written back: 104 x 72 */
 #define OY (H - 2 * K)
