@@ -40,6 +40,17 @@ namespace cg = cooperative_groups;
  * unvisited: 8 consecutive int32 neighbours are one 32-byte sector. */
 #define WIDE 8
 #define WIDE_FRACTION 8
+/* BFS_TRACE(phase, level, frontier) runs after each grid barrier, so tests/gpu/bfs_selftest.cu
+ * can time the search phase by phase; it does nothing in the expert. */
+#ifndef BFS_TRACE
+#define BFS_TRACE(phase, lvl, frontier)
+#endif
+#define BFS_PHASE_INIT 0
+#define BFS_PHASE_TO_BOTTOM_UP 1 /* the frontier written as a bitmap */
+#define BFS_PHASE_TO_TOP_DOWN 2  /* the frontier written as queues */
+#define BFS_PHASE_TOP_DOWN 3
+#define BFS_PHASE_BOTTOM_UP_WIDE 4
+#define BFS_PHASE_BOTTOM_UP 5
 
 /* A level's counters: the next frontier's ordinary vertices, its hub items, and the edges of the
  * whole frontier. */
@@ -363,6 +374,7 @@ __global__ void __launch_bounds__(THREADS) bfs_kernel(bfs_args a) {
         }
     }
     grid.sync();
+    BFS_TRACE(BFS_PHASE_INIT, -1, 1);
 
     /* Every thread's own copy of the search's state, updated from the same counters after each
      * barrier, so all threads take the same decisions. The source's edges are not counted. */
@@ -378,18 +390,21 @@ __global__ void __launch_bounds__(THREADS) bfs_kernel(bfs_args a) {
             if (blockIdx.x == 0 && threadIdx.x == 0) clear_stats(switch_slot);
             level_bitmap(a.level, lvl, pick(cur, a.bitmap[0], a.bitmap[1]), n, a.n_words);
             grid.sync();
+            BFS_TRACE(BFS_PHASE_TO_BOTTOM_UP, lvl, frontier);
         } else if (bottom_up && frontier < n / BETA) {
             bottom_up = false;
             level_queue(a.level, a.row_ptr, lvl, pick(cur, a.queue[0], a.queue[1]), pick(cur, a.hubs[0], a.hubs[1]),
                         switch_slot, n);
             grid.sync();
+            BFS_TRACE(BFS_PHASE_TO_TOP_DOWN, lvl, frontier);
             q_count = (int)switch_slot->count;
             n_items = (int)switch_slot->items;
         }
         if (blockIdx.x == 0 && threadIdx.x == 0) clear_stats(slot + (lvl + 1) % 3);
         const unsigned int *bitmap_in = pick(cur, a.bitmap[0], a.bitmap[1]);
         unsigned int *bitmap_out = pick(cur, a.bitmap[1], a.bitmap[0]);
-        if (bottom_up && unvisited >= n / WIDE_FRACTION) {
+        const bool wide = bottom_up && unvisited >= n / WIDE_FRACTION;
+        if (wide) {
             bottom_up_level<WIDE>(a.row_ptr, a.col, a.level, bitmap_in, bitmap_out, out, lvl, n,
                                   a.n_words);
         } else if (bottom_up) {
@@ -404,6 +419,8 @@ __global__ void __launch_bounds__(THREADS) bfs_kernel(bfs_args a) {
                            q_count, n_items, pick(cur, a.queue[1], a.queue[0]), pick(cur, a.hubs[1], a.hubs[0]), out, lvl + 1, n, per_warp);
         }
         grid.sync();
+        BFS_TRACE(wide ? BFS_PHASE_BOTTOM_UP_WIDE : bottom_up ? BFS_PHASE_BOTTOM_UP : BFS_PHASE_TOP_DOWN, lvl,
+                  frontier);
         q_count = (int)out->count;
         n_items = (int)out->items;
         frontier = q_count + n_items;
