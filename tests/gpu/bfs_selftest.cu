@@ -190,7 +190,7 @@ static const char *phase_name(int p) {
     case BFS_PHASE_TO_BOTTOM_UP: return "to bitmap";
     case BFS_PHASE_TO_TOP_DOWN: return "to queues";
     case BFS_PHASE_TOP_DOWN: return "top-down";
-    case BFS_PHASE_BOTTOM_UP_WIDE: return "bottom-up x8";
+    case BFS_PHASE_BOTTOM_UP_WIDE: return "bottom-up wide";
     case BFS_PHASE_BOTTOM_UP: return "bottom-up";
     }
     return "?";

@@ -11,7 +11,8 @@
  * Once the frontier's edges outnumber a fraction of the unvisited vertices' edges, levels go
  * bottom-up: every unvisited vertex scans its neighbours for one in the frontier bitmap and stops
  * at the first, so the big middle levels read a fraction of the edges, with no atomics on levels.
- * While most vertices are unvisited, 4 lanes scan each row together, 16 bytes a step.
+ * Each warp takes 32 vertices (a word of the bitmaps) with no block barrier between warps; while
+ * most vertices are unvisited, 4 lanes scan each row together, 16 bytes a step.
  * All buffers are allocated in st_init. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,9 +30,11 @@ namespace cg = cooperative_groups;
 #define THREADS 256
 #define WARPS (THREADS / 32)
 #define FULL_MASK 0xffffffffu
-/* Beamer's switch points: go bottom-up when frontier edges > unvisited edges / ALPHA, back
- * top-down when the frontier has fewer than n / BETA vertices. */
-#define ALPHA 14
+/* Switch points: go bottom-up when frontier edges > unvisited edges / ALPHA, back top-down when
+ * the frontier has fewer than n / BETA vertices. Beamer's ALPHA is 14; with warps that search
+ * bottom-up without block barriers, 40 (level 3 of the eval graphs bottom-up too) measured about
+ * 2 % faster (NOTES.md). */
+#define ALPHA 40
 #define BETA 24
 /* Rows this long go to the hub queue as items of CHUNK edges (at most 8 warp-wide steps each). */
 #define HUB_DEGREE 256
@@ -265,54 +268,67 @@ __device__ void top_down_level(const int *__restrict__ row_ptr, const int *__res
     if (lane == 0 && edges) atomicAdd(&out->edges, edges);
 }
 
-/* Bottom-up, G lanes per vertex: each step the group tests G consecutive neighbours against the
- * frontier bitmap and stops at the first hit. Only the group's first lane writes level[v], and the
- * frontier is read from the bitmap, so there are no races. Each pass of the block covers
- * THREADS / G vertices, whole words of the next bitmap, which it assembles in shared memory and
- * writes without atomics (and without clearing it first). No queue is written: one is built only
- * on the way back to top-down. */
+/* Bottom-up by warps: a warp takes one 32-bit word of the bitmaps at a time (32 consecutive
+ * vertices, a lane each), so it assembles the next frontier's word in a register and writes it
+ * whole, and no block barrier holds one warp for another's slow row. Each unvisited vertex first
+ * tests its own first neighbour (32 independent reads a warp); those still searching then scan G
+ * lanes a vertex, 32 / G vertices at a time, each from its second neighbour to the first one in
+ * the frontier. Only a vertex's own lane writes level[v], and the frontier is read from the
+ * bitmap, so there are no races. No queue is written: one is built only on the way back to
+ * top-down. */
 template <int G>
 __device__ void bottom_up_level(const int *__restrict__ row_ptr, const int *__restrict__ col, int *level,
                                 const unsigned int *frontier, unsigned int *next_frontier,
                                 level_stats *out, int cur_level, int n, int n_words) {
-    constexpr int PER_BLOCK = THREADS / G, WORDS = PER_BLOCK / 32;
-    static_assert(PER_BLOCK % 32 == 0, "a block must cover whole bitmap words");
-    __shared__ unsigned int s_words[WORDS];
-    const int lane = threadIdx.x & 31, sub = threadIdx.x % G, slot = threadIdx.x / G;
-    const unsigned int group = (G == 32 ? FULL_MASK : (1u << G) - 1) << (lane / G * G);
-    const int passes = (n + PER_BLOCK - 1) / PER_BLOCK;
+    static_assert(32 % G == 0, "a warp holds whole groups");
+    constexpr int PER_ROUND = 32 / G;
+    const int lane = threadIdx.x & 31, grp = lane / G, sub = lane % G;
+    const unsigned int group = (G == 32 ? FULL_MASK : (1u << G) - 1) << (grp * G);
+    const int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int n_warps = (int)((gridDim.x * blockDim.x) >> 5);
     unsigned int count = 0, items = 0, edges = 0;
 
-    for (int pass = blockIdx.x; pass < passes; pass += gridDim.x) {
-        const int v = pass * PER_BLOCK + slot;
-        __syncthreads(); /* the previous pass has written out its words */
-        if (threadIdx.x < WORDS) s_words[threadIdx.x] = 0;
-
-        bool searching = v < n && level[v] == -1, found = false;
+    for (int word = warp; word < n_words; word += n_warps) {
+        const int v = word * 32 + lane;
+        const bool unvisited = v < n && level[v] == -1;
         int b = 0, e = 0;
-        if (searching) { b = row_ptr[v]; e = row_ptr[v + 1]; }
-        for (int j0 = b; __any_sync(FULL_MASK, searching); j0 += G) {
-            const int j = j0 + sub;
-            int w = 0;
-            if (searching && j < e) w = col[j];
-            const bool hit = searching && j < e && (frontier[w >> 5] >> (w & 31) & 1u);
-            const unsigned int hits = __ballot_sync(FULL_MASK, hit) & group;
-            if (searching && (hits || j0 + G >= e)) {
-                found = hits != 0;
-                searching = false;
+        if (unvisited) { b = row_ptr[v]; e = row_ptr[v + 1]; }
+        bool found = false;
+        if (unvisited && b < e) {
+            const int w = col[b];
+            found = frontier[w >> 5] >> (w & 31) & 1u;
+        }
+        unsigned int todo = __ballot_sync(FULL_MASK, unvisited && !found && e - b > 1);
+        while (todo) {
+            /* group grp scans the row of todo's (grp + 1)-th lowest vertex, if there is one */
+            const unsigned int owner = __fns(todo, 0, grp + 1);
+            const bool active = owner < 32;
+            const int ob = __shfl_sync(FULL_MASK, b, active ? owner : 0);
+            const int oe = __shfl_sync(FULL_MASK, e, active ? owner : 0);
+            bool searching = active, hit_any = false;
+            for (int j0 = ob + 1; __any_sync(FULL_MASK, searching); j0 += G) {
+                const int j = j0 + sub;
+                const bool in = searching && j < oe;
+                const int w = in ? col[j] : 0;
+                const bool hit = in && (frontier[w >> 5] >> (w & 31) & 1u);
+                const unsigned int hits = __ballot_sync(FULL_MASK, hit) & group;
+                if (searching && (hits || j0 + G >= oe)) {
+                    hit_any = hits != 0;
+                    searching = false;
+                }
             }
+            /* each group's first lane holds the answer; the vertex's own lane takes it */
+            const unsigned int answers = __ballot_sync(FULL_MASK, sub == 0 && hit_any);
+            const int rank = (int)lanes_below(todo);
+            const bool mine = (todo >> lane & 1u) && rank < PER_ROUND;
+            if (mine) found = answers >> (rank * G) & 1u;
+            todo &= ~__ballot_sync(FULL_MASK, mine);
         }
-        __syncthreads();
-        const bool first = sub == 0 && found;
-        if (first) {
-            level[v] = cur_level + 1;
-            atomicOr(&s_words[slot >> 5], 1u << (slot & 31));
-        }
-        __syncthreads();
-        const int word = pass * WORDS + threadIdx.x;
-        if (threadIdx.x < WORDS && word < n_words) next_frontier[word] = s_words[threadIdx.x];
-        const int deg = first ? e - b : 0;
-        count += first && deg < HUB_DEGREE;
+        const unsigned int word_bits = __ballot_sync(FULL_MASK, found);
+        if (lane == 0) next_frontier[word] = word_bits;
+        if (found) level[v] = cur_level + 1;
+        const int deg = found ? e - b : 0;
+        count += found && deg < HUB_DEGREE;
         items += deg >= HUB_DEGREE ? (deg + CHUNK - 1) / CHUNK : 0;
         edges += deg;
     }
