@@ -30,11 +30,9 @@ namespace cg = cooperative_groups;
 #define THREADS 256
 #define WARPS (THREADS / 32)
 #define FULL_MASK 0xffffffffu
-/* Switch points: go bottom-up when frontier edges > unvisited edges / ALPHA, back top-down when
- * the frontier has fewer than n / BETA vertices. Beamer's ALPHA is 14; with warps that search
- * bottom-up without block barriers, 40 (level 3 of the eval graphs bottom-up too) measured about
- * 2 % faster (NOTES.md). */
-#define ALPHA 40
+/* Beamer's switch points: go bottom-up when frontier edges > unvisited edges / ALPHA, back
+ * top-down when the frontier has fewer than n / BETA vertices. */
+#define ALPHA 14
 #define BETA 24
 /* Rows this long go to the hub queue as items of CHUNK edges (at most 8 warp-wide steps each). */
 #define HUB_DEGREE 256
