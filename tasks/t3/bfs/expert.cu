@@ -7,7 +7,9 @@
  * few as it takes to give each warp about two 32-wide batches of edges); a warp walks rows of 32
  * or more with all lanes and packs shorter rows into 32-wide batches through a warp scan. Hubs
  * (rows of HUB_DEGREE or more) are cut into items of CHUNK edges, one warp each, so no warp walks
- * a long row alone. Neighbours are claimed with atomicCAS and appended with one atomic per warp.
+ * a long row alone. A warp has 4 batches of 32 edges in flight at once: their neighbour loads,
+ * level reads, claims (atomicCAS) and degree reads each go out together, and one atomic per warp
+ * appends the batch's claims to the queue.
  * Once the frontier's edges outnumber a fraction of the unvisited vertices' edges, levels go
  * bottom-up: every unvisited vertex scans its neighbours for one in the frontier bitmap and stops
  * at the first, so the big middle levels read a fraction of the edges, with no atomics on levels.
@@ -34,6 +36,10 @@ namespace cg = cooperative_groups;
  * top-down when the frontier has fewer than n / BETA vertices. */
 #define ALPHA 14
 #define BETA 24
+/* 32-edge batches a warp has in flight in a top-down walk */
+#ifndef TD_U
+#define TD_U 4
+#endif
 /* Rows this long go to the hub queue as items of CHUNK edges (at most 8 warp-wide steps each). */
 #define HUB_DEGREE 256
 #define CHUNK 256
@@ -111,16 +117,6 @@ __device__ __forceinline__ unsigned int lanes_below(unsigned int mask) {
     return __popc(mask & ((1u << (threadIdx.x & 31)) - 1));
 }
 
-/* Append the lanes' `take` vertices to q with one atomic for the whole warp. All 32 lanes call. */
-__device__ __forceinline__ void warp_append(bool take, int v, int *q, unsigned int *count) {
-    const unsigned int mask = __ballot_sync(FULL_MASK, take);
-    if (!mask) return;
-    unsigned int base = 0;
-    if ((threadIdx.x & 31) == 0) base = atomicAdd(count, (unsigned int)__popc(mask));
-    base = __shfl_sync(FULL_MASK, base, 0);
-    if (take) q[base + lanes_below(mask)] = v;
-}
-
 /* Append each `hub` lane's row as ceil(deg / CHUNK) items, one atomic for the whole warp. All 32
  * lanes call. */
 __device__ __forceinline__ void warp_append_hub(bool hub, int v, int deg, hub_item *items,
@@ -177,26 +173,60 @@ __device__ void block_add_stats(unsigned int count, unsigned int items, unsigned
     }
 }
 
-/* Top-down step for one neighbour v (-1: none): claim it for the next level and queue it by its
- * degree. The plain read filters the common already-visited case before the atomic. All 32 lanes
+/* Top-down for TD_U neighbours a lane (-1: none), the batch's loads and claims in flight together
+ * instead of one 32-edge step's chain of memory round trips after another (neighbour, its level,
+ * the claim, its degree). The plain read filters the common already-visited case before the
+ * atomic; the claimed go to the queue by degree, one atomic per warp for the batch. All 32 lanes
  * call. */
-__device__ __forceinline__ void visit(int v, int next_level, int *level, const int *row_ptr,
-                                      int *q_out, hub_item *hubs_out, level_stats *out,
-                                      unsigned int *edges) {
-    const bool claimed = v >= 0 && level[v] == -1 && atomicCAS(&level[v], -1, next_level) == -1;
-    const int deg = claimed ? row_ptr[v + 1] - row_ptr[v] : 0;
-    *edges += deg;
-    warp_append(claimed && deg < HUB_DEGREE, v, q_out, &out->count);
-    warp_append_hub(claimed && deg >= HUB_DEGREE, v, deg, hubs_out, &out->items);
+__device__ __forceinline__ void visit_batch(const int (&v)[TD_U], int next_level, int *level,
+                                            const int *row_ptr, int *q_out, hub_item *hubs_out,
+                                            level_stats *out, unsigned int *edges) {
+    bool claimed[TD_U];
+    int deg[TD_U];
+#pragma unroll
+    for (int u = 0; u < TD_U; u++) claimed[u] = v[u] >= 0 && level[v[u]] == -1;
+#pragma unroll
+    for (int u = 0; u < TD_U; u++) claimed[u] = claimed[u] && atomicCAS(&level[v[u]], -1, next_level) == -1;
+#pragma unroll
+    for (int u = 0; u < TD_U; u++) deg[u] = claimed[u] ? row_ptr[v[u] + 1] - row_ptr[v[u]] : 0;
+    const int lane = threadIdx.x & 31;
+    int k = 0; /* this lane's short rows: a warp scan places them, one atomic takes the room */
+#pragma unroll
+    for (int u = 0; u < TD_U; u++) {
+        *edges += deg[u];
+        k += claimed[u] && deg[u] < HUB_DEGREE;
+    }
+    int incl = k;
+    for (int off = 1; off < 32; off <<= 1) {
+        const int t = __shfl_up_sync(FULL_MASK, incl, off);
+        if (lane >= off) incl += t;
+    }
+    const int total = __shfl_sync(FULL_MASK, incl, 31);
+    if (total) {
+        unsigned int base = 0;
+        if (lane == 31) base = atomicAdd(&out->count, (unsigned int)total);
+        int at = (int)__shfl_sync(FULL_MASK, base, 31) + incl - k;
+#pragma unroll
+        for (int u = 0; u < TD_U; u++)
+            if (claimed[u] && deg[u] < HUB_DEGREE) q_out[at++] = v[u];
+    }
+#pragma unroll
+    for (int u = 0; u < TD_U; u++)
+        warp_append_hub(claimed[u] && deg[u] >= HUB_DEGREE, v[u], deg[u], hubs_out, &out->items);
 }
 
-/* Walk edges [b, e) with the whole warp, 32 at a time. b and e are the same in every lane. */
+/* Walk edges [b, e) with the whole warp, 32 * TD_U at a time. b and e are the same in every lane. */
 __device__ __forceinline__ void warp_walk(int b, int e, const int *col, int next_level, int *level,
                                           const int *row_ptr, int *q_out, hub_item *hubs_out,
                                           level_stats *out, unsigned int *edges) {
-    for (int j0 = b; j0 < e; j0 += 32) {
-        const int j = j0 + (int)(threadIdx.x & 31);
-        visit(j < e ? col[j] : -1, next_level, level, row_ptr, q_out, hubs_out, out, edges);
+    for (int j0 = b; j0 < e; j0 += 32 * TD_U) {
+        int v[TD_U];
+#pragma unroll
+        for (int u = 0; u < TD_U; u++) {
+            const int j = j0 + 32 * u + (int)(threadIdx.x & 31);
+            v[u] = j < e ? col[j] : -1;
+        }
+        visit_batch(v, next_level, level, row_ptr, q_out, hubs_out, out, edges);
     }
 }
 
@@ -246,13 +276,18 @@ __device__ void top_down_level(const int *__restrict__ row_ptr, const int *__res
         }
         const int excl = incl - deg;
         const int total = __shfl_sync(FULL_MASK, incl, 31);
-        for (int base = 0; base < total; base += 32) {
-            const int k = base + lane;
-            int owner = 0;
-            for (int step = 16; step > 0; step >>= 1)
-                if (__shfl_sync(FULL_MASK, excl, owner + step) <= k) owner += step;
-            const int ob = __shfl_sync(FULL_MASK, beg, owner), oe = __shfl_sync(FULL_MASK, excl, owner);
-            visit(k < total ? col[ob + k - oe] : -1, next_level, level, row_ptr, q_out, hubs_out, out, &edges);
+        for (int base = 0; base < total; base += 32 * TD_U) {
+            int v[TD_U];
+#pragma unroll
+            for (int u = 0; u < TD_U; u++) {
+                const int k = base + 32 * u + lane;
+                int owner = 0;
+                for (int step = 16; step > 0; step >>= 1)
+                    if (__shfl_sync(FULL_MASK, excl, owner + step) <= k) owner += step;
+                const int ob = __shfl_sync(FULL_MASK, beg, owner), oe = __shfl_sync(FULL_MASK, excl, owner);
+                v[u] = k < total ? col[ob + k - oe] : -1;
+            }
+            visit_batch(v, next_level, level, row_ptr, q_out, hubs_out, out, &edges);
         }
     }
 
