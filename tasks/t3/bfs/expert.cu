@@ -13,8 +13,9 @@
  * Once the frontier's edges outnumber a fraction of the unvisited vertices' edges, levels go
  * bottom-up: every unvisited vertex scans its neighbours for one in the frontier bitmap and stops
  * at the first, so the big middle levels read a fraction of the edges, with no atomics on levels.
- * Each warp takes 32 vertices (a word of the bitmaps) with no block barrier between warps; while
- * most vertices are unvisited, 4 lanes scan each row together, 16 bytes a step.
+ * Each warp takes 32 vertices (a word of the bitmaps) with no block barrier between warps, and
+ * reads the next word's levels and row bounds while it searches this one; while most vertices
+ * are unvisited, 4 lanes scan each row together, 16 bytes a step.
  * All buffers are allocated in st_init. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -321,11 +322,25 @@ __device__ void bottom_up_level(const int *__restrict__ row_ptr, const int *__re
     const int n_warps = (int)((gridDim.x * blockDim.x) >> 5);
     unsigned int count = 0, items = 0, edges = 0;
 
+    /* a word's level and row bounds are read a word ahead, so they are in flight while the warp
+     * searches the word before (only a vertex's own lane writes its level, and the next word's
+     * vertices are this warp's) */
+    int ahead_level = -2, ahead_b = 0, ahead_e = 0;
+    if (warp < n_words && warp * 32 + lane < n) {
+        ahead_level = level[warp * 32 + lane];
+        ahead_b = row_ptr[warp * 32 + lane];
+        ahead_e = row_ptr[warp * 32 + lane + 1];
+    }
     for (int word = warp; word < n_words; word += n_warps) {
         const int v = word * 32 + lane;
-        const bool unvisited = v < n && level[v] == -1;
-        int b = 0, e = 0;
-        if (unvisited) { b = row_ptr[v]; e = row_ptr[v + 1]; }
+        const bool unvisited = v < n && ahead_level == -1;
+        const int b = unvisited ? ahead_b : 0, e = unvisited ? ahead_e : 0;
+        if (word + n_warps < n_words && v + 32 * n_warps < n) { /* no overflow: the word exists */
+            const int v_next = v + 32 * n_warps;
+            ahead_level = level[v_next];
+            ahead_b = row_ptr[v_next];
+            ahead_e = row_ptr[v_next + 1];
+        }
         bool found = false;
         if (unvisited && b < e) {
             const int w = col[b];
