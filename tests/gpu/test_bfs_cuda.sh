@@ -2,7 +2,7 @@
 # t3/bfs's expert (tests/gpu/bfs_selftest.cu) on the task's graphs at every size set and on graphs
 # its generator never draws: a star from its centre and from a leaf, a path of 3000 levels, an
 # isolated source, every row a hub; each search against a host BFS and the task's validator. Then
-# its eval-size time and one search traced barrier by barrier, printed.
+# its eval-size time on three seeds' graphs and one search traced barrier by barrier, printed.
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 
