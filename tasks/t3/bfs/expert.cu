@@ -44,9 +44,10 @@ namespace cg = cooperative_groups;
 /* Rows this long go to the hub queue as items of CHUNK edges (at most 8 warp-wide steps each). */
 #define HUB_DEGREE 256
 #define CHUNK 256
-/* Lanes per vertex in bottom-up levels while at least 1 / WIDE_FRACTION of the vertices are
- * unvisited: 4 rather than 8 (a 32-byte sector a step) measured 1.30x, since most vertices find a
- * parent among their first few neighbours and a block's pass then covers twice the vertices. */
+/* Lanes per vertex in the bottom-up search past a vertex's first neighbour while at least
+ * 1 / WIDE_FRACTION of the vertices are unvisited (one lane after that): most vertices find a
+ * parent among their first few neighbours, and 4 lanes beat 8 (a 32-byte sector a step) by 1.30x
+ * in the block-pass form and were no slower in the warp form (session 55, NOTES.md). */
 #define WIDE 4
 #define WIDE_FRACTION 8
 /* BFS_TRACE(phase, level, frontier) runs after each grid barrier, so tests/gpu/bfs_selftest.cu
@@ -533,8 +534,8 @@ static int init_ctx(bfs_ctx *ctx, const st_config *cfg, int32_t n_params) {
         fprintf(stderr, "bfs expert: the device cannot launch cooperative kernels\n");
         return 1;
     }
-    /* A cooperative grid must be resident all at once. More blocks than the widest level has
-     * work for (WIDE lanes per vertex) would only make every barrier slower. */
+    /* A cooperative grid must be resident all at once. More blocks than WIDE threads a vertex
+     * would keep busy would only make every barrier slower. */
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bfs_kernel, THREADS, 0));
     if (per_sm < 1) {
         fprintf(stderr, "bfs expert: the kernel does not fit on an SM\n");
