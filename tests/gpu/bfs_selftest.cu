@@ -201,6 +201,30 @@ static double median(std::vector<float> v) {
     return v[v.size() / 2];
 }
 
+/* One search traced from the kernel's start (the first stamp ends the init phase), printed
+ * phase by phase. */
+static void trace_search(dev_graph &d) {
+    const int zero = 0;
+    CK(cudaMemcpyToSymbol(trace_n, &zero, sizeof zero));
+    search(d);
+    int n;
+    CK(cudaMemcpyFromSymbol(&n, trace_n, sizeof n));
+    std::vector<unsigned long long> ns(n);
+    std::vector<int> phase(n), lvl(n);
+    std::vector<long long> fr(n);
+    CK(cudaMemcpyFromSymbol(ns.data(), trace_ns, sizeof(unsigned long long) * n));
+    CK(cudaMemcpyFromSymbol(phase.data(), trace_phase, sizeof(int) * n));
+    CK(cudaMemcpyFromSymbol(lvl.data(), trace_level, sizeof(int) * n));
+    CK(cudaMemcpyFromSymbol(fr.data(), trace_frontier, sizeof(long long) * n));
+    printf("trace: phase         level   frontier   us (barrier to barrier; init: from the first stamp)\n");
+    for (int i = 0; i < n; i++)
+        printf("trace: %-13s %5d %10lld %8.1f\n", phase_name(phase[i]), lvl[i], fr[i],
+               i ? (ns[i] - ns[i - 1]) * 1e-3 : 0.0);
+    if (n) printf("trace: %d barriers, %.1f us from the first to the last\n", n, (ns[n - 1] - ns[0]) * 1e-3);
+}
+
+/* st_run's median over 20 calls on g, each after a 256 MiB write that flushes the L2; then, if
+ * asked, one traced search. */
 static void bench(const graph &g, uint64_t seed, bool traced) {
     dev_graph d;
     dev_load(g, d);
@@ -211,7 +235,7 @@ static void bench(const graph &g, uint64_t seed, bool traced) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     std::vector<float> ms;
-    for (int rep = 0; rep < 21; rep++) {
+    for (int rep = 0; rep < 21; rep++) { /* the first call warms up */
         CK(cudaMemset(flush, rep, flush_bytes));
         CK(cudaEventRecord(e0, 0));
         if (st_run(d.ctx, d.in, 3, d.out, 1, 0)) exit(2);
@@ -225,33 +249,11 @@ static void bench(const graph &g, uint64_t seed, bool traced) {
            (unsigned long long)seed, median(ms), ms.size(), ((bfs_ctx *)d.ctx)->blocks);
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
-    if (!traced) {
-        cudaFree(flush);
-        dev_free(d);
-        return;
+    if (traced) {
+        CK(cudaMemset(flush, 1, flush_bytes));
+        trace_search(d);
     }
-    /* one more, traced, from the kernel's start (the first stamp ends the init phase) */
-    const int zero = 0;
-    CK(cudaMemcpyToSymbol(trace_n, &zero, sizeof zero));
-    CK(cudaMemset(flush, 1, flush_bytes));
-    unsigned long long t0;
-    search(d);
-    int n;
-    CK(cudaMemcpyFromSymbol(&n, trace_n, sizeof n));
-    std::vector<unsigned long long> ns(n);
-    std::vector<int> phase(n), lvl(n);
-    std::vector<long long> fr(n);
-    CK(cudaMemcpyFromSymbol(ns.data(), trace_ns, sizeof(unsigned long long) * n));
-    CK(cudaMemcpyFromSymbol(phase.data(), trace_phase, sizeof(int) * n));
-    CK(cudaMemcpyFromSymbol(lvl.data(), trace_level, sizeof(int) * n));
-    CK(cudaMemcpyFromSymbol(fr.data(), trace_frontier, sizeof(long long) * n));
-    t0 = n ? ns[0] : 0;
-    printf("trace: phase         level   frontier   us (barrier to barrier; init: from the first stamp)\n");
-    for (int i = 0; i < n; i++)
-        printf("trace: %-13s %5d %10lld %8.1f\n", phase_name(phase[i]), lvl[i], fr[i],
-               i ? (ns[i] - ns[i - 1]) * 1e-3 : 0.0);
-    if (n) printf("trace: %d barriers, %.1f us from the first to the last\n", n, (ns[n - 1] - t0) * 1e-3);
-    cudaFree(flush);
+    CK(cudaFree(flush));
     dev_free(d);
 }
 
