@@ -217,8 +217,9 @@ piece_product(const int *__restrict__ row_ptr, const int *__restrict__ col, cons
               const float *r, float *p0, float *p1, float *ap, int n, int nnz, int iters) {
     cg::grid_group grid = cg::this_grid();
     extern __shared__ int4 tile_buf[];
-    int *scol = (int *)tile_buf;
-    float *sval = (float *)(scol + NSTAGE * SBUF);
+    int *scol;
+    float *sval;
+    tile_buffers(tile_buf, &scol, &sval);
     double t = 0;
     for (int it = 0; it < iters; it++) {
         t += sweep_product(row_ptr, col, val, r, it & 1 ? p1 : p0, it & 1 ? p0 : p1, ap, 0.5f, false, n, nnz,

@@ -168,6 +168,14 @@ __device__ __forceinline__ float row_product(const int *c, const float *v, int o
     return s;
 }
 
+/* The product sweep's tile buffers in the block's dynamic shared memory: NSTAGE buffers of
+ * SBUF column indices, then NSTAGE of SBUF values (SMEM_BYTES in all). Every kernel that runs
+ * sweep_product takes them from here. */
+__device__ __forceinline__ void tile_buffers(int4 *tile_buf, int **scol, float **sval) {
+    *scol = (int *)tile_buf;
+    *sval = (float *)(*scol + NSTAGE * SBUF);
+}
+
 /* Sweep 1: for every row, p_new and (A p_new)[row] into pout and ap; returns this thread's part of
  * p_new.Ap. A block takes tiles of TILE consecutive rows, a row a thread, and streams each tile's
  * entries (one contiguous run of col and val) into shared memory with asynchronous copies issued
@@ -261,9 +269,10 @@ cg_kernel(const int *__restrict__ row_ptr, const int *__restrict__ col, const fl
           int n, int nnz, int max_iter, double tol2, int vec4, int al16) {
     cg::grid_group grid = cg::this_grid();
     __shared__ double red[WARPS + 1];
-    extern __shared__ int4 tile_buf[]; /* [NSTAGE][SBUF] col, then [NSTAGE][SBUF] val */
-    int *scol = (int *)tile_buf;
-    float *sval = (float *)(scol + NSTAGE * SBUF);
+    extern __shared__ int4 tile_buf[];
+    int *scol;
+    float *sval;
+    tile_buffers(tile_buf, &scol, &sval);
     int parity = 0;
     const int tid = blockIdx.x * THREADS + threadIdx.x, nthreads = gridDim.x * THREADS;
 
