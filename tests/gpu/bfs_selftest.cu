@@ -52,6 +52,15 @@ struct graph {
     std::vector<int> row_ptr, col;
 };
 
+/* The task's sizes (n, deg) as an st_config, for st_init and the task's hooks. */
+struct graph_sizes {
+    const char *names[2] = {"n", "deg"};
+    int64_t values[2];
+    st_config cfg;
+    graph_sizes(int n, int deg) : values{n, deg}, cfg{2, names, values} {}
+    graph_sizes(const graph_sizes &) = delete; /* cfg points into this object */
+};
+
 /* CSR of an undirected edge list, padded to exactly n * deg entries (the task's contract) with
  * repeats of its first edges: duplicate edges are allowed and change no distance. */
 static graph from_edges(int n, int deg, int source, std::vector<std::pair<int, int>> e) {
@@ -81,14 +90,12 @@ static bool task_graph(int n, int deg, uint64_t seed, graph &g) {
     g.deg = deg;
     g.row_ptr.assign((size_t)n + 1, 0);
     g.col.assign((size_t)n * deg, 0);
-    const char *names[] = {"n", "deg"};
-    const int64_t values[] = {n, deg};
-    st_config cfg = {2, names, values};
+    const graph_sizes sz(n, deg);
     st_tensor t[3] = {{"row_ptr", ST_I32, 1, {n + 1}, g.row_ptr.data()},
                       {"col_idx", ST_I32, 1, {(int64_t)n * deg}, g.col.data()},
                       {"source", ST_I32, 1, {1}, &g.source}};
     char msg[256] = "";
-    if (st_task_generate(&cfg, seed, t, 3, msg, sizeof msg)) {
+    if (st_task_generate(&sz.cfg, seed, t, 3, msg, sizeof msg)) {
         fprintf(stderr, "generator: %s\n", msg);
         return false;
     }
@@ -125,10 +132,8 @@ static void dev_load(const graph &g, dev_graph &d) {
     d.in[1] = {"col_idx", ST_I32, 1, {(int64_t)g.col.size()}, d.col};
     d.in[2] = {"source", ST_I32, 1, {1}, d.source};
     d.out[0] = {"level", ST_I32, 1, {g.n}, d.level};
-    const char *names[] = {"n", "deg"};
-    const int64_t values[] = {g.n, g.deg};
-    st_config cfg = {2, names, values};
-    if (st_init(&cfg, nullptr, 0, 0, &d.ctx)) {
+    const graph_sizes sz(g.n, g.deg);
+    if (st_init(&sz.cfg, nullptr, 0, 0, &d.ctx)) {
         fprintf(stderr, "st_init failed (n %d deg %d)\n", g.n, g.deg);
         exit(2);
     }
@@ -165,15 +170,13 @@ static int run_case(const char *name, const graph &g) {
         if (got[v] != want[v] && bad < 0) bad = v;
         levels = std::max(levels, want[v] + 1);
     }
-    const char *names[] = {"n", "deg"};
-    const int64_t values[] = {g.n, g.deg};
-    st_config cfg = {2, names, values};
+    const graph_sizes sz(g.n, g.deg);
     const st_tensor in[3] = {{"row_ptr", ST_I32, 1, {g.n + 1}, (void *)g.row_ptr.data()},
                              {"col_idx", ST_I32, 1, {(int64_t)g.col.size()}, (void *)g.col.data()},
                              {"source", ST_I32, 1, {1}, (void *)&g.source}};
     const st_tensor out[1] = {{"level", ST_I32, 1, {g.n}, got.data()}};
     char msg[512] = "";
-    const int invalid = st_task_validate(&cfg, in, 3, out, out, 1, msg, sizeof msg);
+    const int invalid = st_task_validate(&sz.cfg, in, 3, out, out, 1, msg, sizeof msg);
     if (bad >= 0 || invalid) {
         printf("FAIL %s: n %d deg %d levels %d: ", name, g.n, g.deg, levels);
         if (bad >= 0) printf("level[%d] = %d, want %d; ", bad, got[bad], want[bad]);
