@@ -211,9 +211,14 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
     ctx->ny = (int)ny;
     ctx->nx = (int)nx;
     ctx->sweeps = (int)sweeps;
-    if (cudaMalloc(&ctx->tmp, sizeof(float) * (size_t)ny * (size_t)nx) != cudaSuccess ||
-        cudaFuncSetAttribute(blocked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM_BYTES) !=
-            cudaSuccess) {
+    cudaError_t e = cudaMalloc(&ctx->tmp, sizeof(float) * (size_t)ny * (size_t)nx);
+    const char *what = "cudaMalloc of the scratch grid";
+    if (e == cudaSuccess) {
+        e = cudaFuncSetAttribute(blocked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM_BYTES);
+        what = "cudaFuncSetAttribute (shared memory)";
+    }
+    if (e != cudaSuccess) {
+        fprintf(stderr, "heat2d expert: st_init: %s: %s\n", what, cudaGetErrorString(e));
         st_free(ctx);
         return 1;
     }
