@@ -14,8 +14,11 @@
  * bottom-up: every unvisited vertex scans its neighbours for one in the frontier bitmap and stops
  * at the first, so the big middle levels read a fraction of the edges, with no atomics on levels.
  * Each warp takes 32 vertices (a word of the bitmaps) with no block barrier between warps, and
- * reads the next word's levels and row bounds while it searches this one; while most vertices
- * are unvisited, 4 lanes scan each row together, 16 bytes a step.
+ * reads the next word's levels and row bounds while it searches this one. Each lane first tests
+ * its own vertex's neighbours LANE_K at a time for up to LANE_STEPS steps, the word's 32 rows
+ * advancing together; the rows still searching after that are scanned from where their lane
+ * stopped, G lanes a vertex (4 while most vertices are unvisited, 16 bytes a step). The switch
+ * back to top-down builds the queues from the frontier's bitmap (n / 8 bytes), not the levels.
  * All buffers are allocated in st_init. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +44,10 @@ namespace cg = cooperative_groups;
 #ifndef TD_U
 #define TD_U 4
 #endif
+/* The bottom-up's first pass: every vertex's own lane tests LANE_K neighbours a step, for up to
+ * LANE_STEPS steps, before the rows still searching are scanned G lanes a vertex */
+#define LANE_K 4
+#define LANE_STEPS 4
 /* Rows this long go to the hub queue as items of CHUNK edges (at most 8 warp-wide steps each). */
 #define HUB_DEGREE 256
 #define CHUNK 256
@@ -342,20 +349,33 @@ __device__ void bottom_up_level(const int *__restrict__ row_ptr, const int *__re
             ahead_b = row_ptr[v_next];
             ahead_e = row_ptr[v_next + 1];
         }
-        bool found = false;
-        if (unvisited && b < e) {
-            const int w = col[b];
-            found = frontier[w >> 5] >> (w & 31) & 1u;
+        /* each lane its own vertex, LANE_K neighbours a step, for up to LANE_STEPS steps: the
+         * warp's 32 rows advance together, LANE_K loads a lane in flight */
+        bool found = false, searching = unvisited && b < e;
+        int at = b;
+#pragma unroll 1
+        for (int step = 0; step < LANE_STEPS && __any_sync(FULL_MASK, searching); step++, at += LANE_K) {
+            int w[LANE_K];
+#pragma unroll
+            for (int i = 0; i < LANE_K; i++) w[i] = searching && at + i < e ? col[at + i] : -1;
+            bool hit = false;
+#pragma unroll
+            for (int i = 0; i < LANE_K; i++) hit |= w[i] >= 0 && (frontier[w[i] >> 5] >> (w[i] & 31) & 1u);
+            if (searching && (hit || at + LANE_K >= e)) {
+                found = hit;
+                searching = false;
+            }
         }
-        unsigned int todo = __ballot_sync(FULL_MASK, unvisited && !found && e - b > 1);
+        /* the longer rows left: G lanes a vertex, from where the lane stopped */
+        unsigned int todo = __ballot_sync(FULL_MASK, searching);
         while (todo) {
             /* group grp scans the row of todo's (grp + 1)-th lowest vertex, if there is one */
             const unsigned int owner = __fns(todo, 0, grp + 1);
             const bool active = owner < 32;
-            const int ob = __shfl_sync(FULL_MASK, b, active ? owner : 0);
+            const int ob = __shfl_sync(FULL_MASK, at, active ? owner : 0);
             const int oe = __shfl_sync(FULL_MASK, e, active ? owner : 0);
             bool searching = active, hit_any = false;
-            for (int j0 = ob + 1; __any_sync(FULL_MASK, searching); j0 += G) {
+            for (int j0 = ob; __any_sync(FULL_MASK, searching); j0 += G) {
                 const int j = j0 + sub;
                 const bool in = searching && j < oe;
                 const int w = in ? col[j] : 0;
@@ -395,16 +415,23 @@ __device__ void level_bitmap(const int *level, int cur_level, unsigned int *bitm
     }
 }
 
-/* The frontier as queues, for the first top-down level after bottom-up ones. */
-__device__ void level_queue(const int *level, const int *row_ptr, int cur_level, int *queue,
-                            hub_item *hubs, level_stats *out, int n) {
-    const int passes = (n + THREADS - 1) / THREADS;
+/* The frontier as queues, for the first top-down level after bottom-up ones, from the bitmap
+ * the last bottom-up level wrote (n / 8 bytes) rather than the level array (4n): a thread a word,
+ * the block's threads taking their next set bit together until none has one left. */
+__device__ void bitmap_queue(const unsigned int *bitmap, const int *row_ptr, int *queue, hub_item *hubs,
+                             level_stats *out, int n_words) {
+    const int passes = (n_words + THREADS - 1) / THREADS;
     for (int pass = blockIdx.x; pass < passes; pass += gridDim.x) {
-        const int v = pass * THREADS + threadIdx.x;
-        const bool take = v < n && level[v] == cur_level;
-        const int deg = take ? row_ptr[v + 1] - row_ptr[v] : 0;
-        block_append(take && deg < HUB_DEGREE, v, queue, &out->count);
-        warp_append_hub(take && deg >= HUB_DEGREE, v, deg, hubs, &out->items);
+        const int word = pass * THREADS + threadIdx.x;
+        unsigned int bits = word < n_words ? bitmap[word] : 0u;
+        while (__syncthreads_or(bits != 0)) {
+            const bool take = bits != 0;
+            const int v = take ? word * 32 + __ffs(bits) - 1 : 0;
+            bits &= bits - 1;
+            const int deg = take ? row_ptr[v + 1] - row_ptr[v] : 0;
+            block_append(take && deg < HUB_DEGREE, v, queue, &out->count);
+            warp_append_hub(take && deg >= HUB_DEGREE, v, deg, hubs, &out->items);
+        }
     }
 }
 
@@ -459,8 +486,8 @@ __global__ void __launch_bounds__(THREADS) bfs_kernel(bfs_args a) {
             BFS_TRACE(BFS_PHASE_TO_BOTTOM_UP, lvl, frontier);
         } else if (bottom_up && frontier < n / BETA) {
             bottom_up = false;
-            level_queue(a.level, a.row_ptr, lvl, pick(cur, a.queue[0], a.queue[1]), pick(cur, a.hubs[0], a.hubs[1]),
-                        switch_slot, n);
+            bitmap_queue(pick(cur, a.bitmap[0], a.bitmap[1]), a.row_ptr, pick(cur, a.queue[0], a.queue[1]),
+                         pick(cur, a.hubs[0], a.hubs[1]), switch_slot, a.n_words);
             grid.sync();
             BFS_TRACE(BFS_PHASE_TO_TOP_DOWN, lvl, frontier);
             q_count = (int)switch_slot->count;
