@@ -4,14 +4,18 @@
  * dense graph whose every row is a hub. Each search is compared with a host BFS and the task's
  * own validator. Prints PASS/FAIL per case; exit 0 when all pass, 1 on a mismatch, 2 on a CUDA
  * or setup error. With the argument `bench`, then times st_run at the eval size on the graphs of
- * seeds 1, 2 and 3 (the median of 20 calls each, each after a 256 MiB write that flushes the L2)
- * and prints seed 1's search traced phase by phase (BFS_TRACE: the time from one grid barrier to
- * the next, the frontier each level expanded). tests/gpu/test_bfs_cuda.sh builds and runs it; by hand (repo root):
+ * seeds 1, 2 and 3 (the median of 20 calls each, each after a 256 MiB write that flushes the L2).
+ * Built with -DBFS_SELFTEST_TRACE, the argument `trace` prints seed 1's search traced phase by
+ * phase instead (BFS_TRACE: the time from one grid barrier to the next, the frontier each level
+ * expanded). The hook changes the kernel's register allocation (t3/bfs's expert: 62 registers
+ * with it, 48 without, as `stitch verify` builds it), and so its occupancy: time only the build
+ * without it. tests/gpu/test_bfs_cuda.sh builds and runs both; by hand (repo root):
  *   nvcc -std=c++17 -arch=sm_90a -Iinclude -o /tmp/bfs tests/gpu/bfs_selftest.cu tasks/t3/bfs/task.c
  *   /tmp/bfs bench
  * (-DBFS_EXPERT='"/abs/path/variant.cu"' builds it around another file of the same task.) */
 #include <cstdint>
 
+#ifdef BFS_SELFTEST_TRACE
 /* The trace: block 0's thread 0 stamps the global timer after each grid barrier. */
 #define TRACE_MAX 8192
 __device__ unsigned long long trace_ns[TRACE_MAX];
@@ -32,6 +36,7 @@ __device__ void trace_stamp(int phase, int lvl, long long frontier) {
     }
 }
 #define BFS_TRACE(phase, lvl, frontier) trace_stamp(phase, lvl, frontier)
+#endif
 
 /* -DBFS_EXPERT='"file.cu"' tests and traces another solution of the task (a variant) */
 #ifndef BFS_EXPERT
@@ -187,6 +192,12 @@ static int run_case(const char *name, const graph &g) {
     return 0;
 }
 
+static double median(std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+#ifdef BFS_SELFTEST_TRACE
 static const char *phase_name(int p) {
     switch (p) {
     case BFS_PHASE_INIT: return "init";
@@ -199,14 +210,17 @@ static const char *phase_name(int p) {
     return "?";
 }
 
-static double median(std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-/* One search traced from the kernel's start (the first stamp ends the init phase), printed
- * phase by phase. */
-static void trace_search(dev_graph &d) {
+/* One search of g traced from the kernel's start (the first stamp ends the init phase), printed
+ * phase by phase, after a call that warms up and a write that flushes the L2. */
+static void trace_search(const graph &g) {
+    dev_graph d;
+    dev_load(g, d);
+    search(d);
+    const size_t flush_bytes = 256u << 20;
+    void *flush;
+    CK(cudaMalloc(&flush, flush_bytes));
+    CK(cudaMemset(flush, 1, flush_bytes));
+    CK(cudaFree(flush));
     const int zero = 0;
     CK(cudaMemcpyToSymbol(trace_n, &zero, sizeof zero));
     search(d);
@@ -224,11 +238,12 @@ static void trace_search(dev_graph &d) {
         printf("trace: %-13s %5d %10lld %8.1f\n", phase_name(phase[i]), lvl[i], fr[i],
                i ? (ns[i] - ns[i - 1]) * 1e-3 : 0.0);
     if (n) printf("trace: %d barriers, %.1f us from the first to the last\n", n, (ns[n - 1] - ns[0]) * 1e-3);
+    dev_free(d);
 }
+#endif
 
-/* st_run's median over 20 calls on g, each after a 256 MiB write that flushes the L2; then, if
- * asked, one traced search. */
-static void bench(const graph &g, uint64_t seed, bool traced) {
+/* st_run's median over 20 calls on g, each after a 256 MiB write that flushes the L2. */
+static void bench(const graph &g, uint64_t seed) {
     dev_graph d;
     dev_load(g, d);
     const size_t flush_bytes = 256u << 20;
@@ -252,10 +267,6 @@ static void bench(const graph &g, uint64_t seed, bool traced) {
            (unsigned long long)seed, median(ms), ms.size(), ((bfs_ctx *)d.ctx)->blocks);
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
-    if (traced) {
-        CK(cudaMemset(flush, 1, flush_bytes));
-        trace_search(d);
-    }
     CK(cudaFree(flush));
     dev_free(d);
 }
@@ -290,13 +301,23 @@ int main(int argc, char **argv) {
     }
     fails += run_case("every row a hub (degree ~512)", from_edges(nd, dd, 5, e));
     printf("%s: %d case(s) failed\n", fails ? "FAIL" : "PASS", fails);
-    if (fails || argc < 2 || std::string(argv[1]) != "bench") return fails ? 1 : 0;
+    const std::string mode = argc > 1 ? argv[1] : "";
+    if (fails || (mode != "bench" && mode != "trace")) return fails ? 1 : 0;
+    if (mode == "trace") {
+#ifdef BFS_SELFTEST_TRACE
+        trace_search(eval);
+        return 0;
+#else
+        fprintf(stderr, "trace: not built in (build with -DBFS_SELFTEST_TRACE)\n");
+        return 2;
+#endif
+    }
     /* the time moves with the graph and source by tens of percent: three seeds' graphs */
-    bench(eval, 1, true);
+    bench(eval, 1);
     for (uint64_t seed = 2; seed <= 3; seed++) {
         graph g;
         if (!task_graph(2097152, 16, seed, g)) return 2;
-        bench(g, seed, false);
+        bench(g, seed);
     }
     return 0;
 }

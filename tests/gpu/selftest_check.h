@@ -1,4 +1,4 @@
-/* The GPU self-tests' check of a CUDA call (tests/gpu/*_selftest.cu): a failure prints the
+/* The GPU self-tests' check of a CUDA call (tests/gpu/NAME_selftest.cu): a failure prints the
  * call, where and why, and exits 2, the self-tests' code for a CUDA or setup error (1 is a
  * mismatch). */
 #ifndef ST_SELFTEST_CHECK_H
