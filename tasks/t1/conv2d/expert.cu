@@ -25,7 +25,7 @@
 #define CK 16                       /* channels per chunk: one k16 step per tap */
 #define TAPS 9
 #define STAGES 3
-#define SEG (BN + 2)                /* padded pixels one kernel row r reads for a block */
+#define SEG (BN + 2)                /* padded pixels a kernel row reads for a padded tile */
 #define W_ROWS (TAPS * BM)          /* weight rows per chunk: (tap, out channel) */
 #define W_ELEMS (W_ROWS * CK)
 #define PRE_THREADS 256
