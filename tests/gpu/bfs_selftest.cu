@@ -7,9 +7,9 @@
  * seeds 1, 2 and 3 (the median of 20 calls each, each after a 256 MiB write that flushes the L2).
  * Built with -DBFS_SELFTEST_TRACE, the argument `trace` prints seed 1's search traced phase by
  * phase instead (BFS_TRACE: the time from one grid barrier to the next, the frontier each level
- * expanded). The hook changes the kernel's register allocation (t3/bfs's expert: 62 registers
- * with it, 48 without, as `stitch verify` builds it), and so its occupancy: time only the build
- * without it. tests/gpu/test_bfs_cuda.sh builds and runs both; by hand (repo root):
+ * expanded). The hook can change the kernel's register allocation, and so its occupancy (in
+ * session 56 it gave the lane-pass expert 62 registers against the 48 of `stitch verify`'s
+ * build): time only the build without it. tests/gpu/test_bfs_cuda.sh builds and runs both; by hand (repo root):
  *   nvcc -std=c++17 -arch=sm_90a -Iinclude -o /tmp/bfs tests/gpu/bfs_selftest.cu tasks/t3/bfs/task.c
  *   /tmp/bfs bench
  * (-DBFS_EXPERT='"/abs/path/variant.cu"' builds it around another file of the same task.) */

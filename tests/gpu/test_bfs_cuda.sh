@@ -3,7 +3,7 @@
 # its generator never draws: a star from its centre and from a leaf, a path of 3000 levels, an
 # isolated source, every row a hub; each search against a host BFS and the task's validator. Then
 # its eval-size time on three seeds' graphs, printed, and (a second build, with the trace hook,
-# which changes the kernel's registers and so is not timed) one search traced barrier by barrier.
+# which can change the kernel's registers and so is not timed) one search traced barrier by barrier.
 BACKEND=cuda
 . "$(dirname "$0")/../lib.sh"
 

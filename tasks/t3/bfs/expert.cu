@@ -51,10 +51,11 @@ namespace cg = cooperative_groups;
 /* Rows this long go to the hub queue as items of CHUNK edges (at most 8 warp-wide steps each). */
 #define HUB_DEGREE 256
 #define CHUNK 256
-/* Lanes per vertex in the bottom-up search past a vertex's first neighbour while at least
- * 1 / WIDE_FRACTION of the vertices are unvisited (one lane after that): most vertices find a
- * parent among their first few neighbours, and 4 lanes beat 8 (a 32-byte sector a step) by 1.30x
- * in the block-pass form and were no slower in the warp form (session 55, NOTES.md). */
+/* Lanes per vertex in the bottom-up search past the lane pass (LANE_K * LANE_STEPS neighbours)
+ * while at least 1 / WIDE_FRACTION of the vertices are unvisited (one lane after that): most
+ * vertices find a parent among their first few neighbours, and 4 lanes beat 8 (a 32-byte sector
+ * a step) by 1.30x in the block-pass form and were no slower in the warp form (session 55,
+ * NOTES.md). */
 #define WIDE 4
 #define WIDE_FRACTION 8
 /* BFS_TRACE(phase, level, frontier) runs after each grid barrier, so tests/gpu/bfs_selftest.cu
@@ -126,21 +127,35 @@ __device__ __forceinline__ unsigned int lanes_below(unsigned int mask) {
     return __popc(mask & ((1u << (threadIdx.x & 31)) - 1));
 }
 
+/* The sum of x over this lane and the lanes below it. All 32 lanes call. */
+__device__ __forceinline__ int warp_inclusive_sum(int x) {
+    const int lane = threadIdx.x & 31;
+    for (int off = 1; off < 32; off <<= 1) {
+        const int t = __shfl_up_sync(FULL_MASK, x, off);
+        if (lane >= off) x += t;
+    }
+    return x;
+}
+
+/* k slots a lane taken from *count with one atomic for the whole warp (none when every k is 0);
+ * returns this lane's first slot. All 32 lanes call. */
+__device__ __forceinline__ unsigned int warp_reserve(int k, unsigned int *count) {
+    const int incl = warp_inclusive_sum(k);
+    const int total = __shfl_sync(FULL_MASK, incl, 31);
+    if (total == 0) return 0;
+    unsigned int base = 0;
+    if ((threadIdx.x & 31) == 31) base = atomicAdd(count, (unsigned int)total);
+    return __shfl_sync(FULL_MASK, base, 31) + (unsigned int)(incl - k);
+}
+
 /* Append each `hub` lane's row as ceil(deg / CHUNK) items, one atomic for the whole warp. All 32
  * lanes call. */
 __device__ __forceinline__ void warp_append_hub(bool hub, int v, int deg, hub_item *items,
                                                 unsigned int *count) {
     if (!__ballot_sync(FULL_MASK, hub)) return;
-    const int lane = threadIdx.x & 31, k = hub ? (deg + CHUNK - 1) / CHUNK : 0;
-    int incl = k;
-    for (int off = 1; off < 32; off <<= 1) {
-        const int t = __shfl_up_sync(FULL_MASK, incl, off);
-        if (lane >= off) incl += t;
-    }
-    unsigned int base = 0;
-    if (lane == 31) base = atomicAdd(count, (unsigned int)incl);
-    base = __shfl_sync(FULL_MASK, base, 31);
-    for (int c = 0; c < k; c++) items[base + incl - k + c] = {v, c};
+    const int k = hub ? (deg + CHUNK - 1) / CHUNK : 0;
+    const unsigned int at = warp_reserve(k, count);
+    for (int c = 0; c < k; c++) items[at + c] = {v, c};
 }
 
 /* The same with one global atomic per block: whole-grid kernels would otherwise send tens of
@@ -198,27 +213,16 @@ __device__ __forceinline__ void visit_batch(const int (&v)[TD_U], int next_level
     for (int u = 0; u < TD_U; u++) claimed[u] = claimed[u] && atomicCAS(&level[v[u]], -1, next_level) == -1;
 #pragma unroll
     for (int u = 0; u < TD_U; u++) deg[u] = claimed[u] ? row_ptr[v[u] + 1] - row_ptr[v[u]] : 0;
-    const int lane = threadIdx.x & 31;
     int k = 0; /* this lane's short rows: a warp scan places them, one atomic takes the room */
 #pragma unroll
     for (int u = 0; u < TD_U; u++) {
         *edges += deg[u];
         k += claimed[u] && deg[u] < HUB_DEGREE;
     }
-    int incl = k;
-    for (int off = 1; off < 32; off <<= 1) {
-        const int t = __shfl_up_sync(FULL_MASK, incl, off);
-        if (lane >= off) incl += t;
-    }
-    const int total = __shfl_sync(FULL_MASK, incl, 31);
-    if (total) {
-        unsigned int base = 0;
-        if (lane == 31) base = atomicAdd(&out->count, (unsigned int)total);
-        int at = (int)__shfl_sync(FULL_MASK, base, 31) + incl - k;
+    unsigned int at = warp_reserve(k, &out->count);
 #pragma unroll
-        for (int u = 0; u < TD_U; u++)
-            if (claimed[u] && deg[u] < HUB_DEGREE) q_out[at++] = v[u];
-    }
+    for (int u = 0; u < TD_U; u++)
+        if (claimed[u] && deg[u] < HUB_DEGREE) q_out[at++] = v[u];
 #pragma unroll
     for (int u = 0; u < TD_U; u++)
         warp_append_hub(claimed[u] && deg[u] >= HUB_DEGREE, v[u], deg[u], hubs_out, &out->items);
@@ -278,11 +282,7 @@ __device__ void top_down_level(const int *__restrict__ row_ptr, const int *__res
         /* the short rows left, concatenated: an exclusive scan of the degrees gives each lane's
          * offset, and batch position k belongs to the last lane whose offset is <= k */
         const int deg = end - beg;
-        int incl = deg;
-        for (int off = 1; off < 32; off <<= 1) {
-            const int x = __shfl_up_sync(FULL_MASK, incl, off);
-            if (lane >= off) incl += x;
-        }
+        const int incl = warp_inclusive_sum(deg);
         const int excl = incl - deg;
         const int total = __shfl_sync(FULL_MASK, incl, 31);
         for (int base = 0; base < total; base += 32 * TD_U) {
@@ -312,12 +312,12 @@ __device__ void top_down_level(const int *__restrict__ row_ptr, const int *__res
 
 /* Bottom-up by warps: a warp takes one 32-bit word of the bitmaps at a time (32 consecutive
  * vertices, a lane each), so it assembles the next frontier's word in a register and writes it
- * whole, and no block barrier holds one warp for another's slow row. Each unvisited vertex first
- * tests its own first neighbour (32 independent reads a warp); those still searching then scan G
- * lanes a vertex, 32 / G vertices at a time, each from its second neighbour to the first one in
- * the frontier. Only a vertex's own lane writes level[v], and the frontier is read from the
- * bitmap, so there are no races. No queue is written: one is built only on the way back to
- * top-down. */
+ * whole, and no block barrier holds one warp for another's slow row. Each unvisited vertex's
+ * lane first tests its neighbours LANE_K at a time for up to LANE_STEPS steps (32 rows advancing
+ * together); those still searching then scan G lanes a vertex, 32 / G vertices at a time, each
+ * from where its lane stopped to the first neighbour in the frontier. Only a vertex's own lane
+ * writes level[v], and the frontier is read from the bitmap, so there are no races. No queue is
+ * written: one is built only on the way back to top-down. */
 template <int G>
 __device__ void bottom_up_level(const int *__restrict__ row_ptr, const int *__restrict__ col, int *level,
                                 const unsigned int *frontier, unsigned int *next_frontier,
@@ -374,16 +374,16 @@ __device__ void bottom_up_level(const int *__restrict__ row_ptr, const int *__re
             const bool active = owner < 32;
             const int ob = __shfl_sync(FULL_MASK, at, active ? owner : 0);
             const int oe = __shfl_sync(FULL_MASK, e, active ? owner : 0);
-            bool searching = active, hit_any = false;
-            for (int j0 = ob; __any_sync(FULL_MASK, searching); j0 += G) {
+            bool scanning = active, hit_any = false;
+            for (int j0 = ob; __any_sync(FULL_MASK, scanning); j0 += G) {
                 const int j = j0 + sub;
-                const bool in = searching && j < oe;
+                const bool in = scanning && j < oe;
                 const int w = in ? col[j] : 0;
                 const bool hit = in && (frontier[w >> 5] >> (w & 31) & 1u);
                 const unsigned int hits = __ballot_sync(FULL_MASK, hit) & group;
-                if (searching && (hits || j0 + G >= oe)) {
+                if (scanning && (hits || j0 + G >= oe)) {
                     hit_any = hits != 0;
-                    searching = false;
+                    scanning = false;
                 }
             }
             /* each group's first lane holds the answer; the vertex's own lane takes it */
