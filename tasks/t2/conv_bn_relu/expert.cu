@@ -4,16 +4,17 @@
  * xp[chunk][n][H+2][W+2][16 channels]; the main kernel is then an implicit GEMM on mma.sync
  * m16n8k16 (sm_80+) with no bounds checks in its loop. In the padded layout an output pixel is a
  * linear position g = (n, h, w) of the padded image grid and tap (r, s) reads position
- * g + r*(W+2) + s, so a block's 256 consecutive positions read three runs of 258 consecutive padded
- * pixels (one contiguous window when rows are short): every operand row is a 32-byte cp.async
- * pair, every ldmatrix row one shifted smem row. Positions on the pad columns and rows are
- * computed and discarded. Block: 64 out channels x 256 positions, 4 warps of 64 x 64, 3-stage
- * cp.async pipeline over 16-channel chunks, XOR-swizzled smem rows. The batch norm is kept out of
- * the filter: st_init turns it into a per-channel fp32 scale and shift, which the epilogue applies
- * to the fp32 accumulator with the ReLU before the single rounding to bf16 (half the error of a
- * bf16-rounded folded filter, for one FMA per output). The filter is repacked once in st_init.
- * The batch runs in CONV_PARTS parts of whole images, each part's GEMM on a side stream beside the
- * next part's pre-pass. */
+ * g + r*(W+2) + s. A block takes 256 consecutive output pixels (or, where that would make the
+ * window too long, 256 consecutive padded positions, those on pad rows and columns computed and
+ * discarded), which read three runs of consecutive padded pixels from the first one's position on
+ * (one contiguous window when rows are short): every operand row is a 32-byte cp.async pair,
+ * every ldmatrix row one shifted smem row. Block: 64 out channels x 256 positions, 4 warps of
+ * 64 x 64, 3-stage cp.async pipeline over 16-channel chunks, XOR-swizzled smem rows. The batch
+ * norm is kept out of the filter: st_init turns it into a per-channel fp32 scale and shift, which
+ * the epilogue applies to the fp32 accumulator with the ReLU before the single rounding to bf16
+ * (half the error of a bf16-rounded folded filter, for one FMA per output). The filter is
+ * repacked once in st_init. The batch can run in CONV_PARTS parts of whole images, each part's
+ * GEMM on a side stream beside the next part's pre-pass (one part by default). */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -34,23 +35,27 @@
 #define SEG (BN + 2)                /* padded pixels one kernel row r reads for a block */
 #define W_ROWS (TAPS * BM)          /* weight rows per chunk: (tap, out channel) */
 #define W_ELEMS (W_ROWS * CK)
-#define B_PG_STRIDE (16 * CK)       /* smem elements between n8-tile pairs of a warp */
 #define PRE_THREADS 256
 #define PRE_COLS 64                 /* padded columns per pre-pass block */
 #define PRE_HW 17                   /* 32-bit words per pre-pass smem pixel (16 + 1 pad) */
 #define EP_STRIDE 72                /* bf16 elements per staged output row (64 + 8 pad) */
+#define REAL_SMEM_MAX (110 * 1024)  /* shared memory a block can have with two an SM (sm_90) */
 
 /* Sizes and the derived scratch geometry; passed by value to both kernels. */
 typedef struct geom {
     int N, C, H, W, K;
     int Hp, Wp, chunks, kblocks, tiles;
+    int real;                       /* tiles of output pixels (1) or of padded positions (0) */
+    int seg;                        /* padded pixels one kernel row r reads for a block */
     int RS;                         /* smem rows between the runs of kernel rows r and r+1 */
-    int xrows;                      /* smem rows of one stage's input window: 2*RS + SEG */
+    int xrows;                      /* smem rows of one stage's input window: 2*RS + seg */
+    long long HW, NHW;              /* output pixels per image and in the batch */
     long long HpWp, G;              /* padded pixels per image; per chunk in xp (with slack) */
 } geom;
 
 #ifndef CONV_PARTS
-#define CONV_PARTS 4 /* the batch in parts: part k's GEMM overlaps part k+1's pre-pass */
+#define CONV_PARTS 1 /* the batch in parts: part k's GEMM overlaps part k+1's pre-pass; with
+                      * tiles of output pixels one part, whose GEMM is three whole waves at eval */
 #endif
 
 typedef struct conv_ctx {
@@ -73,7 +78,7 @@ __host__ __device__ __forceinline__ int swz(int row, int c) {
 }
 
 /* Stage fill, input window: piece q (16 bytes) of the run of kernel row r. Returns the smem
- * element offset; *src gets the element offset in xp relative to (chunk, block start g0). */
+ * element offset; *src gets the element offset in xp relative to (chunk, the tile's base). */
 __host__ __device__ __forceinline__ int x_piece(const geom &g, int r, int q, long long *src) {
     const int j = q >> 1, half = q & 1;
     *src = (long long)(r * g.Wp + j) * CK + 8 * half;
@@ -81,7 +86,27 @@ __host__ __device__ __forceinline__ int x_piece(const geom &g, int r, int q, lon
 }
 
 __host__ __device__ __forceinline__ int x_run_rows(const geom &g, int r) {
-    return r < 2 ? g.RS : SEG;
+    return r < 2 ? g.RS : g.seg;
+}
+
+/* Padded position of output pixel q (n, h, w): n*(H+2)(W+2) + h*(W+2) + w. q < NHW < 2^30. */
+__host__ __device__ __forceinline__ int pad_of(const geom &g, int q) {
+    const int hw = (int)g.HW, n = q / hw, rem = q - n * hw, h = rem / g.W;
+    return n * (int)g.HpWp + h * g.Wp + rem - h * g.W;
+}
+
+/* First padded position of tile b's window: with real tiles, that of its first output pixel. */
+__host__ __device__ __forceinline__ int tile_base(const geom &g, int b) {
+    return g.real ? pad_of(g, b * BN) : b * BN;
+}
+
+/* Window row (tap 0) of the tile's position p: p itself for padded tiles; for real tiles the
+ * padded position of output pixel b*256 + p (the batch's last pixel past the end, whose results
+ * are discarded) less the tile's base. */
+__host__ __device__ __forceinline__ int pos_row(const geom &g, int b, int base, int p) {
+    if (!g.real) return p;
+    const long long q = (long long)b * BN + p;
+    return pad_of(g, (int)(q < g.NHW ? q : g.NHW - 1)) - base;
 }
 
 /* Lane's ldmatrix.x4 row for A (weights) of tap t, m16 tile i: matrices (rows 0-7, ch 0-7),
@@ -91,14 +116,16 @@ __host__ __device__ __forceinline__ int a_ldm_off(int t, int i, int lane) {
     return swz(row, 8 * (lane >> 4));
 }
 
-/* Lane's ldmatrix.x4 row for B of tap t and the warp's n8 tiles 0 and 1: matrices (tile 0,
- * ch 0-7), (0, 8-15), (1, 0-7), (1, 8-15) = b0, b1 of tile 0, then of tile 1. Row n of tile j
- * is position p = WN*warp + 8j + n, which reads window row (t/3)*RS + p + t%3. Tiles 2pg and
- * 2pg+1 are B_PG_STRIDE further: 16 rows, a multiple of 4, so the swizzle phase is unchanged. */
-__host__ __device__ __forceinline__ int b_tap_off(int RS, int warp, int t, int lane) {
-    const int q = lane >> 3;
-    const int p = WN * warp + (lane & 7) + 8 * (q >> 1);
-    return swz((t / 3) * RS + p + t % 3, 8 * (q & 1));
+/* Lane's ldmatrix.x4 position for B of the warp's n8 tiles 2pg and 2pg+1: matrices (tile 2pg,
+ * ch 0-7), (2pg, 8-15), (2pg+1, 0-7), (2pg+1, 8-15) = b0, b1 of one tile, then of the other.
+ * Row n of tile j is position p = WN*warp + 8j + n; tap t reads window row
+ * pos_row(p) + (t/3)*RS + t%3, and the lane's channel half is 8*((lane/8)%2). */
+__host__ __device__ __forceinline__ int b_lane_pos(int warp, int pg, int lane) {
+    return WN * warp + 16 * pg + (lane & 7) + 8 * (lane >> 4);
+}
+
+__host__ __device__ __forceinline__ int b_tap_off(int RS, int row, int t, int lane) {
+    return swz(row + (t / 3) * RS + t % 3, 8 * ((lane >> 3) & 1));
 }
 
 /* Output offset of padded position gpos without the channel term (add k*H*W), -1 when gpos is
@@ -110,6 +137,16 @@ __host__ __device__ __forceinline__ long long out_base(const geom &g, long long 
     if (n >= g.N || h >= g.H || w >= g.W) return -1;
     return (long long)n * g.K * ((long long)g.H * g.W) + (long long)h * g.W + w;
 }
+
+/* Output offset (less k*H*W) of tile b's position p, -1 when it is discarded. */
+__host__ __device__ __forceinline__ long long out_pos(const geom &g, int b, int p) {
+    const long long q = (long long)b * BN + p;
+    if (!g.real) return out_base(g, q);
+    if (q >= g.NHW) return -1;
+    const long long n = q / g.HW;
+    return n * g.K * g.HW + q - n * g.HW;
+}
+
 
 /* Epilogue staging: a warp's 64 x 64 bf16 tile as [out channel][position] rows of EP_STRIDE
  * elements; 72 (36 words) puts the 8 channels of one fragment store in 8 distinct bank groups. */
@@ -290,9 +327,9 @@ to_padded_nhwc_kernel(const uint16_t *__restrict__ x, uint16_t *__restrict__ xp,
 
 /* Issue one chunk's cp.async copies (input window and weights) into stage `stage`. */
 __device__ __forceinline__ void load_stage(const geom &g, const uint16_t *__restrict__ xp,
-                                           const uint16_t *__restrict__ wpk, long long g0,
+                                           const uint16_t *__restrict__ wpk, int base,
                                            int chunk, uint32_t stage_s, int tid) {
-    const uint16_t *xsrc = xp + ((long long)chunk * g.G + g0) * CK;
+    const uint16_t *xsrc = xp + ((long long)chunk * g.G + base) * CK;
 #pragma unroll
     for (int r = 0; r < 3; r++) {
         const int pieces = 2 * x_run_rows(g, r);
@@ -308,15 +345,16 @@ __device__ __forceinline__ void load_stage(const geom &g, const uint16_t *__rest
         cp_async16(wdst + (uint32_t)swz(q >> 1, 8 * (q & 1)) * 2, wsrc + 8 * q);
 }
 
-/* One chunk: 9 taps x (4 + 4 ldmatrix.x4, 32 MMAs) per warp. */
+/* One chunk: 9 taps x (4 + 4 ldmatrix.x4, 32 MMAs) per warp. brow: the lane's window rows of
+ * its four position pairs (b_lane_pos). */
 __device__ __forceinline__ void compute_stage(float (&acc)[4][8][4], uint32_t xs, uint32_t ws,
-                                              const int (&boff)[TAPS], int aoff) {
+                                              const int (&brow)[4], int RS, int lane, int aoff) {
 #pragma unroll
     for (int t = 0; t < TAPS; t++) {
         uint32_t b[8][2];
 #pragma unroll
         for (int pg = 0; pg < 4; pg++)
-            ldmatrix_x4(xs + (uint32_t)(boff[t] + pg * B_PG_STRIDE) * 2, b[2 * pg][0],
+            ldmatrix_x4(xs + (uint32_t)b_tap_off(RS, brow[pg], t, lane) * 2, b[2 * pg][0],
                         b[2 * pg][1], b[2 * pg + 1][0], b[2 * pg + 1][1]);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -332,14 +370,16 @@ __device__ __forceinline__ void compute_stage(float (&acc)[4][8][4], uint32_t xs
 /* Accumulator (i, j, e) is out channel 16i + lane/4 (+8 for e >= 2), position
  * WN*warp + 8j + 2*(lane%4) (+1 for odd e). Written to smem first so that each warp store covers
  * 64 consecutive positions of one channel (128 contiguous bytes but for row breaks) instead of
- * 16-byte pieces of 8 channels. The batch norm (fp32 scale and shift of the channel) and the
- * ReLU are applied to the fp32 accumulator before its one rounding. Lane l stores positions 2l
- * and 2l+1 of its warp's 64. With pair_store (W even, y 4-byte aligned) both are in one image
- * row or both discarded: g0 and 2l are even and so are W+2 and (H+2)(W+2), so the pair starts on
- * an even column and W-1 is odd. */
+ * 16-byte pieces of 8 channels (128 contiguous bytes but for image breaks, and row breaks with
+ * padded tiles). The batch norm (fp32 scale and shift of the channel) and the ReLU are applied
+ * to the fp32 accumulator before its one rounding. Lane l stores positions 2l and 2l+1 of its
+ * warp's 64. With pair_store both are in one image (real tiles, H*W even: the pair's first pixel
+ * index is even) or, with padded tiles and W even, one image row or both discarded (the tile
+ * start and 2l are even and so are W+2 and (H+2)(W+2), so the pair starts on an even column and
+ * W-1 is odd). */
 __device__ __forceinline__ void store_tile(const geom &g, const float (&acc)[4][8][4],
                                            const float *__restrict__ bn, uint16_t *stage,
-                                           __nv_bfloat16 *__restrict__ y, long long g0, int kb,
+                                           __nv_bfloat16 *__restrict__ y, int b, int kb,
                                            int warp, int lane, int pair_store) {
     const int kpad = g.kblocks * BM;
 #pragma unroll
@@ -357,8 +397,8 @@ __device__ __forceinline__ void store_tile(const geom &g, const float (&acc)[4][
             }
         }
     __syncwarp();
-    const long long p = g0 + WN * warp + 2 * lane;
-    const long long o0 = out_base(g, p), o1 = out_base(g, p + 1);
+    const int p = WN * warp + 2 * lane;
+    const long long o0 = out_pos(g, b, p), o1 = out_pos(g, b, p + 1);
     if (o0 < 0 && o1 < 0) return;
     const long long HW = (long long)g.H * g.W;
     const int mmax = g.K - kb * BM < BM ? g.K - kb * BM : BM;
@@ -374,7 +414,8 @@ __device__ __forceinline__ void store_tile(const geom &g, const float (&acc)[4][
     }
 }
 
-/* One block: positions g0 = tile*256 .. +255 of the padded batch, out channels kb*64 .. +63,
+/* One block: tile b's 256 positions (output pixels or padded positions), out channels
+ * kb*64 .. +63,
  * for block index tile*kblocks + kb: the channel blocks of one tile are neighbours in launch order,
  * so they run together and read the same input window while it is in L2.
  * Warp w owns positions 64w .. 64w+63 for all 64 channels: 4 m16 x 8 n8 accumulators. */
@@ -385,15 +426,14 @@ conv3x3_bn_relu_kernel(const uint16_t *__restrict__ xp, const uint16_t *__restri
     extern __shared__ __align__(128) uint16_t smem[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     int kb;
-    const int tile = block_tile(g, bid0 + blockIdx.x, &kb);
-    const long long g0 = (long long)tile * BN;
+    const int tile = block_tile(g, bid0 + blockIdx.x, &kb), base = tile_base(g, tile);
     const uint16_t *wpk = wp + (size_t)kb * g.chunks * W_ELEMS;
     const uint32_t smem_base = (uint32_t)__cvta_generic_to_shared(smem);
     const uint32_t stage_bytes = (uint32_t)(g.xrows * CK + W_ELEMS) * 2;
 
-    int boff[TAPS];
+    int brow[4];
 #pragma unroll
-    for (int t = 0; t < TAPS; t++) boff[t] = b_tap_off(g.RS, warp, t, lane);
+    for (int pg = 0; pg < 4; pg++) brow[pg] = pos_row(g, tile, base, b_lane_pos(warp, pg, lane));
     const int aoff = a_ldm_off(0, 0, lane);
 
     float acc[4][8][4];
@@ -405,7 +445,7 @@ conv3x3_bn_relu_kernel(const uint16_t *__restrict__ xp, const uint16_t *__restri
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
 
     for (int s = 0; s < STAGES - 1; s++) {
-        if (s < g.chunks) load_stage(g, xp, wpk, g0, s, smem_base + s * stage_bytes, tid);
+        if (s < g.chunks) load_stage(g, xp, wpk, base, s, smem_base + s * stage_bytes, tid);
         cp_async_commit();
     }
     for (int chunk = 0; chunk < g.chunks; chunk++) {
@@ -415,39 +455,86 @@ conv3x3_bn_relu_kernel(const uint16_t *__restrict__ xp, const uint16_t *__restri
         __syncthreads();
         const int next = chunk + STAGES - 1;
         if (next < g.chunks)
-            load_stage(g, xp, wpk, g0, next, smem_base + (next % STAGES) * stage_bytes, tid);
+            load_stage(g, xp, wpk, base, next, smem_base + (next % STAGES) * stage_bytes, tid);
         cp_async_commit();
         const uint32_t xs = smem_base + (chunk % STAGES) * stage_bytes;
-        compute_stage(acc, xs, xs + (uint32_t)g.xrows * CK * 2, boff, aoff);
+        compute_stage(acc, xs, xs + (uint32_t)g.xrows * CK * 2, brow, g.RS, lane, aoff);
     }
     /* every warp is done reading the stages before they hold the output tile (the remaining
      * cp.async groups are empty) */
     cp_async_wait_all();
     __syncthreads();
-    store_tile(g, acc, bn, smem, y, g0, kb, warp, lane, pair_store);
+    store_tile(g, acc, bn, smem, y, tile, kb, warp, lane, pair_store);
 }
 #endif /* __CUDACC__ */
 
 /* ------------------------------------------------------------------------------------------ */
 /* geometry (host) */
 
-/* Fills g from the sizes; returns 0, or -1 when a size overflows the int arithmetic used. */
+static int window_rows(long long Wp, int seg) {
+    return 2 * (Wp < seg ? (int)Wp : seg) + seg;
+}
+
+static int stage_smem(int xrows) {
+    return STAGES * (xrows * CK + W_ELEMS) * 2;
+}
+
+/* The longest run of padded positions a tile of 256 output pixels spans (its first to its last
+ * pixel), plus the two columns tap s = 2 reaches past it. */
+static int real_seg(const geom *g) {
+    int span = 0;
+    for (int b = 0; b < g->tiles; b++) {
+        const long long last = (long long)b * BN + BN - 1;
+        const int s = pad_of(*g, (int)(last < g->NHW ? last : g->NHW - 1)) - pad_of(*g, b * BN);
+        if (s > span) span = s;
+    }
+    return span + 1 + 2;
+}
+
+/* The number of tiles whose input windows end inside the first `end` padded positions: those
+ * are tiles 0 .. that - 1, since tile bases grow with the tile index. */
+static long long tiles_inside(const geom &g, long long end) {
+    long long lo = 0, hi = g.tiles; /* tiles lo-1 and below fit, hi and above do not */
+    while (lo < hi) {
+        const long long mid = (lo + hi) / 2;
+        if (tile_base(g, (int)mid) + 2LL * g.Wp + g.seg <= end) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Fills g from the sizes; returns 0, or -1 when a size overflows the int arithmetic used.
+ * Tiles are 256 output pixels each (real) where that takes fewer tiles than 256 padded
+ * positions and its longer window still leaves room for two blocks an SM: at the eval size 784
+ * tiles instead of 841, three whole waves of 264 blocks on 132 SMs instead of 3.19. */
 static int make_geom(geom *g, long long N, long long C, long long H, long long W, long long K) {
     memset(g, 0, sizeof(*g));
     const long long Hp = H + 2, Wp = W + 2, chunks = (C + CK - 1) / CK;
     const long long HpWp = Hp * Wp, tiles = (N * HpWp + BN - 1) / BN;
-    const long long G = tiles * BN + 2 * Wp + 2; /* the last block's window ends here */
-    if (N * Hp > INT32_MAX || (Wp + PRE_COLS - 1) / PRE_COLS > 65535 || tiles > INT32_MAX ||
-        G > INT32_MAX / 2 || tiles * ((K + BM - 1) / BM) > INT32_MAX || C > INT32_MAX - CK ||
-        K > INT32_MAX - BM || H * W > INT32_MAX)
+    if (N * Hp > INT32_MAX || (Wp + PRE_COLS - 1) / PRE_COLS > 65535 ||
+        tiles * BN + 2 * Wp + 2 > INT32_MAX / 2 || tiles * ((K + BM - 1) / BM) > INT32_MAX ||
+        C > INT32_MAX - CK || K > INT32_MAX - BM || H * W > INT32_MAX)
         return -1;
     g->N = (int)N, g->C = (int)C, g->H = (int)H, g->W = (int)W, g->K = (int)K;
     g->Hp = (int)Hp, g->Wp = (int)Wp, g->chunks = (int)chunks;
     g->kblocks = (int)((K + BM - 1) / BM), g->tiles = (int)tiles;
-    /* short rows: one contiguous window of 2*Wp + 258 pixels; long rows: three runs of 258 */
-    g->RS = Wp < SEG ? (int)Wp : SEG;
-    g->xrows = 2 * g->RS + SEG;
-    g->HpWp = HpWp, g->G = G;
+    g->HW = H * W, g->NHW = N * H * W, g->HpWp = HpWp;
+    g->seg = SEG;
+    g->real = 1;
+    g->tiles = (int)((g->NHW + BN - 1) / BN);
+    const int seg = real_seg(g);
+    if (g->tiles < tiles &&
+        stage_smem(window_rows(Wp, seg)) <= (stage_smem(window_rows(Wp, SEG)) > REAL_SMEM_MAX
+                                             ? stage_smem(window_rows(Wp, SEG)) : REAL_SMEM_MAX))
+        g->seg = seg;
+    else
+        g->real = 0, g->tiles = (int)tiles;
+    /* short rows: one contiguous window of 2*Wp + seg pixels; long rows: three runs of seg */
+    g->RS = Wp < g->seg ? (int)Wp : g->seg;
+    g->xrows = 2 * g->RS + g->seg;
+    /* the last block's window ends at G; the pre-pass writes every padded image */
+    const long long end = (long long)tile_base(*g, g->tiles - 1) + 2 * Wp + g->seg;
+    g->G = end > N * HpWp ? end : N * HpWp;
     return 0;
 }
 
@@ -578,7 +665,7 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
         free(c);
         return 1;
     }
-    c->smem_bytes = STAGES * (c->g.xrows * CK + W_ELEMS) * 2;
+    c->smem_bytes = stage_smem(c->g.xrows);
     if (c->smem_bytes < ep_slot(THREADS / 32, 0, 0) * 2) /* the staged epilogue; never at CK 16 */
         c->smem_bytes = ep_slot(THREADS / 32, 0, 0) * 2;
     if (!init_device(c, params, stream)) {
@@ -599,7 +686,8 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
         return 1;
     }
     __nv_bfloat16 *y = (__nv_bfloat16 *)out[0].data;
-    const int pair_store = g.W % 2 == 0 && ((uintptr_t)y & 3) == 0;
+    /* pairs of positions share an image row (padded tiles, W even) or an image (real, HW even) */
+    const int pair_store = (g.real ? g.HW % 2 == 0 : g.W % 2 == 0) && ((uintptr_t)y & 3) == 0;
     /* The batch in parts of whole images: pre-passes in order on the call's stream, part k's GEMM
      * on a side stream once pre-pass k is done, so the memory-bound pre-pass k+1 runs beside it.
      * A part's GEMM takes the tiles whose input windows end inside its images. */
@@ -607,7 +695,6 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
     const int parts = g.N < CONV_PARTS ? g.N : CONV_PARTS;
     for (int i = 0; i < 2; i++)
         if (!cuda_ok(cudaStreamWaitEvent(stream, c->ev_done[i], 0), "wait for the last call")) return 1;
-    const long long win = BN + 2LL * g.Wp + 2; /* a tile's input window, in padded positions (as G) */
     long long t_lo = 0;
     for (int k = 0; k < parts; k++) {
         const long long n_hi = (long long)g.N * (k + 1) / parts, n_lo = (long long)g.N * k / parts;
@@ -621,13 +708,8 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
         if (!cuda_ok(cudaGetLastError(), "to_padded_nhwc_kernel launch") ||
             !cuda_ok(cudaEventRecord(c->ev_pre[k], stream), "record a part's pre-pass"))
             return 1;
-        long long t_hi = g.tiles;
-        if (k + 1 < parts) {
-            const long long end = n_hi * g.HpWp - win; /* last window start that stays inside */
-            t_hi = end < 0 ? t_lo : end / BN + 1;
-            if (t_hi < t_lo) t_hi = t_lo;
-            if (t_hi > g.tiles) t_hi = g.tiles;
-        }
+        long long t_hi = k + 1 < parts ? tiles_inside(g, n_hi * g.HpWp) : g.tiles;
+        if (t_hi < t_lo) t_hi = t_lo;
         cudaStream_t sk = c->side[k % 2];
         if (!cuda_ok(cudaStreamWaitEvent(sk, c->ev_pre[k], 0), "a part's GEMM waits for its pre-pass"))
             return 1;

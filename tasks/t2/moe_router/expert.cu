@@ -2,11 +2,13 @@
  * work. One kernel computes each token's router logits (a warp per token), picks its two experts
  * and their gates; a single-block kernel counts the tokens per expert and gives every (token,
  * expert) pair a stable slot, grouping the pairs by expert; a gather kernel copies each token's
- * row into its two slots. The host learns the group sizes (one small copy and an event wait,
- * overlapped with the gather), then runs one cuBLAS GEMM per non-empty expert over its contiguous
- * group, the groups spread over four side streams forked from the call's (biggest first, to the
- * least loaded: 1.04x the one-stream order on the H200, session 43); a last kernel reads each
- * token's two results and writes the gate-weighted sum. */
+ * row into its two slots. Each expert's group starts on a multiple of CHUNK rows, so the groups
+ * are whole chunks of one expert each, and the scan also writes each chunk's weight pointer: one
+ * pointer-array batched cuBLAS GEMM of a bound on the chunk count (2T/CHUNK + E, known at
+ * st_init) then does every group without the host learning the group sizes (no copy, no event
+ * wait, no host wake-up between the gather and the GEMM). Chunks past the last group compute
+ * rows nobody reads. A last kernel reads each token's two results and writes the gate-weighted
+ * sum. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,7 +27,7 @@
             #call, (int)s_); return 1; } } while (0)
 
 #define WORKSPACE_BYTES ((size_t)32 << 20)
-#define GEMM_STREAMS 4   /* the per-expert GEMMs run side by side on these, forked from the call's stream */
+#define CHUNK 128        /* rows of one batched GEMM problem; groups are padded to a multiple */
 #define MAX_EXPERTS 64
 #define ROUTER_WARPS 8   /* tokens per router block */
 #define SCAN_THREADS 1024
@@ -35,20 +37,22 @@ typedef __nv_bfloat16 bf16;
 
 typedef struct {
     int T, C, F, E;
-    const bf16 *Wr, *W;   /* owned by the harness, live until st_free */
+    const bf16 *Wr, *W;   /* owned by the harness, live until st_free (W: or w_copy) */
+    bf16 *w_copy;         /* W with each expert 16-byte aligned, where the harness's is not */
+    size_t w_step;        /* elements from one expert's weights to the next */
     int2 *sel;            /* [T] the two experts of each token, larger logit first */
     float2 *gate;         /* [T] their gates */
     int2 *slot;           /* [T] the rows of x_perm / y_perm that hold them */
-    int *offsets;         /* [E + 1] group starts (device) */
-    int *h_offsets;       /* the same, pinned host copy */
-    bf16 *x_perm;         /* [2T, C] token rows grouped by expert */
-    bf16 *y_perm;         /* [2T, F] their expert outputs */
-    void *workspace[GEMM_STREAMS];   /* one each: concurrent GEMMs must not share one */
-    cublasHandle_t handle[GEMM_STREAMS];
-    cudaStream_t side[GEMM_STREAMS];
-    cudaEvent_t gathered;               /* x_perm is ready: the side streams may start */
-    cudaEvent_t done[GEMM_STREAMS];     /* a side stream's GEMMs are queued before it */
-    cudaEvent_t counted;  /* h_offsets has arrived */
+    int *offsets;         /* [E + 1] group starts (device), multiples of CHUNK */
+    int chunks;           /* batched problems: a bound on sum over e of ceil(n_e / CHUNK) */
+    bf16 *x_perm;         /* [chunks * CHUNK, C] token rows grouped by expert */
+    bf16 *y_perm;         /* [chunks * CHUNK, F] their expert outputs */
+    const void **w_ptr;   /* [chunks] device: the weights of each chunk's expert (the scan's) */
+    const void **x_ptr;   /* [chunks] device: chunk c's rows of x_perm (fixed) */
+    void **y_ptr;         /* [chunks] device: and of y_perm (fixed) */
+    void *workspace;
+    cublasHandle_t handle;
+    cudaStream_t bound;   /* the stream the handle was last set to */
 } moe_ctx;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -171,7 +175,8 @@ router_staged_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ Wr, in
  * of sel, coalesced, instead of one strided read per expert. */
 __global__ void __launch_bounds__(SCAN_THREADS)
 route_scan_kernel(const int2 *__restrict__ sel, int T, int E, int2 *__restrict__ slot,
-                  int *__restrict__ offsets) {
+                  int *__restrict__ offsets, const bf16 *__restrict__ W, size_t w_step,
+                  const void **__restrict__ w_ptr, int n_chunks) {
     __shared__ int wbase[SCAN_THREADS / 32][MAX_EXPERTS]; /* counts, then first slots */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = SCAN_THREADS / 32;
     const int chunks = (T + 31) / 32, per = (chunks + nwarps - 1) / nwarps;
@@ -200,16 +205,23 @@ route_scan_kernel(const int2 *__restrict__ sel, int T, int E, int2 *__restrict__
         offsets[e] = run; /* the group's size for now */
     }
     __syncthreads();
-    if (threadIdx.x == 0) { /* sizes to starts, over at most 64 experts */
+    if (threadIdx.x == 0) { /* sizes to starts, each rounded up to whole chunks, over <= 64 experts */
         int run = 0;
         for (int e = 0; e < E; e++) {
             const int v = offsets[e];
             offsets[e] = run;
-            run += v;
+            run += (v + CHUNK - 1) / CHUNK * CHUNK;
         }
         offsets[E] = run;
     }
     __syncthreads();
+    /* chunk c belongs to the expert whose group holds row c * CHUNK; past the last group, expert
+     * 0's weights on rows nobody reads */
+    for (int c = threadIdx.x; c < n_chunks; c += SCAN_THREADS) {
+        int e = 0;
+        while (e < E && offsets[e + 1] <= c * CHUNK) e++;
+        w_ptr[c] = W + (size_t)(e < E ? e : 0) * w_step;
+    }
     for (int e = threadIdx.x; e < nwarps * E; e += SCAN_THREADS) wbase[e / E][e % E] += offsets[e % E];
     __syncthreads();
     const unsigned below = (1u << lane) - 1u;
@@ -349,19 +361,16 @@ extern "C" void st_free(void *p) {
     moe_ctx *ctx = (moe_ctx *)p;
     if (!ctx) return;
     /* st_free has no way to report; a failing free here would only hide the real error. */
-    for (int i = 0; i < GEMM_STREAMS; i++) {
-        if (ctx->handle[i]) cublasDestroy(ctx->handle[i]);
-        if (ctx->side[i]) cudaStreamDestroy(ctx->side[i]);
-        if (ctx->done[i]) cudaEventDestroy(ctx->done[i]);
-        cudaFree(ctx->workspace[i]);
-    }
-    if (ctx->gathered) cudaEventDestroy(ctx->gathered);
-    if (ctx->counted) cudaEventDestroy(ctx->counted);
+    if (ctx->handle) cublasDestroy(ctx->handle);
+    cudaFree(ctx->workspace);
+    cudaFree(ctx->w_ptr);
+    cudaFree(ctx->w_copy);
+    cudaFree(ctx->x_ptr);
+    cudaFree(ctx->y_ptr);
     cudaFree(ctx->sel);
     cudaFree(ctx->gate);
     cudaFree(ctx->slot);
     cudaFree(ctx->offsets);
-    cudaFreeHost(ctx->h_offsets);
     cudaFree(ctx->x_perm);
     cudaFree(ctx->y_perm);
     free(ctx);
@@ -372,7 +381,8 @@ static int init_ctx(moe_ctx *ctx, const st_config *cfg, const st_tensor *params,
     if (cfg_get(cfg, "T", &T) || cfg_get(cfg, "C", &C) || cfg_get(cfg, "F", &F) || cfg_get(cfg, "E", &E))
         return 1;
     /* slots (2T) and cuBLAS dimensions are int */
-    if (T <= 0 || C <= 0 || F <= 0 || E < 2 || E > MAX_EXPERTS || T > INT32_MAX / 2 ||
+    if (T <= 0 || C <= 0 || F <= 0 || E < 2 || E > MAX_EXPERTS ||
+        T > (INT32_MAX - MAX_EXPERTS * CHUNK) / 2 ||
         C > INT32_MAX || F > INT32_MAX) {
         fprintf(stderr, "moe_router expert: sizes out of range (2 <= E <= %d)\n", MAX_EXPERTS);
         return 1;
@@ -388,24 +398,38 @@ static int init_ctx(moe_ctx *ctx, const st_config *cfg, const st_tensor *params,
     if (check_tensor(&params[0], "Wr", 2, C, E, 0) || check_tensor(&params[1], "W", 3, E, C, F)) return 1;
     ctx->Wr = (const bf16 *)params[0].data;
     ctx->W = (const bf16 *)params[1].data;
+    /* the batched GEMM reads its pointers on the device, where cuBLAS cannot check their
+     * alignment: every expert's weights start on 16 bytes, in a padded copy if need be */
+    ctx->w_step = (size_t)(C * F + 7) / 8 * 8;
+    if (ctx->w_step != (size_t)(C * F) || !aligned16(ctx->W)) {
+        CUDA_CHECK(cudaMalloc(&ctx->w_copy, sizeof(bf16) * ctx->w_step * (size_t)E));
+        CUDA_CHECK(cudaMemcpy2D(ctx->w_copy, sizeof(bf16) * ctx->w_step, ctx->W, sizeof(bf16) * (size_t)(C * F),
+                                sizeof(bf16) * (size_t)(C * F), (size_t)E, cudaMemcpyDeviceToDevice));
+        ctx->W = ctx->w_copy;
+    }
     CUDA_CHECK(cudaMalloc(&ctx->sel, sizeof(int2) * (size_t)T));
     CUDA_CHECK(cudaMalloc(&ctx->gate, sizeof(float2) * (size_t)T));
     CUDA_CHECK(cudaMalloc(&ctx->slot, sizeof(int2) * (size_t)T));
     CUDA_CHECK(cudaMalloc(&ctx->offsets, sizeof(int) * (size_t)(E + 1)));
-    CUDA_CHECK(cudaMallocHost(&ctx->h_offsets, sizeof(int) * (size_t)(E + 1)));
-    CUDA_CHECK(cudaMalloc(&ctx->x_perm, sizeof(bf16) * (size_t)(2 * T * C)));
-    CUDA_CHECK(cudaMalloc(&ctx->y_perm, sizeof(bf16) * (size_t)(2 * T * F)));
-    CUDA_CHECK(cudaEventCreateWithFlags(&ctx->counted, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&ctx->gathered, cudaEventDisableTiming));
-    for (int i = 0; i < GEMM_STREAMS; i++) {
-        CUDA_CHECK(cudaMalloc(&ctx->workspace[i], WORKSPACE_BYTES));
-        CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->side[i], cudaStreamNonBlocking));
-        CUDA_CHECK(cudaEventCreateWithFlags(&ctx->done[i], cudaEventDisableTiming));
-        CUBLAS_CHECK(cublasCreate(&ctx->handle[i]));
-        /* a handle keeps its stream, and setting it resets the workspace: both once, here */
-        CUBLAS_CHECK(cublasSetStream(ctx->handle[i], ctx->side[i]));
-        CUBLAS_CHECK(cublasSetWorkspace(ctx->handle[i], ctx->workspace[i], WORKSPACE_BYTES));
-    }
+    /* each group wastes under one chunk: sum ceil(n_e / CHUNK) <= (2T + E (CHUNK - 1)) / CHUNK */
+    const int64_t chunks = (2 * T + E * (CHUNK - 1)) / CHUNK;
+    ctx->chunks = (int)chunks;
+    CUDA_CHECK(cudaMalloc(&ctx->x_perm, sizeof(bf16) * (size_t)(chunks * CHUNK * C)));
+    CUDA_CHECK(cudaMalloc(&ctx->y_perm, sizeof(bf16) * (size_t)(chunks * CHUNK * F)));
+    CUDA_CHECK(cudaMalloc(&ctx->w_ptr, sizeof(void *) * (size_t)chunks));
+    CUDA_CHECK(cudaMalloc(&ctx->x_ptr, sizeof(void *) * (size_t)chunks));
+    CUDA_CHECK(cudaMalloc(&ctx->y_ptr, sizeof(void *) * (size_t)chunks));
+    void **host = (void **)malloc(sizeof(void *) * (size_t)chunks);
+    if (!host) return 1;
+    for (int64_t c = 0; c < chunks; c++) host[c] = ctx->x_perm + (size_t)(c * CHUNK * C);
+    cudaError_t err = cudaMemcpy(ctx->x_ptr, host, sizeof(void *) * (size_t)chunks, cudaMemcpyHostToDevice);
+    for (int64_t c = 0; err == cudaSuccess && c < chunks; c++) host[c] = ctx->y_perm + (size_t)(c * CHUNK * F);
+    if (err == cudaSuccess)
+        err = cudaMemcpy(ctx->y_ptr, host, sizeof(void *) * (size_t)chunks, cudaMemcpyHostToDevice);
+    free(host);
+    CUDA_CHECK(err);
+    CUDA_CHECK(cudaMalloc(&ctx->workspace, WORKSPACE_BYTES));
+    CUBLAS_CHECK(cublasCreate(&ctx->handle));
     return 0;
 }
 
@@ -433,54 +457,27 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     bf16 *y = (bf16 *)out[0].data;
 
     CUDA_CHECK(launch_router(ctx, x, stream));
-    route_scan_kernel<<<1, SCAN_THREADS, 0, stream>>>(ctx->sel, T, E, ctx->slot, ctx->offsets);
+    route_scan_kernel<<<1, SCAN_THREADS, 0, stream>>>(ctx->sel, T, E, ctx->slot, ctx->offsets, ctx->W,
+                                                      ctx->w_step, ctx->w_ptr, ctx->chunks);
     CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaMemcpyAsync(ctx->h_offsets, ctx->offsets, sizeof(int) * (size_t)(E + 1),
-                               cudaMemcpyDeviceToHost, stream));
-    CUDA_CHECK(cudaEventRecord(ctx->counted, stream));
-    /* the gather runs while the host waits for the counts */
     if (C % 8 == 0 && aligned16(x))
         gather_kernel<true><<<grid_for((int64_t)T * (C / 8)), THREADS, 0, stream>>>(x, ctx->slot, ctx->x_perm, T, C);
     else
         gather_kernel<false><<<grid_for((int64_t)T * C), THREADS, 0, stream>>>(x, ctx->slot, ctx->x_perm, T, C);
     CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaEventSynchronize(ctx->counted));
-
-    /* Biggest groups first, each to the side stream with the fewest rows so far: the uneven
-     * groups (about 4500 rows down to 200 at eval) then fill the SMs together instead of each
-     * small GEMM running alone on a few of them. */
-    int order[MAX_EXPERTS], load[GEMM_STREAMS] = {0};
-    for (int e = 0; e < E; e++) order[e] = e;
-    for (int i = 1; i < E; i++)
-        for (int j = i; j > 0; j--) {
-            const int a = order[j - 1], b = order[j];
-            if (ctx->h_offsets[a + 1] - ctx->h_offsets[a] >= ctx->h_offsets[b + 1] - ctx->h_offsets[b]) break;
-            order[j - 1] = b;
-            order[j] = a;
-        }
-    CUDA_CHECK(cudaEventRecord(ctx->gathered, stream));
-    for (int i = 0; i < GEMM_STREAMS; i++) CUDA_CHECK(cudaStreamWaitEvent(ctx->side[i], ctx->gathered, 0));
+    if (ctx->bound != stream || ctx->bound == NULL) {
+        /* setting the stream resets the workspace: both, only when the stream changes */
+        CUBLAS_CHECK(cublasSetStream(ctx->handle, stream));
+        CUBLAS_CHECK(cublasSetWorkspace(ctx->handle, ctx->workspace, WORKSPACE_BYTES));
+        ctx->bound = stream;
+    }
+    /* row-major y_chunk[CHUNK, F] = x_chunk[CHUNK, C] . W[e][C, F], i.e. column-major
+     * y^T = W[e]^T . x^T: operands swapped, untransposed */
     const float one = 1.0f, zero = 0.0f;
-    for (int k = 0; k < E; k++) {
-        const int e = order[k], start = ctx->h_offsets[e], n = ctx->h_offsets[e + 1] - start;
-        if (n <= 0) break;
-        int i = 0;
-        for (int j = 1; j < GEMM_STREAMS; j++)
-            if (load[j] < load[i]) i = j;
-        load[i] += n;
-        /* row-major y_perm[group, F] = x_perm[group, C] · W[e][C, F], i.e. column-major
-         * y^T = W[e]^T · x^T: operands swapped, untransposed */
-        CUBLAS_CHECK(cublasGemmEx(ctx->handle[i], CUBLAS_OP_N, CUBLAS_OP_N, F, n, C, &one,
-                                  ctx->W + (size_t)e * C * F, CUDA_R_16BF, F,
-                                  ctx->x_perm + (size_t)start * C, CUDA_R_16BF, C, &zero,
-                                  ctx->y_perm + (size_t)start * F, CUDA_R_16BF, F,
-                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    }
-    /* every side stream joins back, used or not, so none is left holding work past the call */
-    for (int i = 0; i < GEMM_STREAMS; i++) {
-        CUDA_CHECK(cudaEventRecord(ctx->done[i], ctx->side[i]));
-        CUDA_CHECK(cudaStreamWaitEvent(stream, ctx->done[i], 0));
-    }
+    CUBLAS_CHECK(cublasGemmBatchedEx(ctx->handle, CUBLAS_OP_N, CUBLAS_OP_N, F, CHUNK, C, &one,
+                                     ctx->w_ptr, CUDA_R_16BF, F, ctx->x_ptr, CUDA_R_16BF, C, &zero,
+                                     ctx->y_ptr, CUDA_R_16BF, F, ctx->chunks, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
 
     if (F % 8 == 0 && aligned16(y))
         combine_kernel<true><<<grid_for((int64_t)T * (F / 8)), THREADS, 0, stream>>>(

@@ -442,7 +442,9 @@ __device__ void bitmap_queue(const unsigned int *bitmap, const int *row_ptr, int
  * that ends level L every thread reads slot L % 3, and nobody clears it before the barrier that
  * ends level L + 1: no slot is cleared while it is read. Slot 3 receives the queues rebuilt at a
  * switch back to top-down; it is cleared at the switch to bottom-up that must come first. */
-__global__ void __launch_bounds__(THREADS) bfs_kernel(bfs_args a) {
+/* at most four blocks an SM: 64 registers and no spills, where ptxas chose 48 with 44 bytes of
+ * spills and five blocks: 1.02-1.06x on seeds 1-3's eval graphs (self-test, H100, session 57) */
+__global__ void __launch_bounds__(THREADS, 4) bfs_kernel(bfs_args a) {
     cg::grid_group grid = cg::this_grid();
     const int n = a.n;
     level_stats *slot = a.stats, *switch_slot = a.stats + 3;
