@@ -420,7 +420,10 @@ static int init_ctx(moe_ctx *ctx, const st_config *cfg, const st_tensor *params,
     CUDA_CHECK(cudaMalloc(&ctx->x_ptr, sizeof(void *) * (size_t)chunks));
     CUDA_CHECK(cudaMalloc(&ctx->y_ptr, sizeof(void *) * (size_t)chunks));
     void **host = (void **)malloc(sizeof(void *) * (size_t)chunks);
-    if (!host) return 1;
+    if (!host) {
+        fprintf(stderr, "moe_router expert: no host memory for %lld chunk pointers\n", (long long)chunks);
+        return 1;
+    }
     for (int64_t c = 0; c < chunks; c++) host[c] = ctx->x_perm + (size_t)(c * CHUNK * C);
     cudaError_t err = cudaMemcpy(ctx->x_ptr, host, sizeof(void *) * (size_t)chunks, cudaMemcpyHostToDevice);
     for (int64_t c = 0; err == cudaSuccess && c < chunks; c++) host[c] = ctx->y_perm + (size_t)(c * CHUNK * F);
