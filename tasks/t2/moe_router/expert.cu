@@ -172,7 +172,8 @@ router_staged_kernel(const bf16 *__restrict__ x, const bf16 *__restrict__ Wr, in
  * consecutive slots from offsets[e], in token order (a token's two experts differ): deterministic
  * groups. Pass 1 counts each warp's pairs per expert by ballots, the block then turns the counts
  * into each warp's first slot per expert, and pass 2 ranks each pair inside its chunk. Two reads
- * of sel, coalesced, instead of one strided read per expert. */
+ * of sel, coalesced, instead of one strided read per expert. Each group starts on a multiple of
+ * CHUNK, and w_ptr[c] gets the weights of the expert whose group holds chunk c. */
 __global__ void __launch_bounds__(SCAN_THREADS)
 route_scan_kernel(const int2 *__restrict__ sel, int T, int E, int2 *__restrict__ slot,
                   int *__restrict__ offsets, const bf16 *__restrict__ W, size_t w_step,
