@@ -147,7 +147,6 @@ __host__ __device__ __forceinline__ long long out_pos(const geom &g, int b, int 
     return n * g.K * g.HW + q - n * g.HW;
 }
 
-
 /* Epilogue staging: a warp's 64 x 64 bf16 tile as [out channel][position] rows of EP_STRIDE
  * elements; 72 (36 words) puts the 8 channels of one fragment store in 8 distinct bank groups. */
 __host__ __device__ __forceinline__ int ep_slot(int warp, int m, int px) {
@@ -415,9 +414,8 @@ __device__ __forceinline__ void store_tile(const geom &g, const float (&acc)[4][
 }
 
 /* One block: tile b's 256 positions (output pixels or padded positions), out channels
- * kb*64 .. +63,
- * for block index tile*kblocks + kb: the channel blocks of one tile are neighbours in launch order,
- * so they run together and read the same input window while it is in L2.
+ * kb*64 .. +63, for block index tile*kblocks + kb: the channel blocks of one tile are neighbours
+ * in launch order, so they run together and read the same input window while it is in L2.
  * Warp w owns positions 64w .. 64w+63 for all 64 channels: 4 m16 x 8 n8 accumulators. */
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 conv3x3_bn_relu_kernel(const uint16_t *__restrict__ xp, const uint16_t *__restrict__ wp,
