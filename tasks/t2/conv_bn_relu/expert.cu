@@ -515,21 +515,22 @@ static int make_geom(geom *g, long long N, long long C, long long H, long long W
         return -1;
     g->N = (int)N, g->C = (int)C, g->H = (int)H, g->W = (int)W, g->K = (int)K;
     g->Hp = (int)Hp, g->Wp = (int)Wp, g->chunks = (int)chunks;
-    g->kblocks = (int)((K + BM - 1) / BM), g->tiles = (int)tiles;
+    g->kblocks = (int)((K + BM - 1) / BM);
     g->HW = H * W, g->NHW = N * H * W, g->HpWp = HpWp;
-    g->seg = SEG;
-    g->real = 1;
-    g->tiles = (int)((g->NHW + BN - 1) / BN);
-    const int seg = real_seg(g);
-    if (g->tiles < tiles &&
-        stage_smem(window_rows(Wp, seg)) <= (stage_smem(window_rows(Wp, SEG)) > REAL_SMEM_MAX
-                                             ? stage_smem(window_rows(Wp, SEG)) : REAL_SMEM_MAX))
+    /* output-pixel tiles where they are fewer and their window leaves two blocks an SM (or no
+     * less room than the padded tiles' own) */
+    const int real_tiles = (int)((g->NHW + BN - 1) / BN);
+    const int padded_smem = stage_smem(window_rows(Wp, SEG));
+    g->real = 1, g->tiles = real_tiles; /* the tiles real_seg walks */
+    const int seg = real_tiles < tiles ? real_seg(g) : 0;
+    const int room = padded_smem > REAL_SMEM_MAX ? padded_smem : REAL_SMEM_MAX;
+    if (seg && stage_smem(window_rows(Wp, seg)) <= room)
         g->seg = seg;
     else
-        g->real = 0, g->tiles = (int)tiles;
+        g->real = 0, g->tiles = (int)tiles, g->seg = SEG;
     /* short rows: one contiguous window of 2*Wp + seg pixels; long rows: three runs of seg */
     g->RS = Wp < g->seg ? (int)Wp : g->seg;
-    g->xrows = 2 * g->RS + g->seg;
+    g->xrows = window_rows(Wp, g->seg);
     /* the last block's window ends at G; the pre-pass writes every padded image */
     const long long end = (long long)tile_base(*g, g->tiles - 1) + 2 * Wp + g->seg;
     g->G = end > N * HpWp ? end : N * HpWp;
