@@ -1,32 +1,41 @@
-/* Expert for t3/heat2d: S Jacobi sweeps for the 2-D Poisson problem with temporal blocking. One
- * pass of the blocked kernel does up to K = 12 sweeps: each block loads a 128 x 96 region of u and
- * b, sweeps it K times on chip and writes back only the 104 x 72 core, whose values stay exact
- * because errors from the region's cut edges travel one cell per sweep. So the grid crosses DRAM
- * once per 12 sweeps instead of once per sweep, at the price of recomputing the 12-cell halos
- * (1.64x the arithmetic). A warp owns a band of 8 rows of the region and each lane 4 adjacent
- * columns of it, all in registers: a lane's row neighbours come from its own registers or, at its
- * two outer columns, from the next lanes by shuffle, so the hot loop reads only b from shared
- * memory (one 16-byte load per 4 updates); the bands trade their end rows through shared memory
- * once a sweep. ceil(S / K) passes ping-pong between a scratch grid and the output. */
+/* Expert for t3/heat2d: S Jacobi sweeps for the 2-D Poisson problem, streamed. One pass of the
+ * kernel does up to K = 12 sweeps while each warp walks down its own strip of the grid one row a
+ * step: the row it loads is sweep 0, and in the same step sweep m + 1 of the row m + 1 above it is
+ * computed from sweep m's rows, so after a ramp of K rows every step writes one finished row (a
+ * wavefront in time). Loads run three rows ahead by cp.async and overlap the sweeps, and the grid
+ * crosses DRAM once per K sweeps. A warp's strip is 128 columns (4 a lane, in registers; the two
+ * outer ones come from the next lanes by shuffle); errors from its cut edges travel one column a
+ * sweep, so it writes only the middle 128 - 2K, and rows are split into segments that start K
+ * rows early for the same reason. Warps never wait for each other: no barrier anywhere. ceil(S / K)
+ * passes ping-pong between a scratch grid and the output. K = 12 with 12 warps an SM beat K = 16
+ * with the 8 its registers allow (NOTES.md): the warps' latency, not the passes, binds. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utility>
 #include "stitch/solution.h"
 
-#define K 12                    /* sweeps per pass: halo width (a multiple of CW) */
+#define K 12                    /* sweeps per pass at most: each side's halo (a multiple of CW) */
+#define WARPS_PER_SM 12         /* warps an SM the grid is sized for: fewer, longer segments */
 #define CW 4                    /* columns per lane */
-#define BW (32 * CW)            /* region width: one warp's row */
-#define NW 12                   /* warps per block, one band each */
-#define R 8                     /* rows per band */
-#define H (NW * R)              /* region height */
-#define OX (BW - 2 * K)         /* core written back: 104 x 72 */
-#define OY (H - 2 * K)
-#define XCH_FLOATS (2 * NW * 2 * BW) /* [sweep parity][band][first, last row][BW] */
-#define SMEM_BYTES ((H * BW + XCH_FLOATS) * sizeof(float))
+#define SW (32 * CW)            /* strip width: one warp's row */
+#define CORE (SW - 2 * K)       /* columns a strip writes */
+#define WPB 4                   /* warps per block */
+#define PF 3                    /* rows loaded ahead of the one in use */
+#define URING (PF + 1)          /* rows of u a warp keeps: the one in use and those in flight */
+
+/* rows of b a warp keeps: the K in use, this step's and those in flight, rounded up to a power
+ * of two so that a level's slot is a mask away */
+__host__ __device__ static constexpr int pow2_above(int n) { return n < 1 ? 1 : 2 * pow2_above(n / 2); }
+#define BRING pow2_above(K + PF)
+#define SMEM_BYTES (WPB * (BRING + URING) * 32 * sizeof(float4))
+#define MIN_BLOCKS 3            /* 12 warps an SM: K = 12 fits 168 registers, no spills */
+#define FULL 0xffffffffu
 
 static_assert(K % CW == 0, "the core must start at a lane boundary");
+static_assert(BRING > K + PF && (BRING & (BRING - 1)) == 0, "b ring too small");
 
 #define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fprintf(stderr, "heat2d expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
@@ -34,6 +43,7 @@ static_assert(K % CW == 0, "the core must start at a lane boundary");
 
 typedef struct {
     int ny, nx, sweeps;
+    int sms, blocks_per_sm;
     float *tmp; /* [ny, nx] */
 } heat_ctx;
 
@@ -50,142 +60,157 @@ static int check(const st_tensor *t, const heat_ctx *c) {
     return !ok;
 }
 
-/* A lane's 4 x R piece of the region: registers v[r][j] hold row r, column j of its columns. */
-typedef float piece[R][CW];
-
-/* Loads the lane's piece of u (cells outside the grid are zero) and its b into shared memory.
- * vec: nx % 4 == 0 and the grids 16-byte aligned, so a lane's 4 columns are one aligned float4
- * that lies wholly inside or wholly outside the grid. */
-__device__ __forceinline__ void piece_load(piece &v, float (*sb)[BW], const float *__restrict__ src,
-                                           const float *__restrict__ b, int ny, int nx, int gy0, int gx,
-                                           int row0, int col0, bool vec) {
-    long long k = (long long)gy0 * nx + gx;
-#pragma unroll
-    for (int r = 0; r < R; r++, k += nx) {
-        const bool row_in = gy0 + r >= 0 && gy0 + r < ny;
-        float4 u4 = make_float4(0.f, 0.f, 0.f, 0.f), b4 = u4;
-        if (vec) {
-            if (row_in && gx >= 0 && gx < nx) {
-                u4 = __ldg((const float4 *)(src + k));
-                b4 = __ldg((const float4 *)(b + k));
-            }
-        } else if (row_in) {
-            float *uu = &u4.x, *bb = &b4.x;
-#pragma unroll
-            for (int j = 0; j < CW; j++)
-                if (gx + j >= 0 && gx + j < nx) {
-                    uu[j] = __ldg(src + k + j);
-                    bb[j] = __ldg(b + k + j);
-                }
-        }
-        v[r][0] = u4.x; v[r][1] = u4.y; v[r][2] = u4.z; v[r][3] = u4.w;
-        *(float4 *)&sb[row0 + r][col0] = b4;
-    }
+__device__ __forceinline__ void cp_async16(void *s, const void *g, int bytes) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(bytes) : "memory");
 }
 
-/* One sweep of the lane's piece, in place and top down: v[r + 1] is still old when row r reads
- * it and `up` carries the old row above. up0/down0 are the rows just outside the band (old values,
- * zero at the region's edge). EDGE:
- * the piece holds fixed cells (boundary, or outside the grid), which keep their values: rows
- * [lo, hi) and the columns in `cols` (bit j: column j) are the updated ones. */
-template <bool EDGE>
-__device__ __forceinline__ void piece_sweep(piece &v, const float (*sb)[BW], const float *up0,
-                                            const float *down0, int row0, int col0, int lo, int hi,
-                                            unsigned cols) {
-    float up[CW];
-#pragma unroll
-    for (int j = 0; j < CW; j++) up[j] = up0[j];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const float4 b4 = *(const float4 *)&sb[row0 + r][col0];
-        const float bb[CW] = {b4.x, b4.y, b4.z, b4.w};
-        /* lanes 0 and 31 get their own value back: any finite value beyond the region's edge
-         * does, as the core is K cells away from it */
-        const float left = __shfl_up_sync(0xffffffffu, v[r][CW - 1], 1);
-        const float right = __shfl_down_sync(0xffffffffu, v[r][0], 1);
-        float x[CW];
-#pragma unroll
-        for (int j = 0; j < CW; j++) {
-            const float l = j > 0 ? v[r][j - 1] : left;
-            const float rt = j < CW - 1 ? v[r][j + 1] : right;
-            const float d = r < R - 1 ? v[r + 1][j] : down0[j];
-            x[j] = 0.25f * (up[j] + d + l + rt + bb[j]);
-        }
-#pragma unroll
-        for (int j = 0; j < CW; j++) {
-            up[j] = v[r][j];
-            v[r][j] = !EDGE || (r >= lo && r < hi && (cols >> j & 1u)) ? x[j] : v[r][j];
-        }
-    }
+__device__ __forceinline__ void cp_async4(void *s, const void *g, int bytes) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(g), "r"(bytes) : "memory");
 }
 
-/* `sweeps` (1..K) Jacobi sweeps of the lane's piece; the bands trade their first and last rows
- * through xch, double-buffered by sweep parity so that one barrier a sweep suffices (a band
- * writes parity p's rows only after every band passed the barrier that ends the reads of p's
- * previous use). */
-template <bool EDGE>
-__device__ __forceinline__ void piece_sweeps(piece &v, const float (*sb)[BW], float *xch, int sweeps,
-                                             int w, int lane, int lo, int hi, unsigned cols) {
-    const int row0 = w * R, col0 = lane * CW;
-    for (int s = 0; s < sweeps; s++) {
-        float(*x)[NW][2][BW] = (float(*)[NW][2][BW])xch;
-        const int p = s & 1;
-        *(float4 *)&x[p][w][0][col0] = make_float4(v[0][0], v[0][1], v[0][2], v[0][3]);
-        *(float4 *)&x[p][w][1][col0] = make_float4(v[R - 1][0], v[R - 1][1], v[R - 1][2], v[R - 1][3]);
-        __syncthreads();
-        float4 a = make_float4(0.f, 0.f, 0.f, 0.f), d = a;
-        if (w > 0) a = *(const float4 *)&x[p][w - 1][1][col0];
-        if (w < NW - 1) d = *(const float4 *)&x[p][w + 1][0][col0];
-        const float up0[CW] = {a.x, a.y, a.z, a.w}, down0[CW] = {d.x, d.y, d.z, d.w};
-        piece_sweep<EDGE>(v, sb, up0, down0, row0, col0, lo, hi, cols);
-    }
-}
-
-/* `sweeps` (1..K) Jacobi sweeps from src into dst, one block per OX x OY core (a flat grid, so
- * no dimension limit). Cells outside the grid are zero and, like the boundary, never updated; the
- * region's outer ring sees zeros beyond it, which corrupts at most `sweeps` cells inward, all
- * outside the core. Blocks whose region holds no fixed cell (all but a thin rim) run the sweep
- * without the per-cell keep test. */
-__global__ void __launch_bounds__(32 * NW, 2)
-blocked_kernel(const float *__restrict__ src, const float *__restrict__ b, float *__restrict__ dst,
-               int ny, int nx, int tiles_x, int sweeps, int vec) {
-    extern __shared__ float smem[];
-    float(*sb)[BW] = (float(*)[BW])smem;
-    float *xch = smem + H * BW;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, row0 = w * R, col0 = lane * CW;
-    const int rx = (int)(blockIdx.x % tiles_x) * OX - K, ry = (int)(blockIdx.x / tiles_x) * OY - K;
-    const int gx = rx + col0, gy0 = ry + row0;
-
-    piece v;
-    piece_load(v, sb, src, b, ny, nx, gy0, gx, row0, col0, vec != 0);
-    const bool edge_block = rx < 1 || ry < 1 || rx + BW > nx - 1 || ry + H > ny - 1;
-    if (!edge_block) {
-        piece_sweeps<false>(v, sb, xch, sweeps, w, lane, 0, R, 0xfu);
+/* Starts the copy of the lane's 4 columns of row i of u and b into the rings; columns outside the
+ * grid are zero-filled (no bytes read, so any valid address does). vec: nx % 4 == 0 and the grids
+ * 16-byte aligned, so the 4 columns are one aligned float4 wholly inside or outside the grid. */
+__device__ __forceinline__ void row_load(float4 *us, float4 *bs, const float *__restrict__ src,
+                                         const float *__restrict__ b, int i, int nx, int gx, bool vec) {
+    const long long k = (long long)i * nx + gx;
+    if (vec) {
+        const bool in = gx >= 0 && gx < nx;
+        cp_async16(us, src + (in ? k : 0), in ? 16 : 0);
+        cp_async16(bs, b + (in ? k : 0), in ? 16 : 0);
     } else {
-        /* rows [lo, hi) and the columns in `cols` of the piece are interior grid points */
-        int lo = max(0, 1 - gy0), hi = min(R, ny - 1 - gy0);
-        unsigned cols = 0;
-        for (int j = 0; j < CW; j++)
-            if (gx + j >= 1 && gx + j < nx - 1) cols |= 1u << j;
-        if (hi < lo) lo = hi = 0;
-        piece_sweeps<true>(v, sb, xch, sweeps, w, lane, lo, hi, cols);
-    }
-    /* the core: rows [K, H - K) and columns [K, BW - K) of the region, inside the grid */
-    if (col0 < K || col0 >= BW - K || gx >= nx) return;
-    const int out_lo = max(0, K - row0), out_hi = min(min(R, H - K - row0), ny - gy0);
-    long long k = (long long)gy0 * nx + gx;
 #pragma unroll
-    for (int r = 0; r < R; r++, k += nx) {
-        if (r < out_lo || r >= out_hi) continue;
+        for (int j = 0; j < CW; j++) {
+            const bool in = gx + j >= 0 && gx + j < nx;
+            cp_async4((float *)us + j, src + (in ? k + j : 0), in ? 4 : 0);
+            cp_async4((float *)bs + j, b + (in ? k + j : 0), in ? 4 : 0);
+        }
+    }
+}
+
+/* One step of the wavefront, row t of u just arrived in D. For sweep m (0..k-1), X[m] holds the
+ * lane's columns of row t-m-1 after m sweeps and P[m] that row's partial sum for sweep m+1: the
+ * row above it plus its left and right neighbours. D enters as row t-m after m sweeps, so sweep
+ * m+1 of row t-m-1 needs only P[m] + D, then a quarter and b/4 (bq, b prescaled). The row that
+ * leaves D after sweep k is row t-k, finished. SLOW: some row of this step is fixed (the boundary,
+ * or outside the grid) or some column of the strip is (keep: bit q for column q), and fixed cells
+ * keep their value. Rows t-m-1 < the first loaded row compute garbage from zeroed registers and
+ * unwritten ring slots; it reaches row j after sweep m only for j < first + m, never the output. */
+template <int KK, bool SLOW>
+__device__ __forceinline__ void strip_step(float (&X)[KK][CW], float (&P)[KK][CW], float (&D)[CW],
+                                           const char *bring, int t, int ny, unsigned keep) {
+    const unsigned tb = (unsigned)t * (32 * sizeof(float4));
+#pragma unroll
+    for (int m = 0; m < KK; m++) {
+        const int i = t - m - 1;
+        const float4 bq = *(const float4 *)(bring + ((tb - (m + 1) * 32 * sizeof(float4)) &
+                                                     ((BRING - 1) * 32 * sizeof(float4))));
+        float Y[CW] = {fmaf(0.25f, P[m][0] + D[0], bq.x), fmaf(0.25f, P[m][1] + D[1], bq.y),
+                       fmaf(0.25f, P[m][2] + D[2], bq.z), fmaf(0.25f, P[m][3] + D[3], bq.w)};
+        if (SLOW) {
+            const unsigned kp = i < 1 || i > ny - 2 ? 0xfu : keep;
+#pragma unroll
+            for (int q = 0; q < CW; q++)
+                if (kp >> q & 1u) Y[q] = X[m][q];
+        }
+        /* lanes 0 and 31 get their own value back: any finite value beyond the strip's edge does,
+         * as the core is K columns away from it */
+        const float l = __shfl_up_sync(FULL, D[CW - 1], 1), r = __shfl_down_sync(FULL, D[0], 1);
+        P[m][0] = (X[m][0] + l) + D[1];
+        P[m][1] = (X[m][1] + D[0]) + D[2];
+        P[m][2] = (X[m][2] + D[1]) + D[3];
+        P[m][3] = (X[m][3] + D[2]) + r;
+#pragma unroll
+        for (int q = 0; q < CW; q++) {
+            X[m][q] = D[q];
+            D[q] = Y[q];
+        }
+    }
+}
+
+/* KK (1..K) sweeps from src into dst. Warp w takes strip w % nstrips (columns [s*CORE - K,
+ * s*CORE + SW - K) computed, the middle CORE written) and rows [seg*rows, seg*rows + rows) of it,
+ * seg = w / nstrips; it streams rows from k before its first to k after its last (fewer at the
+ * grid's edges), so its rows see no cut. */
+template <int KK>
+__global__ void __launch_bounds__(32 * WPB, MIN_BLOCKS)
+strip_kernel(const float *__restrict__ src, const float *__restrict__ b, float *__restrict__ dst,
+             int ny, int nx, int nstrips, int rows, int vec) {
+    const int k = KK;
+    extern __shared__ float4 smem4[];
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+    const long long w = (long long)blockIdx.x * WPB + wib;
+    const long long seg = w / nstrips;
+    if (seg * rows >= ny) return;
+    const int r0 = (int)(seg * rows), r1 = min(ny, r0 + rows);
+    const int gx = (int)(w % nstrips) * CORE - K + CW * lane;
+    float4 *bring = smem4 + wib * (BRING + URING) * 32, *uring = bring + BRING * 32;
+    const int ts = max(r0 - k, 0), te = min(r1 - 1 + k, ny - 1), tl = r1 - 1 + k;
+
+    unsigned keep = 0;
+#pragma unroll
+    for (int q = 0; q < CW; q++)
+        if (gx + q < 1 || gx + q > nx - 2) keep |= 1u << q;
+    const bool rim = __any_sync(FULL, keep != 0);
+
+#pragma unroll
+    for (int p = 0; p < PF; p++) {
+        const int i = ts + p;
+        if (i <= te) row_load(uring + (i % URING) * 32 + lane, bring + (i & (BRING - 1)) * 32 + lane,
+                              src, b, i, nx, gx, vec != 0);
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    }
+    float X[KK][CW], P[KK][CW], D[CW] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int m = 0; m < KK; m++)
+#pragma unroll
+        for (int q = 0; q < CW; q++) X[m][q] = P[m][q] = 0.f;
+
+    const bool store_lane = CW * lane >= K && CW * lane < SW - K;
+    for (int t = ts; t <= tl; t++) {
+        const int n = t + PF;
+        if (n <= te) row_load(uring + (n % URING) * 32 + lane, bring + (n & (BRING - 1)) * 32 + lane,
+                              src, b, n, nx, gx, vec != 0);
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(PF) : "memory");
+        if (t <= te) { /* past the grid's last row D keeps any finite value: those rows are fixed */
+            const float4 u4 = uring[(t % URING) * 32 + lane];
+            float4 *bp = &bring[(t & (BRING - 1)) * 32 + lane];
+            const float4 b4 = *bp;
+            *bp = make_float4(0.25f * b4.x, 0.25f * b4.y, 0.25f * b4.z, 0.25f * b4.w);
+            D[0] = u4.x; D[1] = u4.y; D[2] = u4.z; D[3] = u4.w;
+        }
+        if (!rim && t - k >= 1 && t - 1 <= ny - 2)
+            strip_step<KK, false>(X, P, D, (const char *)(bring + lane), t, ny, 0u);
+        else
+            strip_step<KK, true>(X, P, D, (const char *)(bring + lane), t, ny, keep);
+        const int i = t - k;
+        if (i < r0 || !store_lane || gx >= nx) continue;
+        const long long o = (long long)i * nx + gx;
         if (vec) {
-            *(float4 *)(dst + k) = make_float4(v[r][0], v[r][1], v[r][2], v[r][3]);
+            *(float4 *)(dst + o) = make_float4(D[0], D[1], D[2], D[3]);
         } else {
 #pragma unroll
-            for (int j = 0; j < CW; j++)
-                if (gx + j < nx) dst[k + j] = v[r][j];
+            for (int q = 0; q < CW; q++)
+                if (gx + q < nx) dst[o + q] = D[q];
         }
     }
 }
+
+typedef void (*strip_fn)(const float *, const float *, float *, int, int, int, int, int);
+
+/* strip_kernel<1> .. strip_kernel<K>: a pass of k sweeps runs the one with k levels, so every
+ * level's registers are fixed at compile time (a runtime count costs a copy of the state at
+ * each possible exit) */
+template <int... I>
+static const strip_fn *strip_table(std::integer_sequence<int, I...>) {
+    static const strip_fn f[] = {strip_kernel<I + 1>...};
+    return f;
+}
+
+static const strip_fn *strip_kernels(void) { return strip_table(std::make_integer_sequence<int, K>{}); }
 
 extern "C" void st_free(void *p) {
     heat_ctx *ctx = (heat_ctx *)p;
@@ -211,11 +236,29 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
     ctx->ny = (int)ny;
     ctx->nx = (int)nx;
     ctx->sweeps = (int)sweeps;
+    int dev = 0;
     cudaError_t e = cudaMalloc(&ctx->tmp, sizeof(float) * (size_t)ny * (size_t)nx);
     const char *what = "cudaMalloc of the scratch grid";
-    if (e == cudaSuccess) {
-        e = cudaFuncSetAttribute(blocked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM_BYTES);
+    for (int k = 0; k < K && e == cudaSuccess; k++) {
+        e = cudaFuncSetAttribute(strip_kernels()[k], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM_BYTES);
         what = "cudaFuncSetAttribute (shared memory)";
+    }
+    if (e == cudaSuccess) {
+        e = cudaGetDevice(&dev);
+        what = "cudaGetDevice";
+    }
+    if (e == cudaSuccess) {
+        e = cudaDeviceGetAttribute(&ctx->sms, cudaDevAttrMultiProcessorCount, dev);
+        what = "cudaDeviceGetAttribute (SM count)";
+    }
+    if (e == cudaSuccess) {
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctx->blocks_per_sm, strip_kernels()[K - 1], 32 * WPB,
+                                                          SMEM_BYTES);
+        what = "cudaOccupancyMaxActiveBlocksPerMultiprocessor";
+    }
+    if (e == cudaSuccess && ctx->blocks_per_sm < 1) {
+        e = cudaErrorInvalidConfiguration;
+        what = "occupancy (no block of the strip kernel fits an SM)";
     }
     if (e != cudaSuccess) {
         fprintf(stderr, "heat2d expert: st_init: %s: %s\n", what, cudaGetErrorString(e));
@@ -236,21 +279,31 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
         CUDA_CHECK(cudaMemcpyAsync(u, u0, sizeof(float) * (size_t)c->ny * c->nx, cudaMemcpyDeviceToDevice, stream));
         return 0;
     }
-    const long long tiles_x = (c->nx + OX - 1) / OX, tiles = tiles_x * ((c->ny + OY - 1) / OY);
-    if (tiles > INT32_MAX) {
-        fprintf(stderr, "heat2d expert: grid too large (%lld tiles)\n", tiles);
+    /* one wave of WARPS_PER_SM warps an SM (fewer if fewer fit): as few rows are streamed twice
+     * as that parallelism allows */
+    const long long nstrips = (c->nx + CORE - 1) / CORE;
+    const int per_sm = c->blocks_per_sm * WPB < WARPS_PER_SM ? c->blocks_per_sm * WPB : WARPS_PER_SM;
+    long long nseg = (long long)c->sms * per_sm / nstrips;
+    if (nseg < 1) nseg = 1;
+    if (nseg > c->ny) nseg = c->ny;
+    const int rows = (int)((c->ny + nseg - 1) / nseg);
+    nseg = (c->ny + rows - 1) / rows;
+    const long long blocks = (nstrips * nseg + WPB - 1) / WPB;
+    if (blocks > INT32_MAX) {
+        fprintf(stderr, "heat2d expert: grid too large (%lld blocks)\n", blocks);
         return 1;
     }
-    const dim3 block(32 * NW);
-    /* vec: every lane's 4 columns one aligned float4 (see piece_load) */
+    /* vec: every lane's 4 columns one aligned float4 (see row_load) */
     const int vec = c->nx % 4 == 0 && ((uintptr_t)u0 | (uintptr_t)b | (uintptr_t)u | (uintptr_t)c->tmp) % 16 == 0;
     const int passes = (c->sweeps + K - 1) / K;
-    /* pass p writes u when passes - 1 - p is even, so the last one lands in the output */
+    /* pass p writes u when passes - 1 - p is even, so the last one lands in the output; the
+     * sweeps are spread evenly over the passes */
     const float *src = u0;
     for (int p = 0; p < passes; p++) {
         float *dst = (passes - 1 - p) % 2 == 0 ? u : c->tmp;
-        const int n = c->sweeps - p * K < K ? c->sweeps - p * K : K;
-        blocked_kernel<<<(unsigned)tiles, block, SMEM_BYTES, stream>>>(src, b, dst, c->ny, c->nx, (int)tiles_x, n, vec);
+        const int n = c->sweeps / passes + (p < c->sweeps % passes);
+        strip_kernels()[n - 1]<<<(unsigned)blocks, 32 * WPB, SMEM_BYTES, stream>>>(src, b, dst, c->ny, c->nx,
+                                                                                    (int)nstrips, rows, vec);
         CUDA_CHECK(cudaGetLastError());
         src = dst;
     }
