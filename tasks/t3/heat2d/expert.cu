@@ -24,18 +24,18 @@
 #define CORE (SW - 2 * K)       /* columns a strip writes */
 #define WPB 4                   /* warps per block */
 #define PF 3                    /* rows loaded ahead of the one in use */
-#define URING (PF + 1)          /* rows of u a warp keeps: the one in use and those in flight */
+#define UR (PF + 1)             /* rows of u a warp keeps: the one in use and those in flight */
 
-/* rows of b a warp keeps: the K in use, this step's and those in flight, rounded up to a power
- * of two so that a level's slot is a mask away */
+/* rows of b a warp keeps: the K a step reads, the one arriving and those in flight, rounded up to
+ * a power of two so that a level's slot is a mask away */
 __host__ __device__ static constexpr int pow2_above(int n) { return n < 1 ? 1 : 2 * pow2_above(n / 2); }
-#define BRING pow2_above(K + PF)
-#define SMEM_BYTES (WPB * (BRING + URING) * 32 * sizeof(float4))
-#define MIN_BLOCKS 3            /* 12 warps an SM: K = 12 fits 168 registers, no spills */
+#define BR pow2_above(K + PF)
+#define SMEM_BYTES (WPB * (BR + UR) * 32 * sizeof(float4))
+#define MIN_BLOCKS 3            /* 12 warps an SM: 168 registers (166 for the eval path), no spills there */
 #define FULL 0xffffffffu
 
 static_assert(K % CW == 0, "the core must start at a lane boundary");
-static_assert(BRING > K + PF && (BRING & (BRING - 1)) == 0, "b ring too small");
+static_assert(BR > K + PF && (BR & (BR - 1)) == 0, "b ring too small");
 
 #define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fprintf(stderr, "heat2d expert: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
@@ -60,56 +60,69 @@ static int check(const st_tensor *t, const heat_ctx *c) {
     return !ok;
 }
 
-__device__ __forceinline__ void cp_async16(void *s, const void *g, int bytes) {
+__device__ __forceinline__ void cp_async16(float4 *s, const float *g, int bytes) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(bytes) : "memory");
 }
 
-__device__ __forceinline__ void cp_async4(void *s, const void *g, int bytes) {
+__device__ __forceinline__ void cp_async4(float *s, const float *g, int bytes) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(g), "r"(bytes) : "memory");
 }
 
-/* Starts the copy of the lane's 4 columns of row i of u and b into the rings; columns outside the
- * grid are zero-filled (no bytes read, so any valid address does). vec: nx % 4 == 0 and the grids
- * 16-byte aligned, so the 4 columns are one aligned float4 wholly inside or outside the grid. */
-__device__ __forceinline__ void row_load(float4 *us, float4 *bs, const float *__restrict__ src,
-                                         const float *__restrict__ b, int i, int nx, int gx, bool vec) {
-    const long long k = (long long)i * nx + gx;
-    if (vec) {
-        const bool in = gx >= 0 && gx < nx;
-        cp_async16(us, src + (in ? k : 0), in ? 16 : 0);
-        cp_async16(bs, b + (in ? k : 0), in ? 16 : 0);
-    } else {
+/* The lane's 4 columns of one row: where they start in the row and how many bytes each copy
+ * reads (0: outside the grid, zero-filled; the address is then the row's first column, so it is
+ * always a valid one). VEC: nx % 4 == 0 and the grids 16-byte aligned, so the 4 columns are one
+ * aligned float4 wholly inside or outside the grid. */
+template <bool VEC>
+struct lane_cols {
+    int col[VEC ? 1 : CW], bytes[VEC ? 1 : CW];
+    __device__ lane_cols(int gx, int nx) {
 #pragma unroll
-        for (int j = 0; j < CW; j++) {
+        for (int j = 0; j < (VEC ? 1 : CW); j++) {
             const bool in = gx + j >= 0 && gx + j < nx;
-            cp_async4((float *)us + j, src + (in ? k + j : 0), in ? 4 : 0);
-            cp_async4((float *)bs + j, b + (in ? k + j : 0), in ? 4 : 0);
+            col[j] = in ? gx + j : 0;
+            bytes[j] = in ? (VEC ? 16 : 4) : 0;
         }
     }
-}
+    /* starts the copy of the row at offset o of u and b into the ring slots us and bs */
+    template <typename OFF>
+    __device__ __forceinline__ void load(float4 *us, float4 *bs, const float *__restrict__ u,
+                                         const float *__restrict__ b, OFF o) const {
+#pragma unroll
+        for (int j = 0; j < (VEC ? 1 : CW); j++) {
+            if (VEC) {
+                cp_async16(us, u + (o + col[j]), bytes[j]);
+                cp_async16(bs, b + (o + col[j]), bytes[j]);
+            } else {
+                cp_async4((float *)us + j, u + (o + col[j]), bytes[j]);
+                cp_async4((float *)bs + j, b + (o + col[j]), bytes[j]);
+            }
+        }
+    }
+};
 
-/* One step of the wavefront, row t of u just arrived in D. For sweep m (0..k-1), X[m] holds the
+/* One step of the wavefront, row t of u just arrived in D. For sweep m (0..KK-1), X[m] holds the
  * lane's columns of row t-m-1 after m sweeps and P[m] that row's partial sum for sweep m+1: the
  * row above it plus its left and right neighbours. D enters as row t-m after m sweeps, so sweep
- * m+1 of row t-m-1 needs only P[m] + D, then a quarter and b/4 (bq, b prescaled). The row that
- * leaves D after sweep k is row t-k, finished. SLOW: some row of this step is fixed (the boundary,
- * or outside the grid) or some column of the strip is (keep: bit q for column q), and fixed cells
- * keep their value. Rows t-m-1 < the first loaded row compute garbage from zeroed registers and
- * unwritten ring slots; it reaches row j after sweep m only for j < first + m, never the output. */
+ * m+1 of row t-m-1 needs only P[m] + D, then a quarter and b/4 (b prescaled, row r in slot r % BR
+ * of the lane's ring bl). The row that leaves D after sweep KK is row t-KK, finished. SLOW: some
+ * row of this step is fixed (the boundary, or outside the grid) or some column of the strip is
+ * (keep: bit q for column q), and fixed cells keep their value. Rows t-m-1 < the first loaded row
+ * compute garbage from zeroed registers and unwritten ring slots; it reaches row j after sweep m
+ * only for j < first + m, never the output. */
 template <int KK, bool SLOW>
 __device__ __forceinline__ void strip_step(float (&X)[KK][CW], float (&P)[KK][CW], float (&D)[CW],
-                                           const char *bring, int t, int ny, unsigned keep) {
+                                           const char *bl, int t, int ny, unsigned keep) {
     const unsigned tb = (unsigned)t * (32 * sizeof(float4));
 #pragma unroll
     for (int m = 0; m < KK; m++) {
-        const int i = t - m - 1;
-        const float4 bq = *(const float4 *)(bring + ((tb - (m + 1) * 32 * sizeof(float4)) &
-                                                     ((BRING - 1) * 32 * sizeof(float4))));
+        const float4 bq = *(const float4 *)(bl + ((tb - (m + 1) * 32 * sizeof(float4)) &
+                                                  ((BR - 1) * 32 * sizeof(float4))));
         float Y[CW] = {fmaf(0.25f, P[m][0] + D[0], bq.x), fmaf(0.25f, P[m][1] + D[1], bq.y),
                        fmaf(0.25f, P[m][2] + D[2], bq.z), fmaf(0.25f, P[m][3] + D[3], bq.w)};
         if (SLOW) {
+            const int i = t - m - 1;
             const unsigned kp = i < 1 || i > ny - 2 ? 0xfu : keep;
 #pragma unroll
             for (int q = 0; q < CW; q++)
@@ -132,13 +145,13 @@ __device__ __forceinline__ void strip_step(float (&X)[KK][CW], float (&P)[KK][CW
 
 /* KK (1..K) sweeps from src into dst. Warp w takes strip w % nstrips (columns [s*CORE - K,
  * s*CORE + SW - K) computed, the middle CORE written) and rows [seg*rows, seg*rows + rows) of it,
- * seg = w / nstrips; it streams rows from k before its first to k after its last (fewer at the
- * grid's edges), so its rows see no cut. */
-template <int KK>
+ * seg = w / nstrips; it streams rows from KK before its first to KK after its last (fewer at the
+ * grid's edges), so its rows see no cut. The u ring holds rows by their distance from the first
+ * streamed row, the b ring by their index modulo BR. */
+template <int KK, bool VEC, typename OFF>
 __global__ void __launch_bounds__(32 * WPB, MIN_BLOCKS)
 strip_kernel(const float *__restrict__ src, const float *__restrict__ b, float *__restrict__ dst,
-             int ny, int nx, int nstrips, int rows, int vec) {
-    const int k = KK;
+             int ny, int nx, int nstrips, int rows) {
     extern __shared__ float4 smem4[];
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     const long long w = (long long)blockIdx.x * WPB + wib;
@@ -146,20 +159,21 @@ strip_kernel(const float *__restrict__ src, const float *__restrict__ b, float *
     if (seg * rows >= ny) return;
     const int r0 = (int)(seg * rows), r1 = min(ny, r0 + rows);
     const int gx = (int)(w % nstrips) * CORE - K + CW * lane;
-    float4 *bring = smem4 + wib * (BRING + URING) * 32, *uring = bring + BRING * 32;
-    const int ts = max(r0 - k, 0), te = min(r1 - 1 + k, ny - 1), tl = r1 - 1 + k;
+    float4 *bring = smem4 + wib * (BR + UR) * 32 + lane, *uring = bring + BR * 32;
+    const int ts = max(r0 - KK, 0), te = min(r1 - 1 + KK, ny - 1), tl = r1 - 1 + KK;
 
     unsigned keep = 0;
 #pragma unroll
     for (int q = 0; q < CW; q++)
         if (gx + q < 1 || gx + q > nx - 2) keep |= 1u << q;
     const bool rim = __any_sync(FULL, keep != 0);
+    const lane_cols<VEC> lc(gx, nx);
 
+    /* o: the offset of row t; OFF is int where ny * nx fits one */
+    OFF o = (OFF)ts * nx;
 #pragma unroll
     for (int p = 0; p < PF; p++) {
-        const int i = ts + p;
-        if (i <= te) row_load(uring + (i % URING) * 32 + lane, bring + (i & (BRING - 1)) * 32 + lane,
-                              src, b, i, nx, gx, vec != 0);
+        if (ts + p <= te) lc.load(uring + 32 * p, bring + 32 * ((ts + p) & (BR - 1)), src, b, o + (OFF)p * nx);
         asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
     float X[KK][CW], P[KK][CW], D[CW] = {0.f, 0.f, 0.f, 0.f};
@@ -168,45 +182,49 @@ strip_kernel(const float *__restrict__ src, const float *__restrict__ b, float *
 #pragma unroll
         for (int q = 0; q < CW; q++) X[m][q] = P[m][q] = 0.f;
 
-    const bool store_lane = CW * lane >= K && CW * lane < SW - K;
-    for (int t = ts; t <= tl; t++) {
-        const int n = t + PF;
-        if (n <= te) row_load(uring + (n % URING) * 32 + lane, bring + (n & (BRING - 1)) * 32 + lane,
-                              src, b, n, nx, gx, vec != 0);
+    /* stores: this lane's columns are in the core and the grid; rows from r0 on */
+    const bool store = CW * lane >= K && CW * lane < SW - K && gx < nx;
+
+    const int tf0 = max(ts, KK + 1), tf1 = rim ? tf0 - 1 : min(tl, ny - 1), tst = r0 + KK;
+    int us = 0; /* u's ring slot of row t */
+    for (int t = ts; t <= tl; t++, o += nx) {
+        const int un = us + PF < UR ? us + PF : us + PF - UR, bs = t & (BR - 1), bn = (t + PF) & (BR - 1);
+        if (t + PF <= te) lc.load(uring + 32 * un, bring + 32 * bn, src, b, o + (OFF)PF * nx);
         asm volatile("cp.async.commit_group;\n" ::: "memory");
         asm volatile("cp.async.wait_group %0;\n" ::"n"(PF) : "memory");
         if (t <= te) { /* past the grid's last row D keeps any finite value: those rows are fixed */
-            const float4 u4 = uring[(t % URING) * 32 + lane];
-            float4 *bp = &bring[(t & (BRING - 1)) * 32 + lane];
-            const float4 b4 = *bp;
-            *bp = make_float4(0.25f * b4.x, 0.25f * b4.y, 0.25f * b4.z, 0.25f * b4.w);
+            const float4 u4 = uring[32 * us], b4 = bring[32 * bs];
+            bring[32 * bs] = make_float4(0.25f * b4.x, 0.25f * b4.y, 0.25f * b4.z, 0.25f * b4.w);
             D[0] = u4.x; D[1] = u4.y; D[2] = u4.z; D[3] = u4.w;
         }
-        if (!rim && t - k >= 1 && t - 1 <= ny - 2)
-            strip_step<KK, false>(X, P, D, (const char *)(bring + lane), t, ny, 0u);
+        /* rows t-1 .. t-KK all interior, and no column of the strip fixed */
+        if (t >= tf0 && t <= tf1)
+            strip_step<KK, false>(X, P, D, (const char *)bring, t, ny, 0u);
         else
-            strip_step<KK, true>(X, P, D, (const char *)(bring + lane), t, ny, keep);
-        const int i = t - k;
-        if (i < r0 || !store_lane || gx >= nx) continue;
-        const long long o = (long long)i * nx + gx;
-        if (vec) {
-            *(float4 *)(dst + o) = make_float4(D[0], D[1], D[2], D[3]);
+            strip_step<KK, true>(X, P, D, (const char *)bring, t, ny, keep);
+        us = us + 1 < UR ? us + 1 : 0;
+        if (!store || t < tst) continue;
+        float *po = dst + (o - (OFF)KK * nx + gx);
+        if (VEC) {
+            *(float4 *)po = make_float4(D[0], D[1], D[2], D[3]);
         } else {
 #pragma unroll
             for (int q = 0; q < CW; q++)
-                if (gx + q < nx) dst[o + q] = D[q];
+                if (gx + q < nx) po[q] = D[q];
         }
     }
 }
 
-typedef void (*strip_fn)(const float *, const float *, float *, int, int, int, int, int);
+typedef void (*strip_fn)(const float *, const float *, float *, int, int, int, int);
 
-/* strip_kernel<1> .. strip_kernel<K>: a pass of k sweeps runs the one with k levels, so every
- * level's registers are fixed at compile time (a runtime count costs a copy of the state at
- * each possible exit) */
+/* strip_kernel<1..K, VEC, OFF>: the scalar forms with 64-bit offsets, then the float4 forms with
+ * 64-bit and with 32-bit offsets. A pass of k sweeps runs the one with k levels, so every level's
+ * registers are fixed at compile time (a runtime count costs a copy of the state at each possible
+ * exit); 32-bit offsets keep the grid's bases in the kernel's parameters, not in registers. */
 template <int... I>
 static const strip_fn *strip_table(std::integer_sequence<int, I...>) {
-    static const strip_fn f[] = {strip_kernel<I + 1>...};
+    static const strip_fn f[] = {strip_kernel<I + 1, false, long long>..., strip_kernel<I + 1, true, long long>...,
+                                 strip_kernel<I + 1, true, int>...};
     return f;
 }
 
@@ -239,7 +257,7 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
     int dev = 0;
     cudaError_t e = cudaMalloc(&ctx->tmp, sizeof(float) * (size_t)ny * (size_t)nx);
     const char *what = "cudaMalloc of the scratch grid";
-    for (int k = 0; k < K && e == cudaSuccess; k++) {
+    for (int k = 0; k < 3 * K && e == cudaSuccess; k++) {
         e = cudaFuncSetAttribute(strip_kernels()[k], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM_BYTES);
         what = "cudaFuncSetAttribute (shared memory)";
     }
@@ -252,7 +270,7 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
         what = "cudaDeviceGetAttribute (SM count)";
     }
     if (e == cudaSuccess) {
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctx->blocks_per_sm, strip_kernels()[K - 1], 32 * WPB,
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctx->blocks_per_sm, strip_kernels()[2 * K - 1], 32 * WPB,
                                                           SMEM_BYTES);
         what = "cudaOccupancyMaxActiveBlocksPerMultiprocessor";
     }
@@ -293,8 +311,11 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
         fprintf(stderr, "heat2d expert: grid too large (%lld blocks)\n", blocks);
         return 1;
     }
-    /* vec: every lane's 4 columns one aligned float4 (see row_load) */
+    /* vec: every lane's 4 columns one aligned float4 (see lane_cols) */
     const int vec = c->nx % 4 == 0 && ((uintptr_t)u0 | (uintptr_t)b | (uintptr_t)u | (uintptr_t)c->tmp) % 16 == 0;
+    /* small: every offset a kernel forms (row * nx + column, rows past the grid's end by K + PF
+     * included) fits an int */
+    const int small = ((long long)c->ny + K + PF + 1) * c->nx + SW < INT32_MAX;
     const int passes = (c->sweeps + K - 1) / K;
     /* pass p writes u when passes - 1 - p is even, so the last one lands in the output; the
      * sweeps are spread evenly over the passes */
@@ -302,8 +323,8 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     for (int p = 0; p < passes; p++) {
         float *dst = (passes - 1 - p) % 2 == 0 ? u : c->tmp;
         const int n = c->sweeps / passes + (p < c->sweeps % passes);
-        strip_kernels()[n - 1]<<<(unsigned)blocks, 32 * WPB, SMEM_BYTES, stream>>>(src, b, dst, c->ny, c->nx,
-                                                                                    (int)nstrips, rows, vec);
+        strip_kernels()[n - 1 + (vec ? (small ? 2 * K : K) : 0)]<<<(unsigned)blocks, 32 * WPB, SMEM_BYTES, stream>>>(
+            src, b, dst, c->ny, c->nx, (int)nstrips, rows);
         CUDA_CHECK(cudaGetLastError());
         src = dst;
     }
