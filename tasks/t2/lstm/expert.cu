@@ -17,7 +17,11 @@
  * buffers of the context, so every load of the step's reduction is an aligned 16-byte cp.async.
  * Input and output pointers change between calls, so the graph never sees them: st_run copies h0
  * and c0 into the state buffers and writes the addresses of h_seq and c_final into a small device
- * table that the step kernels read. */
+ * table that the step kernels read. For H = 512 on sm_90 and later (the eval shape), a third path
+ * takes precedence: batch rows are independent, so a cluster of 16 blocks runs the whole
+ * recurrence of 8 of them with W_hh in registers (fp16, TF32's mantissa) and h passed between
+ * its blocks through distributed shared memory, one cluster barrier a step and no grid-wide one
+ * (lstm_cluster_kernel). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +71,8 @@ typedef struct {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     size_t p_smem;              /* the persistent kernel's shared memory; 0: the graph of steps */
+    uint4 *cl_frag;             /* the cluster path's W_hh fragments (lstm_cluster_kernel); NULL: not taken */
+    const float *b;             /* the combined bias, owned by the harness */
 } lstm_ctx;
 
 // ----------------------------------------------------------------------------
@@ -401,6 +407,183 @@ lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ 
 }
 
 // ----------------------------------------------------------------------------
+// The cluster path (H = 512): batch rows are independent, so a step needs only the SMs that
+// share a batch group's h to agree, not the whole grid. A cluster of CL_CTAS blocks runs the
+// whole recurrence of 8 batch rows: block r owns hidden units [32 r, 32 r + 32), i.e. 128 gate
+// columns of W_hh, held for all T steps in registers as fp16 mma A fragments (fp16 has TF32's 10
+// mantissa bits; h_{t-1} and, at step 0, h0 are fp16 operands too, so this path assumes W_hh and
+// h0 inside fp16's range, 65504: an LSTM's h lies in (-1, 1), the task draws h0 from N(0, 0.5^2)
+// and W_hh from U(-0.044, 0.044); NOTES.md); z^T = W_slice · h^T by mma.m16n8k16
+// (the 8 batch rows are the n8 side), the cell finishes in the block, and the block's 8 x 32
+// fp16 h values go to every block of the cluster by 16-byte stores into their shared memory;
+// one cluster barrier a step. Clusters never wait for each other.
+
+#define CL_CTAS 16          /* blocks a cluster: one 32-unit slice of H each */
+#define CL_H 512            /* the only H this path takes */
+#define CL_U (CL_H / CL_CTAS) /* units a block: 32 */
+#define CL_M (4 * CL_U)     /* gate columns a block: 128, one m16 tile a warp */
+#define CL_ROWS 8           /* batch rows a cluster: the mma's n8 */
+#define CL_THREADS 256      /* 8 warps; one cell (row, unit) a thread */
+#define CL_KS (CL_H / 16)   /* k16 steps of the product: 32 */
+#define CL_HS (CL_H + 8)    /* h row stride in halves: conflict-free ldmatrix, rows 16-byte aligned */
+#define CL_ZS 9             /* z row stride in floats: conflict-free epilogue reads */
+
+/* The block-rank r, warp w, k-step ks, lane fragment of W_hh: the A fragment of
+ * mma.m16n8k16.row for rows m = 16 w + (g, g + 8) of the block's gate columns (gate m / 32, unit
+ * 32 r + m % 32) and k = 16 ks + 2 tq + (0, 1, 8, 9), g = lane / 4, tq = lane % 4; fp16 pairs,
+ * rounded to nearest. One uint4 a (r, w, ks, lane), in that order. */
+__global__ void cluster_frag_kernel(const float *__restrict__ w_hh, uint4 *__restrict__ frag) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= CL_CTAS * 8 * CL_KS * 32) return;
+    const int lane = i % 32, ks = i / 32 % CL_KS, w = i / (32 * CL_KS) % 8, r = i / (32 * CL_KS * 8);
+    const int g = lane / 4, tq = lane % 4;
+    unsigned v[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const int m = 16 * w + g + (q & 1) * 8, k = 16 * ks + 2 * tq + (q >> 1) * 8;
+        const int row = (m / CL_U) * CL_H + r * CL_U + m % CL_U;
+        const __half2 h2 = __floats2half2_rn(w_hh[(size_t)row * CL_H + k], w_hh[(size_t)row * CL_H + k + 1]);
+        v[q] = *(const unsigned *)&h2;
+    }
+    frag[i] = make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint4 &a, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cluster_sync_all() {
+    cluster_arrive();
+    cluster_wait();
+}
+
+/* 16 bytes into block `rank`'s shared memory at the address `local` has in this block */
+__device__ __forceinline__ void st_cluster16(const void *local, unsigned rank, uint4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+                 : "=r"(remote) : "r"((unsigned)__cvta_generic_to_shared(local)), "r"(rank));
+    asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};\n"
+                 :: "r"(remote), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+#endif
+}
+
+/* h^T's B fragments for k-steps 2i and 2i + 1 (rows of hs: batch rows, k contiguous) */
+__device__ __forceinline__ void ldsm_x4(unsigned (&b)[4], const __half *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                 : "r"((unsigned)__cvta_generic_to_shared(p)));
+}
+
+__global__ void __launch_bounds__(CL_THREADS, 1)
+lstm_cluster_kernel(int T, int B, const float *__restrict__ gx, const uint4 *__restrict__ frag,
+                    const float *__restrict__ bias, const float *__restrict__ h0,
+                    const float *__restrict__ c0, float *__restrict__ h_seq,
+                    float *__restrict__ c_final) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 /* clusters: empty elsewhere, and never chosen */
+    __shared__ __align__(16) __half hs[2][CL_ROWS][CL_HS]; /* h_{t-1} of the cluster's rows, by parity */
+    __shared__ float zs[CL_M][CL_ZS];                       /* the step's product, z^T */
+    __shared__ __align__(16) __half hl[CL_ROWS][CL_U];      /* this block's h_t, before it is sent */
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tq = lane & 3;
+    const int row0 = (int)(blockIdx.x / CL_CTAS) * CL_ROWS;
+
+    uint4 a[CL_KS]; /* this warp's m16 tile of W_slice, all k */
+    const uint4 *fp = frag + ((size_t)(rank * 8 + warp) * CL_KS) * 32 + lane;
+#pragma unroll
+    for (int ks = 0; ks < CL_KS; ks++) a[ks] = fp[ks * 32];
+
+    /* the cell: batch row bl of the cluster's rows, unit u of the block's */
+    const int bl = tid / CL_U, u = tid % CL_U, b = row0 + bl, j = (int)rank * CL_U + u;
+    const bool live = b < B;
+    float c = live ? c0[(size_t)b * CL_H + j] : 0.0f, bs[4];
+#pragma unroll
+    for (int gate = 0; gate < 4; gate++) bs[gate] = bias[gate * CL_H + j];
+    /* h_{-1}: every block fills its own copy of all the cluster's rows */
+    for (int e = tid; e < CL_ROWS * CL_H; e += CL_THREADS) {
+        const int r = e / CL_H, k = e % CL_H;
+        hs[0][r][k] = __float2half_rn(row0 + r < B ? h0[(size_t)(row0 + r) * CL_H + k] : 0.0f);
+    }
+    float zin[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (live) {
+#pragma unroll
+        for (int gate = 0; gate < 4; gate++) zin[gate] = gx[(size_t)b * 4 * CL_H + gate * CL_H + j];
+    }
+    cluster_sync_all(); /* every block of the cluster runs before anyone writes into it */
+
+    for (int t = 0; t < T; t++) {
+        const int p = t & 1;
+        float acc[4][4] = {};
+        const __half *hp = &hs[p][lane & 7][(lane >> 3) * 8];
+#pragma unroll
+        for (int i = 0; i < CL_KS / 2; i++) {
+            unsigned bf[4];
+            ldsm_x4(bf, hp + 32 * i);
+            mma_f16(acc[(2 * i) & 3], a[2 * i], bf[0], bf[1]);
+            mma_f16(acc[(2 * i + 1) & 3], a[2 * i + 1], bf[2], bf[3]);
+        }
+        float d[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) d[q] = (acc[0][q] + acc[1][q]) + (acc[2][q] + acc[3][q]);
+        const int m = 16 * warp + g;
+        zs[m][2 * tq] = d[0];
+        zs[m][2 * tq + 1] = d[1];
+        zs[m + 8][2 * tq] = d[2];
+        zs[m + 8][2 * tq + 1] = d[3];
+        __syncthreads();
+        float pre[4];
+#pragma unroll
+        for (int gate = 0; gate < 4; gate++) pre[gate] = (zs[gate * CL_U + u][bl] + zin[gate]) + bs[gate];
+        const float i = sigmoidf(pre[0]), f = sigmoidf(pre[1]), gc = tanhf(pre[2]), o = sigmoidf(pre[3]);
+        c = f * c + i * gc;
+        const float h = o * tanhf(c);
+        hl[bl][u] = __float2half_rn(h);
+        if (t + 1 == T) {
+            if (live) {
+                __stcs(h_seq + ((size_t)t * B + b) * CL_H + j, h);
+                c_final[(size_t)b * CL_H + j] = c;
+            }
+            break;
+        }
+        __syncthreads();
+        /* 32 chunks of 16 bytes (row, 8 units) to each of the 16 blocks: two stores a thread */
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            const int q = tid * 2 + s, dst = q / 32, ch = q % 32, r = ch / 4, c8 = (ch % 4) * 8;
+            st_cluster16(&hs[p ^ 1][r][(int)rank * CL_U + c8], (unsigned)dst, *(const uint4 *)&hl[r][c8]);
+        }
+        /* the arrive's release orders every write before it at GPU scope (a MEMBAR.GPU in the
+         * SASS), so the step's global traffic goes between the arrive and the wait */
+        cluster_arrive();
+        if (live) {
+            __stcs(h_seq + ((size_t)t * B + b) * CL_H + j, h);
+#pragma unroll
+            for (int gate = 0; gate < 4; gate++)
+                zin[gate] = __ldcs(gx + ((size_t)(t + 1) * B + b) * 4 * CL_H + gate * CL_H + j);
+        }
+        cluster_wait(); /* h_t is in every block; zs, hl and hs[p] are free again */
+    }
+    cluster_sync_all(); /* no block leaves while another may still write into its shared memory */
+#endif
+}
+
+// ----------------------------------------------------------------------------
 
 static int cfg_get(const st_config *cfg, const char *name, int64_t *v) {
     for (int i = 0; i < cfg->n; i++)
@@ -434,6 +617,7 @@ extern "C" void st_free(void *p) {
     cudaFree(ctx->c_state);
     cudaFree(ctx->io);
     cudaFree(ctx->workspace);
+    cudaFree(ctx->cl_frag);
     free(ctx);
 }
 
@@ -474,6 +658,43 @@ static int pick_persistent(lstm_ctx *ctx) {
     return 0;
 }
 
+/* The cluster path (lstm_cluster_kernel) where H is its 512, the build has the kernel (sm_90 and
+ * later) and a cluster of CL_CTAS blocks fits the device; its W_hh fragments are made here. */
+static cudaLaunchConfig_t cluster_config(const lstm_ctx *ctx, cudaStream_t stream, cudaLaunchAttribute *attr) {
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = dim3((unsigned)(CL_CTAS * ((ctx->B + CL_ROWS - 1) / CL_ROWS)));
+    lc.blockDim = dim3(CL_THREADS);
+    lc.stream = stream;
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = CL_CTAS;
+    attr->val.clusterDim.y = attr->val.clusterDim.z = 1;
+    lc.attrs = attr;
+    lc.numAttrs = 1;
+    return lc;
+}
+
+static int pick_cluster(lstm_ctx *ctx, const float *w_hh, cudaStream_t stream) {
+    cudaFuncAttributes fa;
+    int dev, major, clusters = 0;
+    if (ctx->H != CL_H) return 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, lstm_cluster_kernel));
+    if (major < 9 || fa.binaryVersion < 90) return 0;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t lc = cluster_config(ctx, stream, &attr);
+    if (cudaFuncSetAttribute(lstm_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
+        cudaOccupancyMaxActiveClusters(&clusters, lstm_cluster_kernel, &lc) != cudaSuccess || clusters < 1) {
+        (void)cudaGetLastError(); /* a device without 16-block clusters: the other paths */
+        return 0;
+    }
+    const int n = CL_CTAS * 8 * CL_KS * 32;
+    CUDA_CHECK(cudaMalloc(&ctx->cl_frag, (size_t)n * sizeof(uint4)));
+    cluster_frag_kernel<<<(n + 255) / 256, 256, 0, stream>>>(w_hh, ctx->cl_frag);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
 static int init_ctx(lstm_ctx *ctx, const st_config *cfg, const st_tensor *params, int32_t n_params,
                     cudaStream_t stream) {
     int64_t T, B, I, H;
@@ -497,6 +718,7 @@ static int init_ctx(lstm_ctx *ctx, const st_config *cfg, const st_tensor *params
     ctx->Bpad = (int)((B + BB - 1) / BB * BB);
     ctx->njt = (int)((H + UJ - 1) / UJ);
     ctx->W_ih = (const float *)params[0].data;
+    ctx->b = (const float *)params[2].data;
 
     const size_t state = (size_t)ctx->Bpad * ctx->Hpad;
     const int64_t n_wp = (int64_t)ctx->njt * NC * ctx->Hpad;
@@ -514,10 +736,12 @@ static int init_ctx(lstm_ctx *ctx, const st_config *cfg, const st_tensor *params
         (const float *)params[1].data, (const float *)params[2].data, ctx->wp, ctx->bp, ctx->H,
         ctx->Hpad, ctx->njt);
     CUDA_CHECK(cudaGetLastError());
+    if (pick_cluster(ctx, (const float *)params[1].data, stream)) return 1;
     /* st_run may get another stream: everything above must be done before st_init returns */
     CUDA_CHECK(cudaStreamSynchronize(stream));
 
     CUBLAS_CHECK(cublasCreate(&ctx->handle));
+    if (ctx->cl_frag) return 0;
     if (pick_persistent(ctx)) return 1;
     if (ctx->p_smem) return 0;
     CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->capture, cudaStreamNonBlocking));
@@ -556,6 +780,14 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
                               ctx->W_ih, CUDA_R_32F, I, in[0].data, CUDA_R_32F, I, &zero, ctx->gx,
                               CUDA_R_32F, 4 * H, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
 
+    if (ctx->cl_frag) {
+        cudaLaunchAttribute attr;
+        const cudaLaunchConfig_t lc = cluster_config(ctx, stream, &attr);
+        CUDA_CHECK(cudaLaunchKernelEx(&lc, lstm_cluster_kernel, T, B, (const float *)ctx->gx,
+                                      (const uint4 *)ctx->cl_frag, ctx->b, (const float *)in[1].data,
+                                      (const float *)in[2].data, (float *)out[0].data, (float *)out[1].data));
+        return 0;
+    }
     if (ctx->p_smem) {
         int Tv = T, Bv = B, Hv = H, Hpad = ctx->Hpad;
         const float *gx = ctx->gx, *wp = ctx->wp, *bp = ctx->bp, *h0 = (const float *)in[1].data,
