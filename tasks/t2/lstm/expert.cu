@@ -695,6 +695,26 @@ static int pick_cluster(lstm_ctx *ctx, const float *w_hh, cudaStream_t stream) {
     return 0;
 }
 
+/* What the persistent kernel and the graph of step kernels need beyond Gx: W_hh and b regrouped
+ * by unit tile, the padded h and c state, the table of output addresses. */
+static int init_step_state(lstm_ctx *ctx, const st_tensor *params, cudaStream_t stream) {
+    const size_t state = (size_t)ctx->Bpad * ctx->Hpad;
+    const int64_t n_wp = (int64_t)ctx->njt * NC * ctx->Hpad;
+    CUDA_CHECK(cudaMalloc(&ctx->wp, (size_t)n_wp * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&ctx->bp, (size_t)ctx->njt * NC * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&ctx->h_state, 2 * state * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&ctx->c_state, state * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&ctx->io, sizeof(lstm_io)));
+    /* the padding rows and columns are read by the MMAs and never written: keep them zero */
+    CUDA_CHECK(cudaMemsetAsync(ctx->h_state, 0, 2 * state * sizeof(float), stream));
+    CUDA_CHECK(cudaMemsetAsync(ctx->c_state, 0, state * sizeof(float), stream));
+    regroup_kernel<<<(unsigned)((n_wp + 255) / 256), 256, 0, stream>>>(
+        (const float *)params[1].data, (const float *)params[2].data, ctx->wp, ctx->bp, ctx->H,
+        ctx->Hpad, ctx->njt);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
 static int init_ctx(lstm_ctx *ctx, const st_config *cfg, const st_tensor *params, int32_t n_params,
                     cudaStream_t stream) {
     int64_t T, B, I, H;
@@ -720,23 +740,10 @@ static int init_ctx(lstm_ctx *ctx, const st_config *cfg, const st_tensor *params
     ctx->W_ih = (const float *)params[0].data;
     ctx->b = (const float *)params[2].data;
 
-    const size_t state = (size_t)ctx->Bpad * ctx->Hpad;
-    const int64_t n_wp = (int64_t)ctx->njt * NC * ctx->Hpad;
-    CUDA_CHECK(cudaMalloc(&ctx->wp, (size_t)n_wp * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&ctx->bp, (size_t)ctx->njt * NC * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&ctx->gx, (size_t)T * B * 4 * H * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&ctx->h_state, 2 * state * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&ctx->c_state, state * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&ctx->io, sizeof(lstm_io)));
     CUDA_CHECK(cudaMalloc(&ctx->workspace, WORKSPACE_BYTES));
-    /* the padding rows and columns are read by the MMAs and never written: keep them zero */
-    CUDA_CHECK(cudaMemsetAsync(ctx->h_state, 0, 2 * state * sizeof(float), stream));
-    CUDA_CHECK(cudaMemsetAsync(ctx->c_state, 0, state * sizeof(float), stream));
-    regroup_kernel<<<(unsigned)((n_wp + 255) / 256), 256, 0, stream>>>(
-        (const float *)params[1].data, (const float *)params[2].data, ctx->wp, ctx->bp, ctx->H,
-        ctx->Hpad, ctx->njt);
-    CUDA_CHECK(cudaGetLastError());
     if (pick_cluster(ctx, (const float *)params[1].data, stream)) return 1;
+    if (!ctx->cl_frag && init_step_state(ctx, params, stream)) return 1;
     /* st_run may get another stream: everything above must be done before st_init returns */
     CUDA_CHECK(cudaStreamSynchronize(stream));
 

@@ -43,7 +43,8 @@ static_assert(BR > K + PF && (BR & (BR - 1)) == 0, "b ring too small");
 
 typedef struct {
     int ny, nx, sweeps;
-    int sms, blocks_per_sm;
+    int nstrips, rows, blocks; /* the strip kernel's grid (st_init: sizes and device only) */
+    int small;                 /* every offset a kernel forms fits an int */
     float *tmp; /* [ny, nx] */
 } heat_ctx;
 
@@ -237,6 +238,26 @@ extern "C" void st_free(void *p) {
     free(ctx);
 }
 
+/* The strip kernel's grid: one wave of WARPS_PER_SM warps an SM (fewer if fewer fit), so that as
+ * few rows are streamed twice as that parallelism allows. 1: more blocks than a launch takes. */
+static int grid_geometry(heat_ctx *c, int sms, int blocks_per_sm) {
+    const long long nstrips = (c->nx + CORE - 1) / CORE;
+    const int per_sm = blocks_per_sm * WPB < WARPS_PER_SM ? blocks_per_sm * WPB : WARPS_PER_SM;
+    long long nseg = (long long)sms * per_sm / nstrips;
+    if (nseg < 1) nseg = 1;
+    if (nseg > c->ny) nseg = c->ny;
+    const int rows = (int)((c->ny + nseg - 1) / nseg);
+    nseg = (c->ny + rows - 1) / rows;
+    const long long blocks = (nstrips * nseg + WPB - 1) / WPB;
+    if (blocks > INT32_MAX) return 1;
+    c->nstrips = (int)nstrips;
+    c->rows = rows;
+    c->blocks = (int)blocks;
+    /* every offset a kernel forms (row * nx + column, rows past the grid's end by K + PF included) */
+    c->small = ((long long)c->ny + K + PF + 1) * c->nx + SW < INT32_MAX;
+    return 0;
+}
+
 extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
                        cudaStream_t stream, void **out_ctx) {
     (void)params; (void)stream;
@@ -254,7 +275,7 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
     ctx->ny = (int)ny;
     ctx->nx = (int)nx;
     ctx->sweeps = (int)sweeps;
-    int dev = 0;
+    int dev = 0, sms = 0, blocks_per_sm = 0;
     cudaError_t e = cudaMalloc(&ctx->tmp, sizeof(float) * (size_t)ny * (size_t)nx);
     const char *what = "cudaMalloc of the scratch grid";
     for (int k = 0; k < 3 * K && e == cudaSuccess; k++) {
@@ -266,17 +287,21 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
         what = "cudaGetDevice";
     }
     if (e == cudaSuccess) {
-        e = cudaDeviceGetAttribute(&ctx->sms, cudaDevAttrMultiProcessorCount, dev);
+        e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         what = "cudaDeviceGetAttribute (SM count)";
     }
     if (e == cudaSuccess) {
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctx->blocks_per_sm, strip_kernels()[2 * K - 1], 32 * WPB,
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, strip_kernels()[2 * K - 1], 32 * WPB,
                                                           SMEM_BYTES);
         what = "cudaOccupancyMaxActiveBlocksPerMultiprocessor";
     }
-    if (e == cudaSuccess && ctx->blocks_per_sm < 1) {
+    if (e == cudaSuccess && blocks_per_sm < 1) {
         e = cudaErrorInvalidConfiguration;
         what = "occupancy (no block of the strip kernel fits an SM)";
+    }
+    if (e == cudaSuccess && grid_geometry(ctx, sms, blocks_per_sm)) {
+        e = cudaErrorInvalidConfiguration;
+        what = "grid of the strip kernel (more blocks than a launch takes)";
     }
     if (e != cudaSuccess) {
         fprintf(stderr, "heat2d expert: st_init: %s: %s\n", what, cudaGetErrorString(e));
@@ -297,25 +322,8 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
         CUDA_CHECK(cudaMemcpyAsync(u, u0, sizeof(float) * (size_t)c->ny * c->nx, cudaMemcpyDeviceToDevice, stream));
         return 0;
     }
-    /* one wave of WARPS_PER_SM warps an SM (fewer if fewer fit): as few rows are streamed twice
-     * as that parallelism allows */
-    const long long nstrips = (c->nx + CORE - 1) / CORE;
-    const int per_sm = c->blocks_per_sm * WPB < WARPS_PER_SM ? c->blocks_per_sm * WPB : WARPS_PER_SM;
-    long long nseg = (long long)c->sms * per_sm / nstrips;
-    if (nseg < 1) nseg = 1;
-    if (nseg > c->ny) nseg = c->ny;
-    const int rows = (int)((c->ny + nseg - 1) / nseg);
-    nseg = (c->ny + rows - 1) / rows;
-    const long long blocks = (nstrips * nseg + WPB - 1) / WPB;
-    if (blocks > INT32_MAX) {
-        fprintf(stderr, "heat2d expert: grid too large (%lld blocks)\n", blocks);
-        return 1;
-    }
     /* vec: every lane's 4 columns one aligned float4 (see lane_cols) */
     const int vec = c->nx % 4 == 0 && ((uintptr_t)u0 | (uintptr_t)b | (uintptr_t)u | (uintptr_t)c->tmp) % 16 == 0;
-    /* small: every offset a kernel forms (row * nx + column, rows past the grid's end by K + PF
-     * included) fits an int */
-    const int small = ((long long)c->ny + K + PF + 1) * c->nx + SW < INT32_MAX;
     const int passes = (c->sweeps + K - 1) / K;
     /* pass p writes u when passes - 1 - p is even, so the last one lands in the output; the
      * sweeps are spread evenly over the passes */
@@ -323,8 +331,9 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
     for (int p = 0; p < passes; p++) {
         float *dst = (passes - 1 - p) % 2 == 0 ? u : c->tmp;
         const int n = c->sweeps / passes + (p < c->sweeps % passes);
-        strip_kernels()[n - 1 + (vec ? (small ? 2 * K : K) : 0)]<<<(unsigned)blocks, 32 * WPB, SMEM_BYTES, stream>>>(
-            src, b, dst, c->ny, c->nx, (int)nstrips, rows);
+        strip_kernels()[n - 1 + (vec ? (c->small ? 2 * K : K) : 0)]<<<(unsigned)c->blocks, 32 * WPB, SMEM_BYTES,
+                                                                         stream>>>(src, b, dst, c->ny, c->nx,
+                                                                                   c->nstrips, c->rows);
         CUDA_CHECK(cudaGetLastError());
         src = dst;
     }
