@@ -19,9 +19,11 @@
  * and c0 into the state buffers and writes the addresses of h_seq and c_final into a small device
  * table that the step kernels read. For H = 512 on sm_90 and later (the eval shape), a third path
  * takes precedence: batch rows are independent, so a cluster of 16 blocks runs the whole
- * recurrence of 8 of them with W_hh in registers (fp16, TF32's mantissa) and h passed between
- * its blocks through distributed shared memory, one cluster barrier a step and no grid-wide one
- * (lstm_cluster_kernel). */
+ * recurrence of 8 or 16 of them (as many clusters as the batch needs fitting at once) with W_hh
+ * in registers (fp16, TF32's mantissa) and h passed between its blocks through distributed shared
+ * memory (st.async counted by an mbarrier), no barrier across the grid or the cluster a step, and
+ * step 0's h0 part added into Gx by cuBLAS (lstm_cluster_kernel; 1.5x its first form, which ran
+ * 8 clusters in two waves where 7 fit, session 59). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +74,8 @@ typedef struct {
     cudaGraphExec_t exec;
     size_t p_smem;              /* the persistent kernel's shared memory; 0: the graph of steps */
     uint4 *cl_frag;             /* the cluster path's W_hh fragments (lstm_cluster_kernel); NULL: not taken */
-    const float *b;             /* the combined bias, owned by the harness */
+    int cl_nt;                  /* the cluster path's n8 tiles of batch rows a cluster: 1 or 2 */
+    const float *b, *W_hh;      /* the combined bias and W_hh, owned by the harness */
 } lstm_ctx;
 
 // ----------------------------------------------------------------------------
@@ -409,30 +412,33 @@ lstm_persistent_kernel(int T, int B, int H, int Hpad, const float *__restrict__ 
 // ----------------------------------------------------------------------------
 // The cluster path (H = 512): batch rows are independent, so a step needs only the SMs that
 // share a batch group's h to agree, not the whole grid. A cluster of CL_CTAS blocks runs the
-// whole recurrence of 8 batch rows: block r owns hidden units [32 r, 32 r + 32), i.e. 128 gate
+// whole recurrence of 8 NT batch rows: block r owns hidden units [32 r, 32 r + 32), i.e. 128 gate
 // columns of W_hh, held for all T steps in registers as fp16 mma A fragments (fp16 has TF32's 10
-// mantissa bits; h_{t-1} and, at step 0, h0 are fp16 operands too, so this path assumes W_hh and
-// h0 inside fp16's range, 65504: an LSTM's h lies in (-1, 1), the task draws h0 from N(0, 0.5^2)
-// and W_hh from U(-0.044, 0.044); NOTES.md); z^T = W_slice · h^T by mma.m16n8k16
-// (the 8 batch rows are the n8 side), the cell finishes in the block, and the block's 8 x 32
-// fp16 h values go to every block of the cluster by 16-byte stores into their shared memory;
-// one cluster barrier a step. Clusters never wait for each other.
+// mantissa bits; a W_hh with a value past fp16's 65504 takes the other paths; h0's part of step
+// 0, h0 · W_hh^T, is added into Gx by cuBLAS in TF32 beforehand, so h0 may take any value and the
+// kernel starts from h = 0, h_t itself lying in (-1, 1)); z^T = W_slice · h^T by mma.m16n8k16
+// (the batch rows are the n side, NT n8 tiles), the cell finishes in the block, and the block's
+// 8 NT x 32 fp16 h values go to every block of the cluster by 16-byte st.async stores into their
+// shared memory, each completing bytes of the receiver's mbarrier: a step waits for its h and
+// nothing else, no cluster barrier. Clusters never wait for each other. NT = 1 where every
+// cluster the batch needs fits the GPU at once (cudaOccupancyMaxActiveClusters), else NT = 2:
+// an H200 or H100 holds 7 clusters of 16 such blocks, so B = 64 takes 4 clusters of 16 rows
+// rather than 8 of 8 in two waves (NOTES.md). 256 NT threads a block: the product's k steps are
+// split NT ways across warps, so a warp's mma chain stays 32 / NT steps and a thread one cell.
 
 #define CL_CTAS 16          /* blocks a cluster: one 32-unit slice of H each */
 #define CL_H 512            /* the only H this path takes */
 #define CL_U (CL_H / CL_CTAS) /* units a block: 32 */
-#define CL_M (4 * CL_U)     /* gate columns a block: 128, one m16 tile a warp */
-#define CL_ROWS 8           /* batch rows a cluster: the mma's n8 */
-#define CL_THREADS 256      /* 8 warps; one cell (row, unit) a thread */
+#define CL_M (4 * CL_U)     /* gate columns a block: 128, eight m16 tiles */
 #define CL_KS (CL_H / 16)   /* k16 steps of the product: 32 */
 #define CL_HS (CL_H + 8)    /* h row stride in halves: conflict-free ldmatrix, rows 16-byte aligned */
-#define CL_ZS 9             /* z row stride in floats: conflict-free epilogue reads */
 
 /* The block-rank r, warp w, k-step ks, lane fragment of W_hh: the A fragment of
  * mma.m16n8k16.row for rows m = 16 w + (g, g + 8) of the block's gate columns (gate m / 32, unit
  * 32 r + m % 32) and k = 16 ks + 2 tq + (0, 1, 8, 9), g = lane / 4, tq = lane % 4; fp16 pairs,
  * rounded to nearest. One uint4 a (r, w, ks, lane), in that order. */
-__global__ void cluster_frag_kernel(const float *__restrict__ w_hh, uint4 *__restrict__ frag) {
+__global__ void cluster_frag_kernel(const float *__restrict__ w_hh, uint4 *__restrict__ frag,
+                                    int *__restrict__ overflow) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= CL_CTAS * 8 * CL_KS * 32) return;
     const int lane = i % 32, ks = i / 32 % CL_KS, w = i / (32 * CL_KS) % 8, r = i / (32 * CL_KS * 8);
@@ -442,7 +448,9 @@ __global__ void cluster_frag_kernel(const float *__restrict__ w_hh, uint4 *__res
     for (int q = 0; q < 4; q++) {
         const int m = 16 * w + g + (q & 1) * 8, k = 16 * ks + 2 * tq + (q >> 1) * 8;
         const int row = (m / CL_U) * CL_H + r * CL_U + m % CL_U;
-        const __half2 h2 = __floats2half2_rn(w_hh[(size_t)row * CL_H + k], w_hh[(size_t)row * CL_H + k + 1]);
+        const float w0 = w_hh[(size_t)row * CL_H + k], w1 = w_hh[(size_t)row * CL_H + k + 1];
+        const __half2 h2 = __floats2half2_rn(w0, w1);
+        if (!(fabsf(w0) <= 65504.0f && fabsf(w1) <= 65504.0f)) *overflow = 1; /* NaN too */
         v[q] = *(const unsigned *)&h2;
     }
     frag[i] = make_uint4(v[0], v[1], v[2], v[3]);
@@ -483,6 +491,44 @@ __device__ __forceinline__ void st_cluster16(const void *local, unsigned rank, u
 #endif
 }
 
+/* 16 bytes into block `rank`'s shared memory at the address `local` has in this block,
+ * completing 16 bytes of the transaction count of that block's mbarrier at `bar`'s address */
+__device__ __forceinline__ void st_async16(const void *local, const unsigned long long *bar, unsigned rank, uint4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    unsigned ra, rb;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+                 : "=r"(ra) : "r"((unsigned)__cvta_generic_to_shared(local)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+                 : "=r"(rb) : "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(rank));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n"
+                 :: "r"(ra), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(rb) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbar_init(unsigned long long *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
+#endif
+}
+
+/* this block's one arrival of the phase, expecting `bytes` from the cluster's st.async */
+__device__ __forceinline__ void mbar_expect(unsigned long long *bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n"
+                 :: "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(bytes) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{\n .reg .pred done;\n"
+                 "WAIT_%=:\n"
+                 " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+                 " @!done bra WAIT_%=;\n}\n"
+                 :: "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(parity) : "memory");
+#endif
+}
+
 /* h^T's B fragments for k-steps 2i and 2i + 1 (rows of hs: batch rows, k contiguous) */
 __device__ __forceinline__ void ldsm_x4(unsigned (&b)[4], const __half *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -490,66 +536,98 @@ __device__ __forceinline__ void ldsm_x4(unsigned (&b)[4], const __half *p) {
                  : "r"((unsigned)__cvta_generic_to_shared(p)));
 }
 
-__global__ void __launch_bounds__(CL_THREADS, 1)
+/* NT n8 tiles of batch rows and 256 NT threads: warp w takes m16 tile w % 8 of the block's gate
+ * columns over k part w / 8 of NT (the product's chain of dependent k steps a warp stays 32 / NT
+ * long whatever NT is), the NT partial products meet in shared memory, and each thread finishes
+ * one cell (row, unit). */
+template <int NT>
+__global__ void __launch_bounds__(256 * NT, 1)
 lstm_cluster_kernel(int T, int B, const float *__restrict__ gx, const uint4 *__restrict__ frag,
-                    const float *__restrict__ bias, const float *__restrict__ h0,
-                    const float *__restrict__ c0, float *__restrict__ h_seq,
-                    float *__restrict__ c_final) {
+                    const float *__restrict__ bias, const float *__restrict__ c0,
+                    float *__restrict__ h_seq, float *__restrict__ c_final) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 /* clusters: empty elsewhere, and never chosen */
-    __shared__ __align__(16) __half hs[2][CL_ROWS][CL_HS]; /* h_{t-1} of the cluster's rows, by parity */
-    __shared__ float zs[CL_M][CL_ZS];                       /* the step's product, z^T */
-    __shared__ __align__(16) __half hl[CL_ROWS][CL_U];      /* this block's h_t, before it is sent */
+    constexpr int ROWS = 8 * NT;       /* batch rows a cluster: the mma's n side */
+    constexpr int ZS = ROWS + 1;       /* z row stride in floats: conflict-free epilogue reads */
+    constexpr int THREADS = 256 * NT;  /* one cell (row, unit) a thread */
+    constexpr int KW = CL_KS / NT;     /* k16 steps a warp */
+    constexpr int NA = 4 / NT;         /* accumulator sets a warp: 4 chains of 8 / NT mmas an n8 tile */
+    /* dynamic shared memory (cluster_smem bytes): past 48 KB at NT = 2 */
+    extern __shared__ __align__(16) unsigned char cl_smem[];
+    __half(*hs)[ROWS][CL_HS] = (__half(*)[ROWS][CL_HS])cl_smem;         /* [2]: h_{t-1} by parity */
+    float(*zs)[CL_M][ZS] = (float(*)[CL_M][ZS])(hs + 2);                 /* [NT]: partial z^T */
+    __half(*hl)[CL_U] = (__half(*)[CL_U])(zs + NT);                     /* [ROWS]: h_t before it is sent */
+    unsigned long long *full = (unsigned long long *)(hl + ROWS);        /* [2]: hs[p] has arrived */
     unsigned rank;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tq = lane & 3;
-    const int row0 = (int)(blockIdx.x / CL_CTAS) * CL_ROWS;
+    const int mt = warp % 8, kh = warp / 8;
+    const int row0 = (int)(blockIdx.x / CL_CTAS) * ROWS;
 
-    uint4 a[CL_KS]; /* this warp's m16 tile of W_slice, all k */
-    const uint4 *fp = frag + ((size_t)(rank * 8 + warp) * CL_KS) * 32 + lane;
+    uint4 a[KW]; /* this warp's m16 tile of W_slice, its k part */
+    const uint4 *fp = frag + ((size_t)(rank * 8 + mt) * CL_KS + kh * KW) * 32 + lane;
 #pragma unroll
-    for (int ks = 0; ks < CL_KS; ks++) a[ks] = fp[ks * 32];
+    for (int ks = 0; ks < KW; ks++) a[ks] = fp[ks * 32];
 
-    /* the cell: batch row bl of the cluster's rows, unit u of the block's */
+    /* the thread's cell: batch row bl of the cluster's rows, unit u of the block's */
     const int bl = tid / CL_U, u = tid % CL_U, b = row0 + bl, j = (int)rank * CL_U + u;
     const bool live = b < B;
-    float c = live ? c0[(size_t)b * CL_H + j] : 0.0f, bs[4];
+    float c = live ? c0[(size_t)b * CL_H + j] : 0.0f, zin[4], bs[4];
 #pragma unroll
-    for (int gate = 0; gate < 4; gate++) bs[gate] = bias[gate * CL_H + j];
-    /* h_{-1}: every block fills its own copy of all the cluster's rows */
-    for (int e = tid; e < CL_ROWS * CL_H; e += CL_THREADS) {
-        const int r = e / CL_H, k = e % CL_H;
-        hs[0][r][k] = __float2half_rn(row0 + r < B ? h0[(size_t)(row0 + r) * CL_H + k] : 0.0f);
+    for (int gate = 0; gate < 4; gate++) {
+        bs[gate] = bias[gate * CL_H + j];
+        zin[gate] = live ? gx[(size_t)b * 4 * CL_H + gate * CL_H + j] : 0.0f;
     }
-    float zin[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (live) {
-#pragma unroll
-        for (int gate = 0; gate < 4; gate++) zin[gate] = gx[(size_t)b * 4 * CL_H + gate * CL_H + j];
+    /* step 0's product is in Gx already (st_run): it starts from h = 0 */
+    for (int e = tid; e < ROWS * CL_HS / 8; e += THREADS) ((uint4 *)&hs[0][0][0])[e] = make_uint4(0u, 0u, 0u, 0u);
+    if (tid == 0) {
+        mbar_init(&full[0]);
+        mbar_init(&full[1]);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    cluster_sync_all(); /* every block of the cluster runs before anyone writes into it */
+    cluster_sync_all(); /* every block runs, its barriers set, before anyone writes into it */
 
     for (int t = 0; t < T; t++) {
         const int p = t & 1;
-        float acc[4][4] = {};
-        const __half *hp = &hs[p][lane & 7][(lane >> 3) * 8];
+        /* hs[p] is h_{t-1} from all 16 blocks: buffer p's ((t - 1) / 2)-th fill. Every block
+         * sent its part only after its own product of step t - 1, so hs[p ^ 1], read then, is
+         * free for this step's sends too: no other barrier a step. */
+        if (t > 0) mbar_wait(&full[p], (unsigned)((t - 1) >> 1) & 1u);
+        if (t + 1 < T && tid == 0) mbar_expect(&full[p ^ 1], CL_CTAS * ROWS * CL_U * (unsigned)sizeof(__half));
+        float acc[NA][NT][4] = {};
 #pragma unroll
-        for (int i = 0; i < CL_KS / 2; i++) {
-            unsigned bf[4];
-            ldsm_x4(bf, hp + 32 * i);
-            mma_f16(acc[(2 * i) & 3], a[2 * i], bf[0], bf[1]);
-            mma_f16(acc[(2 * i + 1) & 3], a[2 * i + 1], bf[2], bf[3]);
+        for (int i = 0; i < KW / 2; i++) {
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                unsigned bf[4];
+                ldsm_x4(bf, &hs[p][8 * n + (lane & 7)][(lane >> 3) * 8 + 16 * (kh * KW + 2 * i)]);
+                mma_f16(acc[(2 * i) % NA][n], a[2 * i], bf[0], bf[1]);
+                mma_f16(acc[(2 * i + 1) % NA][n], a[2 * i + 1], bf[2], bf[3]);
+            }
         }
-        float d[4];
+        const int m = 16 * mt + g;
 #pragma unroll
-        for (int q = 0; q < 4; q++) d[q] = (acc[0][q] + acc[1][q]) + (acc[2][q] + acc[3][q]);
-        const int m = 16 * warp + g;
-        zs[m][2 * tq] = d[0];
-        zs[m][2 * tq + 1] = d[1];
-        zs[m + 8][2 * tq] = d[2];
-        zs[m + 8][2 * tq + 1] = d[3];
+        for (int n = 0; n < NT; n++) {
+            float d[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                d[q] = acc[0][n][q];
+#pragma unroll
+                for (int e = 1; e < NA; e++) d[q] += acc[e][n][q];
+            }
+            zs[kh][m][8 * n + 2 * tq] = d[0];
+            zs[kh][m][8 * n + 2 * tq + 1] = d[1];
+            zs[kh][m + 8][8 * n + 2 * tq] = d[2];
+            zs[kh][m + 8][8 * n + 2 * tq + 1] = d[3];
+        }
         __syncthreads();
         float pre[4];
 #pragma unroll
-        for (int gate = 0; gate < 4; gate++) pre[gate] = (zs[gate * CL_U + u][bl] + zin[gate]) + bs[gate];
+        for (int gate = 0; gate < 4; gate++) {
+            float z = zs[0][gate * CL_U + u][bl];
+#pragma unroll
+            for (int q = 1; q < NT; q++) z += zs[q][gate * CL_U + u][bl];
+            pre[gate] = (z + zin[gate]) + bs[gate];
+        }
         const float i = sigmoidf(pre[0]), f = sigmoidf(pre[1]), gc = tanhf(pre[2]), o = sigmoidf(pre[3]);
         c = f * c + i * gc;
         const float h = o * tanhf(c);
@@ -562,24 +640,22 @@ lstm_cluster_kernel(int T, int B, const float *__restrict__ gx, const uint4 *__r
             break;
         }
         __syncthreads();
-        /* 32 chunks of 16 bytes (row, 8 units) to each of the 16 blocks: two stores a thread */
+        /* ROWS * 4 chunks of 16 bytes (row, 8 units) to each of the 16 blocks: two a thread */
 #pragma unroll
         for (int s = 0; s < 2; s++) {
-            const int q = tid * 2 + s, dst = q / 32, ch = q % 32, r = ch / 4, c8 = (ch % 4) * 8;
-            st_cluster16(&hs[p ^ 1][r][(int)rank * CL_U + c8], (unsigned)dst, *(const uint4 *)&hl[r][c8]);
+            const int q = tid * 2 + s, dst = q / (ROWS * 4), ch = q % (ROWS * 4);
+            const int r = ch / 4, c8 = (ch % 4) * 8;
+            st_async16(&hs[p ^ 1][r][(int)rank * CL_U + c8], &full[p ^ 1], (unsigned)dst,
+                       *(const uint4 *)&hl[r][c8]);
         }
-        /* the arrive's release orders every write before it at GPU scope (a MEMBAR.GPU in the
-         * SASS), so the step's global traffic goes between the arrive and the wait */
-        cluster_arrive();
         if (live) {
             __stcs(h_seq + ((size_t)t * B + b) * CL_H + j, h);
 #pragma unroll
             for (int gate = 0; gate < 4; gate++)
                 zin[gate] = __ldcs(gx + ((size_t)(t + 1) * B + b) * 4 * CL_H + gate * CL_H + j);
         }
-        cluster_wait(); /* h_t is in every block; zs, hl and hs[p] are free again */
     }
-    cluster_sync_all(); /* no block leaves while another may still write into its shared memory */
+    cluster_sync_all(); /* no block leaves with its own st.async stores still in flight */
 #endif
 }
 
@@ -659,11 +735,19 @@ static int pick_persistent(lstm_ctx *ctx) {
 }
 
 /* The cluster path (lstm_cluster_kernel) where H is its 512, the build has the kernel (sm_90 and
- * later) and a cluster of CL_CTAS blocks fits the device; its W_hh fragments are made here. */
-static cudaLaunchConfig_t cluster_config(const lstm_ctx *ctx, cudaStream_t stream, cudaLaunchAttribute *attr) {
+ * later), a cluster of CL_CTAS blocks fits the device and every W_hh value fits fp16; its W_hh
+ * fragments are made here. */
+/* lstm_cluster_kernel<nt>'s shared memory: hs, zs, hl, full */
+static size_t cluster_smem(int nt) {
+    return (size_t)2 * 8 * nt * CL_HS * sizeof(__half) + (size_t)nt * CL_M * (8 * nt + 1) * sizeof(float) +
+           (size_t)8 * nt * CL_U * sizeof(__half) + 2 * sizeof(unsigned long long);
+}
+
+static cudaLaunchConfig_t cluster_config(int B, int nt, cudaStream_t stream, cudaLaunchAttribute *attr) {
     cudaLaunchConfig_t lc = {};
-    lc.gridDim = dim3((unsigned)(CL_CTAS * ((ctx->B + CL_ROWS - 1) / CL_ROWS)));
-    lc.blockDim = dim3(CL_THREADS);
+    lc.gridDim = dim3((unsigned)(CL_CTAS * ((B + 8 * nt - 1) / (8 * nt))));
+    lc.blockDim = dim3((unsigned)(256 * nt));
+    lc.dynamicSmemBytes = cluster_smem(nt);
     lc.stream = stream;
     attr->id = cudaLaunchAttributeClusterDimension;
     attr->val.clusterDim.x = CL_CTAS;
@@ -673,25 +757,62 @@ static cudaLaunchConfig_t cluster_config(const lstm_ctx *ctx, cudaStream_t strea
     return lc;
 }
 
-static int pick_cluster(lstm_ctx *ctx, const float *w_hh, cudaStream_t stream) {
-    cudaFuncAttributes fa;
-    int dev, major, clusters = 0;
-    if (ctx->H != CL_H) return 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    CUDA_CHECK(cudaFuncGetAttributes(&fa, lstm_cluster_kernel));
-    if (major < 9 || fa.binaryVersion < 90) return 0;
+/* How many clusters of lstm_cluster_kernel<NT> fit the device at once; 0 where none does. */
+template <int NT>
+static int cluster_room(int B, cudaStream_t stream) {
     cudaLaunchAttribute attr;
-    cudaLaunchConfig_t lc = cluster_config(ctx, stream, &attr);
-    if (cudaFuncSetAttribute(lstm_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
-        cudaOccupancyMaxActiveClusters(&clusters, lstm_cluster_kernel, &lc) != cudaSuccess || clusters < 1) {
+    cudaLaunchConfig_t lc = cluster_config(B, NT, stream, &attr);
+    int clusters = 0;
+    if (cudaFuncSetAttribute(lstm_cluster_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)lc.dynamicSmemBytes) != cudaSuccess ||
+        cudaFuncSetAttribute(lstm_cluster_kernel<NT>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveClusters(&clusters, lstm_cluster_kernel<NT>, &lc) != cudaSuccess) {
         (void)cudaGetLastError(); /* a device without 16-block clusters: the other paths */
         return 0;
     }
+    return clusters;
+}
+
+/* The fragments, and whether W_hh fits fp16 (1) or not (0). */
+static int make_fragments(lstm_ctx *ctx, const float *w_hh, cudaStream_t stream, int *fits) {
     const int n = CL_CTAS * 8 * CL_KS * 32;
+    int *overflow, host_overflow = 0;
     CUDA_CHECK(cudaMalloc(&ctx->cl_frag, (size_t)n * sizeof(uint4)));
-    cluster_frag_kernel<<<(n + 255) / 256, 256, 0, stream>>>(w_hh, ctx->cl_frag);
-    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMalloc(&overflow, sizeof(int)));
+    cudaError_t e = cudaMemsetAsync(overflow, 0, sizeof(int), stream);
+    if (e == cudaSuccess) {
+        cluster_frag_kernel<<<(n + 255) / 256, 256, 0, stream>>>(w_hh, ctx->cl_frag, overflow);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(&host_overflow, overflow, sizeof(int), cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    const cudaError_t f = cudaFree(overflow);
+    CUDA_CHECK(e);
+    CUDA_CHECK(f);
+    *fits = !host_overflow;
+    return 0;
+}
+
+static int pick_cluster(lstm_ctx *ctx, const float *w_hh, cudaStream_t stream) {
+    cudaFuncAttributes fa;
+    int dev, major, fits = 0;
+    if (ctx->H != CL_H) return 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, lstm_cluster_kernel<1>));
+    if (major < 9 || fa.binaryVersion < 90) return 0;
+    /* 8 rows a cluster where every cluster fits at once; else 16, for fewer waves */
+    const int room1 = cluster_room<1>(ctx->B, stream), room2 = cluster_room<2>(ctx->B, stream);
+    if (room1 >= (ctx->B + 7) / 8) ctx->cl_nt = 1;
+    else if (room2 >= 1) ctx->cl_nt = 2;
+    else if (room1 >= 1) ctx->cl_nt = 1;
+    else return 0;
+    if (make_fragments(ctx, w_hh, stream, &fits)) return 1;
+    if (!fits) { /* a weight fp16 cannot hold: the TF32 paths */
+        CUDA_CHECK(cudaFree(ctx->cl_frag));
+        ctx->cl_frag = NULL;
+    }
     return 0;
 }
 
@@ -739,6 +860,7 @@ static int init_ctx(lstm_ctx *ctx, const st_config *cfg, const st_tensor *params
     ctx->njt = (int)((H + UJ - 1) / UJ);
     ctx->W_ih = (const float *)params[0].data;
     ctx->b = (const float *)params[2].data;
+    ctx->W_hh = (const float *)params[1].data;
 
     CUDA_CHECK(cudaMalloc(&ctx->gx, (size_t)T * B * 4 * H * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&ctx->workspace, WORKSPACE_BYTES));
@@ -788,10 +910,14 @@ extern "C" int st_run(void *p, const st_tensor *in, int32_t n_in, st_tensor *out
                               CUDA_R_32F, 4 * H, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
 
     if (ctx->cl_frag) {
+        /* step 0's h0 · W_hh^T into Gx's first B rows, in TF32 from fp32 h0, whatever its range */
+        CUBLAS_CHECK(cublasGemmEx(ctx->handle, CUBLAS_OP_T, CUBLAS_OP_N, 4 * H, B, H, &one, ctx->W_hh,
+                                  CUDA_R_32F, H, in[1].data, CUDA_R_32F, H, &one, ctx->gx, CUDA_R_32F,
+                                  4 * H, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
         cudaLaunchAttribute attr;
-        const cudaLaunchConfig_t lc = cluster_config(ctx, stream, &attr);
-        CUDA_CHECK(cudaLaunchKernelEx(&lc, lstm_cluster_kernel, T, B, (const float *)ctx->gx,
-                                      (const uint4 *)ctx->cl_frag, ctx->b, (const float *)in[1].data,
+        const cudaLaunchConfig_t lc = cluster_config(B, ctx->cl_nt, stream, &attr);
+        CUDA_CHECK(cudaLaunchKernelEx(&lc, ctx->cl_nt == 1 ? lstm_cluster_kernel<1> : lstm_cluster_kernel<2>, T,
+                                      B, (const float *)ctx->gx, (const uint4 *)ctx->cl_frag, ctx->b,
                                       (const float *)in[2].data, (float *)out[0].data, (float *)out[1].data));
         return 0;
     }
