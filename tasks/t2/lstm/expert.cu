@@ -734,15 +734,15 @@ static int pick_persistent(lstm_ctx *ctx) {
     return 0;
 }
 
-/* The cluster path (lstm_cluster_kernel) where H is its 512, the build has the kernel (sm_90 and
- * later), a cluster of CL_CTAS blocks fits the device and every W_hh value fits fp16; its W_hh
- * fragments are made here. */
 /* lstm_cluster_kernel<nt>'s shared memory: hs, zs, hl, full */
 static size_t cluster_smem(int nt) {
     return (size_t)2 * 8 * nt * CL_HS * sizeof(__half) + (size_t)nt * CL_M * (8 * nt + 1) * sizeof(float) +
            (size_t)8 * nt * CL_U * sizeof(__half) + 2 * sizeof(unsigned long long);
 }
 
+/* The cluster path (lstm_cluster_kernel) where H is its 512, the build has the kernel (sm_90 and
+ * later), a cluster of CL_CTAS blocks fits the device and every W_hh value fits fp16; its W_hh
+ * fragments are made here. */
 static cudaLaunchConfig_t cluster_config(int B, int nt, cudaStream_t stream, cudaLaunchAttribute *attr) {
     cudaLaunchConfig_t lc = {};
     lc.gridDim = dim3((unsigned)(CL_CTAS * ((B + 8 * nt - 1) / (8 * nt))));
