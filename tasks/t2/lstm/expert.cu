@@ -463,31 +463,10 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint4 &a, unsigned 
                  : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ void cluster_arrive() {
+__device__ __forceinline__ void cluster_sync_all() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void cluster_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void cluster_sync_all() {
-    cluster_arrive();
-    cluster_wait();
-}
-
-/* 16 bytes into block `rank`'s shared memory at the address `local` has in this block */
-__device__ __forceinline__ void st_cluster16(const void *local, unsigned rank, uint4 v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-                 : "=r"(remote) : "r"((unsigned)__cvta_generic_to_shared(local)), "r"(rank));
-    asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};\n"
-                 :: "r"(remote), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 #endif
 }
 
