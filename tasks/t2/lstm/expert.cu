@@ -719,9 +719,7 @@ static size_t cluster_smem(int nt) {
            (size_t)8 * nt * CL_U * sizeof(__half) + 2 * sizeof(unsigned long long);
 }
 
-/* The cluster path (lstm_cluster_kernel) where H is its 512, the build has the kernel (sm_90 and
- * later), a cluster of CL_CTAS blocks fits the device and every W_hh value fits fp16; its W_hh
- * fragments are made here. */
+/* lstm_cluster_kernel<nt>'s launch for a batch of B rows */
 static cudaLaunchConfig_t cluster_config(int B, int nt, cudaStream_t stream, cudaLaunchAttribute *attr) {
     cudaLaunchConfig_t lc = {};
     lc.gridDim = dim3((unsigned)(CL_CTAS * ((B + 8 * nt - 1) / (8 * nt))));
@@ -773,7 +771,10 @@ static int make_fragments(lstm_ctx *ctx, const float *w_hh, cudaStream_t stream,
     return 0;
 }
 
-static int pick_cluster(lstm_ctx *ctx, const float *w_hh, cudaStream_t stream) {
+/* The cluster path (lstm_cluster_kernel) where H is its 512, the build has the kernel (sm_90 and
+ * later), a cluster of CL_CTAS blocks fits the device and every W_hh value fits fp16; its W_hh
+ * fragments are made here. */
+static int pick_cluster(lstm_ctx *ctx, cudaStream_t stream) {
     cudaFuncAttributes fa;
     int dev, major, fits = 0;
     if (ctx->H != CL_H) return 0;
@@ -787,7 +788,7 @@ static int pick_cluster(lstm_ctx *ctx, const float *w_hh, cudaStream_t stream) {
     else if (room2 >= 1) ctx->cl_nt = 2;
     else if (room1 >= 1) ctx->cl_nt = 1;
     else return 0;
-    if (make_fragments(ctx, w_hh, stream, &fits)) return 1;
+    if (make_fragments(ctx, ctx->W_hh, stream, &fits)) return 1;
     if (!fits) { /* a weight fp16 cannot hold: the TF32 paths */
         CUDA_CHECK(cudaFree(ctx->cl_frag));
         ctx->cl_frag = NULL;
@@ -843,7 +844,7 @@ static int init_ctx(lstm_ctx *ctx, const st_config *cfg, const st_tensor *params
 
     CUDA_CHECK(cudaMalloc(&ctx->gx, (size_t)T * B * 4 * H * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&ctx->workspace, WORKSPACE_BYTES));
-    if (pick_cluster(ctx, (const float *)params[1].data, stream)) return 1;
+    if (pick_cluster(ctx, stream)) return 1;
     if (!ctx->cl_frag && init_step_state(ctx, params, stream)) return 1;
     /* st_run may get another stream: everything above must be done before st_init returns */
     CUDA_CHECK(cudaStreamSynchronize(stream));
