@@ -21,9 +21,10 @@
  * takes precedence: batch rows are independent, so a cluster of 16 blocks runs the whole
  * recurrence of 8 or 16 of them (as many clusters as the batch needs fitting at once) with W_hh
  * in registers (fp16, TF32's mantissa) and h passed between its blocks through distributed shared
- * memory (st.async counted by an mbarrier), no barrier across the grid or the cluster a step, and
+ * memory (st.async counted by an mbarrier, each h chunk gathered by warp shuffles and sent from
+ * registers), no barrier across the grid or the cluster a step, the gates on the MUFU, and
  * step 0's h0 part added into Gx by cuBLAS (lstm_cluster_kernel; 1.5x its first form, which ran
- * 8 clusters in two waves where 7 fit, session 59). */
+ * 8 clusters in two waves where 7 fit, session 59; the shuffles and MUFU gates 1.11x, session 60). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,21 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
 }
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* fp32 on the MUFU's exp2 and reciprocal (each within 2 ulp): sigmoid_mufu(-inf) = 0, (+inf) = 1,
+ * tanh_mufu(+-inf) = +-1; tanh_mufu's absolute error stays near 1e-7 (its relative error near 0
+ * is larger, which the cell's absolute tolerance does not see) */
+__device__ __forceinline__ float ex2_mufu(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float rcp_mufu(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float sigmoid_mufu(float x) { return rcp_mufu(1.0f + ex2_mufu(-1.4426950409f * x)); }
+__device__ __forceinline__ float tanh_mufu(float x) { return fmaf(-2.0f, rcp_mufu(1.0f + ex2_mufu(2.8853900818f * x)), 1.0f); }
 
 // ----------------------------------------------------------------------------
 // st_init: regroup W_hh and b so that a block's 32 GEMM columns are contiguous rows
@@ -534,8 +550,7 @@ lstm_cluster_kernel(int T, int B, const float *__restrict__ gx, const uint4 *__r
     extern __shared__ __align__(16) unsigned char cl_smem[];
     __half(*hs)[ROWS][CL_HS] = (__half(*)[ROWS][CL_HS])cl_smem;         /* [2]: h_{t-1} by parity */
     float(*zs)[CL_M][ZS] = (float(*)[CL_M][ZS])(hs + 2);                 /* [NT]: partial z^T */
-    __half(*hl)[CL_U] = (__half(*)[CL_U])(zs + NT);                     /* [ROWS]: h_t before it is sent */
-    unsigned long long *full = (unsigned long long *)(hl + ROWS);        /* [2]: hs[p] has arrived */
+    unsigned long long *full = (unsigned long long *)(zs + NT);          /* [2]: hs[p] has arrived */
     unsigned rank;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tq = lane & 3;
@@ -607,10 +622,19 @@ lstm_cluster_kernel(int T, int B, const float *__restrict__ gx, const uint4 *__r
             for (int q = 1; q < NT; q++) z += zs[q][gate * CL_U + u][bl];
             pre[gate] = (z + zin[gate]) + bs[gate];
         }
-        const float i = sigmoidf(pre[0]), f = sigmoidf(pre[1]), gc = tanhf(pre[2]), o = sigmoidf(pre[3]);
+        const float i = sigmoid_mufu(pre[0]), f = sigmoid_mufu(pre[1]), gc = tanh_mufu(pre[2]),
+                    o = sigmoid_mufu(pre[3]);
         c = f * c + i * gc;
-        const float h = o * tanhf(c);
-        hl[bl][u] = __float2half_rn(h);
+        const float h = o * tanh_mufu(c);
+        /* lanes 8 g .. 8 g + 7 hold one 16-byte chunk (row bl, 8 units): every lane of the eight
+         * gathers it by shuffles and sends it to two of the 16 blocks. The shuffles meet the whole
+         * warp past its reads of zs, and every warp sends to every block, so a block that has
+         * all of h_t knows the zs of step t read everywhere: no barrier before the sends. */
+        const unsigned hb = __half_as_ushort(__float2half_rn(h));
+        const unsigned pair = hb | (__shfl_down_sync(0xffffffffu, hb, 1) << 16); /* kept at even lanes */
+        const int g8 = lane & ~7;
+        const uint4 chunk = make_uint4(__shfl_sync(0xffffffffu, pair, g8), __shfl_sync(0xffffffffu, pair, g8 + 2),
+                                       __shfl_sync(0xffffffffu, pair, g8 + 4), __shfl_sync(0xffffffffu, pair, g8 + 6));
         if (t + 1 == T) {
             if (live) {
                 __stcs(h_seq + ((size_t)t * B + b) * CL_H + j, h);
@@ -618,15 +642,9 @@ lstm_cluster_kernel(int T, int B, const float *__restrict__ gx, const uint4 *__r
             }
             break;
         }
-        __syncthreads();
-        /* ROWS * 4 chunks of 16 bytes (row, 8 units) to each of the 16 blocks: two a thread */
 #pragma unroll
-        for (int s = 0; s < 2; s++) {
-            const int q = tid * 2 + s, dst = q / (ROWS * 4), ch = q % (ROWS * 4);
-            const int r = ch / 4, c8 = (ch % 4) * 8;
-            st_async16(&hs[p ^ 1][r][(int)rank * CL_U + c8], &full[p ^ 1], (unsigned)dst,
-                       *(const uint4 *)&hl[r][c8]);
-        }
+        for (int s = 0; s < 2; s++)
+            st_async16(&hs[p ^ 1][bl][(int)rank * CL_U + (u & ~7)], &full[p ^ 1], (unsigned)((lane & 7) + 8 * s), chunk);
         if (live) {
             __stcs(h_seq + ((size_t)t * B + b) * CL_H + j, h);
 #pragma unroll
@@ -713,10 +731,10 @@ static int pick_persistent(lstm_ctx *ctx) {
     return 0;
 }
 
-/* lstm_cluster_kernel<nt>'s shared memory: hs, zs, hl, full */
+/* lstm_cluster_kernel<nt>'s shared memory: hs, zs, full */
 static size_t cluster_smem(int nt) {
     return (size_t)2 * 8 * nt * CL_HS * sizeof(__half) + (size_t)nt * CL_M * (8 * nt + 1) * sizeof(float) +
-           (size_t)8 * nt * CL_U * sizeof(__half) + 2 * sizeof(unsigned long long);
+           2 * sizeof(unsigned long long);
 }
 
 /* lstm_cluster_kernel<nt>'s launch for a batch of B rows */
