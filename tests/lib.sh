@@ -127,6 +127,46 @@ expect() {
 	check "$fx: reason has '$reason'" grep -q -- "$reason" "$WORK/$fx.json"
 }
 
+# task_with_sets TASK SETS: a copy of the suite's TASK (e.g. t1/conv2d) under $WORK/tasks, its
+# hidden size sets extended by SETS (a JSON list); prints the copy's folder. For tests that run an
+# expert on shapes its own sets leave out.
+task_with_sets() {
+	local dst="$WORK/tasks/$1"
+	mkdir -p "$(dirname "$dst")" && cp -r "$STITCH_SRC/tasks/$1" "$dst" &&
+		python3 - "$dst/task.json" "$2" <<'PY' && echo "$dst"
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["sizes"]["hidden"] += json.loads(sys.argv[2])
+json.dump(d, open(sys.argv[1], "w"), indent=1)
+PY
+}
+
+# hidden_ok VERDICT: "RUNS RIGHT", the verdict's correctness runs on hidden sets and how many
+# of them were right.
+hidden_ok() {
+	python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+h = [c for c in d.get("correctness", []) if c.get("set", "").startswith("hidden")]
+print(len(h), sum(1 for c in h if c["ok"]))
+PY
+}
+
+# expert_on_sets TASK SETS: verifies the suite TASK's expert on a copy of TASK with SETS (a
+# JSON list) added to its hidden size sets, as any solution is (every set, 3 seeds each), and
+# checks that it is right on every hidden run, the added sets' included.
+expert_on_sets() {
+	local t out="$WORK/expert-on-sets.json" want got
+	t=$(task_with_sets "$1" "$2")
+	verify "$out" "$t" "$STITCH_SRC/tasks/$1/expert.cu"
+	check "$1's expert on the extra sets: status ok (exit $RC: $(field "$out" reason))" \
+		[ "$(field "$out" status)" = ok ]
+	want=$(python3 -c 'import json, sys; n = len(json.load(open(sys.argv[1]))["sizes"]["hidden"]); print(3 * n, 3 * n)' "$t/task.json")
+	got=$(hidden_ok "$out")
+	echo "hidden runs, right: $got"
+	check "every hidden set ($1's own and the extra ones) ran, 3 seeds each, every one right ($got, want $want)" [ "$got" = "$want" ]
+}
+
 finish() {
 	verdicts_check
 	echo "$PASSED passed, $FAILED failed"
