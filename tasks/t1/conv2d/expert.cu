@@ -1,15 +1,29 @@
 /* Expert for t1/conv2d: 3x3 convolution, stride 1, zero padding 1, NCHW bf16, fp32
- * accumulation, in two kernels per call. A memory-bound pre-pass rewrites x into a zero-bordered,
- * channels-last scratch copy xp[chunk][n][H+2][W+2][16 channels]; the main kernel is then an
- * implicit GEMM on mma.sync m16n8k16 (sm_80+) with no bounds checks in its loop. In the padded
- * layout an output pixel is a linear position g = (n, h, w) of the padded image grid and tap (r, s)
- * reads position g + r*(W+2) + s. A block takes 256 consecutive output pixels (or, where that
- * would make the window too long, 256 consecutive padded positions, those on pad rows and
- * columns computed and discarded), which read three runs of consecutive padded pixels from the
- * first one's position on (one contiguous window when rows are short): every operand row is a
- * 32-byte cp.async pair, every ldmatrix row one shifted smem row. Block: 64 out channels x 256
- * positions, 4 warps of 64 x 64 (one ldmatrix wavefront per MMA), 3-stage cp.async pipeline over
- * 16-channel chunks, XOR-swizzled smem rows; weights repacked once in st_init. */
+ * accumulation. In a zero-bordered, channels-last layout an output pixel is a linear position
+ * g = (n, h, w) of the padded image grid and tap (r, s) reads position g + r*(W+2) + s, so every
+ * tap of a block's tile is the same window shifted. Two main kernels:
+ * - sm_90a, C <= 64 and the window in shared memory (the eval shape): one persistent wgmma
+ *   kernel a call, one block an SM. The kernel block's weights stay resident in shared memory
+ *   (one bulk copy); a producer warpgroup builds each 16-channel chunk's window of a tile of 256
+ *   consecutive padded positions into a ring of stages counted on mbarriers: where W is a
+ *   multiple of 8 and x 16-byte aligned it reads x itself (16 bytes, 8 columns of a channel, a
+ *   load), transposes 8 channels x 8 columns by byte permutes and writes the window, pads
+ *   included, as two planes of 8 channels, so that 8 consecutive positions from any start are
+ *   one 128-byte core matrix of the unswizzled K-major layout and a tap's shift is a shift of the
+ *   descriptor's start; elsewhere the pre-pass below writes xp in those planes and one thread
+ *   brings each window by two bulk copies. Two consumer warpgroups take the block's tiles in
+ *   turn, each tap of a chunk one wgmma m64n256k16 from shared memory, and write a finished tile
+ *   through shared memory (128-byte stores of a channel) while the other computes.
+ * - elsewhere: a memory-bound pre-pass rewrites x into xp[chunk][n][H+2][W+2][16 channels]; the
+ *   main kernel is an implicit GEMM on mma.sync m16n8k16 (sm_80+) with no bounds checks in its
+ *   loop. A block takes 256 consecutive output pixels (or, where that would make the window too
+ *   long, 256 consecutive padded positions, those on pad rows and columns computed and
+ *   discarded), which read three runs of consecutive padded pixels from the first one's position
+ *   on (one contiguous window when rows are short): every operand row is a 32-byte cp.async
+ *   pair, every ldmatrix row one shifted smem row. Block: 64 out channels x 256 positions, 4
+ *   warps of 64 x 64 (one ldmatrix wavefront per MMA), 3-stage cp.async pipeline over 16-channel
+ *   chunks, XOR-swizzled smem rows.
+ * Weights are repacked once in st_init for the kernel chosen there. */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -33,12 +47,34 @@
 #define PRE_HW 17                   /* 32-bit words per pre-pass smem pixel (16 + 1 pad) */
 #define EP_STRIDE 72                /* bf16 elements per staged output row (64 + 8 pad) */
 #define REAL_SMEM_MAX (110 * 1024)  /* shared memory a block can have with two an SM (sm_90) */
+#define WG_STAGES 6                 /* window stages in the wgmma kernel's ring */
+#define WG_EP_STRIDE (BN + 8)       /* bf16 a staged output row: 264 (132 words) is conflict-free */
+#define WG_EP_BYTES (BM * WG_EP_STRIDE * 2) /* one consumer warpgroup's staged tile */
+#define WG_THREADS 384              /* two consumer warpgroups and one producer warpgroup */
+#define WG_PRODUCERS 128
+#define WG_MAX_CHUNKS 4             /* resident weights: at most 4 chunks (72 KiB) */
+#define WG_TAP_BYTES (BM * CK * 2)  /* one tap's weights in the wgmma layout */
+#define WG_CHUNK_BYTES (TAPS * WG_TAP_BYTES)
+/* descriptor offsets (bytes) of the unswizzled K-major operands: the weights' k halves 128 apart
+ * and 8-row groups 256; the window's k halves a plane apart and 8-position groups 128 */
+#define WG_A_LBO 128
+#define WG_A_SBO 256
+#define WG_B_SBO 128
+
+/* The wgmma path's body exists where the compiler targets sm_90a (wgmma is not in sm_100a's
+ * set); elsewhere the kernel is empty and st_init never chooses it. */
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define CONV_WG 1
+#else
+#define CONV_WG 0
+#endif
 
 /* Sizes and the derived scratch geometry; passed by value to both kernels. */
 typedef struct geom {
     int N, C, H, W, K;
     int Hp, Wp, chunks, kblocks, tiles;
     int real;                       /* tiles of output pixels (1) or of padded positions (0) */
+    int planes;                     /* xp as [chunk][half][G][8] (the wgmma path), else [chunk][G][16] */
     int seg;                        /* padded pixels one kernel row r reads for a block */
     int RS;                         /* smem rows between the runs of kernel rows r and r+1 */
     int xrows;                      /* smem rows of one stage's input window: 2*RS + seg */
@@ -49,6 +85,7 @@ typedef struct geom {
 typedef struct conv_ctx {
     geom g;
     int smem_bytes;
+    int wg, wg_grid;                /* the wgmma kernel is the main one; its persistent grid's x */
     __nv_bfloat16 *wp;              /* [kblock][chunk][tap][64 out][16 in] */
     uint16_t *xp;                   /* [chunk][G][16]: the pre-pass output */
 } conv_ctx;
@@ -157,7 +194,9 @@ __host__ __device__ __forceinline__ long long pre_store(const geom &g, int nh, i
     const int cc = t >> 7, px = (t >> 1) & (PRE_COLS - 1), half = t & 1;
     *s_word = px * PRE_HW + cc * 8 + half * 4;
     if (wp0 + px >= g.Wp || chunk0 + cc >= g.chunks) return -1;
-    return ((long long)(chunk0 + cc) * g.G + (long long)nh * g.Wp + wp0 + px) * CK + 8 * half;
+    const long long pos = (long long)nh * g.Wp + wp0 + px;
+    if (g.planes) return (((long long)(chunk0 + cc) * 2 + half) * g.G + pos) * 8;
+    return ((long long)(chunk0 + cc) * g.G + pos) * CK + 8 * half;
 }
 
 #ifdef __CUDACC__
@@ -195,18 +234,135 @@ __device__ __forceinline__ void cp_async_wait_pending() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
 }
 
+
+#if CONV_WG
+/* ------------------------------------------------------------------------------------------ */
+/* the sm_90a path: PTX wrappers */
+
+/* Matrix descriptor (PTX ISA, wgmma's matrix descriptor format): bits 0-13 start address >> 4,
+ * 16-29 leading-dimension byte offset >> 4, 32-45 stride-dimension byte offset >> 4, 62-63
+ * swizzle mode (0: none). In the unswizzled K-major layout a core matrix is 8 rows of 16
+ * contiguous bytes; the leading offset is the distance between the two core matrices along K
+ * (channels 0-7 and 8-15 of a k16 step), the stride offset the distance to the next 8 rows. */
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFF) << 32);
+}
+
+/* D (+)= A·B, m64n256k16, A (64 out channels x 16) and B (256 positions x 16) from shared memory,
+ * both K-major, fp32 D; D is overwritten where accumulate is 0. */
+__device__ __forceinline__ void wgmma_n256(float (&d)[128], uint64_t da, uint64_t db,
+                                           int accumulate) {
+    asm volatile("{\n.reg .pred p;\n"
+                 "setp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+                 "{"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
+                 "%12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
+                 "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+                 "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, "
+                 "%60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, "
+                 "%72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, "
+                 "%84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, "
+                 "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, "
+                 "%120, %121, %122, %123, %124, %125, %126, %127"
+                 "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                   "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+                   "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+                   "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+                   "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                   "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]),
+                   "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+                   "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]),
+                   "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+                   "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]),
+                   "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]),
+                   "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]),
+                   "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]),
+                   "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
+                   "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]),
+                   "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+                   "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]),
+                   "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]),
+                   "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* Keeps the compiler from moving accumulator reads or writes across the wgmma's wait. */
+__device__ __forceinline__ void fence_acc(float (&d)[128]) {
+#pragma unroll
+    for (int i = 0; i < 128; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+                 "r"(bytes) : "memory");
+}
+
+/* Returns once the phase of parity `parity` has completed. */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT_%=;\n"
+                 "}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+
+/* One bulk copy (TMA) of `bytes` (a multiple of 16, both ends 16-byte aligned), completing on bar */
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes,
+                                          uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+#endif /* CONV_WG */
+
 /* ------------------------------------------------------------------------------------------ */
 /* kernels */
 
 /* wp[kb][chunk][tap][m][c] = w[kb*64 + m][chunk*16 + c][tap], zero where the out channel or the
- * input channel does not exist, so the main kernel copies whole tiles without bounds checks. */
+ * input channel does not exist, so the main kernel copies whole tiles without bounds checks.
+ * For the wgmma path (wg) a tap's 64 x 16 is ordered [m/8][c/8][m%8][c%8]: 128-byte core
+ * matrices of 8 out channels x 8 input channels, the two k halves of a group side by side. */
 __global__ void prep_weights_kernel(const __nv_bfloat16 *__restrict__ w,
                                     __nv_bfloat16 *__restrict__ wp, int C, int K, int chunks,
-                                    size_t total) {
+                                    size_t total, int wg) {
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
          e += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(e % CK);
-        const int m = (int)(e / CK % BM);
+        const int c = wg ? (int)(e % 8) + 8 * (int)(e / 64 % 2) : (int)(e % CK);
+        const int m = wg ? (int)(e / 8 % 8) + 8 * (int)(e / 128 % 8) : (int)(e / CK % BM);
         const int t = (int)(e / (CK * BM) % TAPS);
         const size_t kc = e / W_ELEMS;  /* kb * chunks + chunk */
         const int chunk = (int)(kc % chunks), kb = (int)(kc / chunks);
@@ -402,6 +558,272 @@ conv3x3_nhwc_kernel(const uint16_t *__restrict__ xp, const uint16_t *__restrict_
     __syncthreads();
     store_tile(g, acc, smem, y, b, kb, warp, lane, pair_store);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* the sm_90a kernel */
+
+/* Bytes of one stage of the wgmma kernel's ring: the window's two planes (xrows positions x 16
+ * bytes each), rounded up to 128 bytes. */
+__host__ __device__ __forceinline__ uint32_t wg_stage_bytes(const geom &g) {
+    return ((uint32_t)g.xrows * 32u + 127u) & ~127u;
+}
+
+#if CONV_WG
+/* Warp q of a consumer warpgroup writes tile `tile` through the warpgroup's staging area (rows of
+ * WG_EP_STRIDE bf16 a channel): wgmma's D fragment for m64nN puts accumulator 4c + 2i + j of lane
+ * l at out channel 16q + l/4 + 8i, position 8c + 2(l%4) + j; once the warpgroup has staged all of
+ * it, warp q stores positions 64q .. 64q + 63 a channel at a time (lane l positions 2l, 2l + 1),
+ * 128 contiguous bytes a store but for padded-row breaks, instead of 16-byte pieces of 8
+ * channels. Named barrier 1 + cw: the warpgroup's 128 threads. */
+__device__ __forceinline__ void wg_store_staged(const geom &g, const float (&d)[128],
+                                                uint32_t ep, __nv_bfloat16 *__restrict__ y,
+                                                int tile, int kb, int cw, int q, int lane,
+                                                int pair_store) {
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cw) : "memory"); /* the last tile's reads done */
+#pragma unroll
+    for (int c = 0; c < BN / 8; c++)
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int m = 16 * q + (lane >> 2) + 8 * i, px = 8 * c + 2 * (lane & 3);
+            const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * c + 2 * i], d[4 * c + 2 * i + 1]);
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ep + (uint32_t)(m * WG_EP_STRIDE + px) * 2),
+                         "r"(*(const uint32_t *)&v) : "memory");
+        }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cw) : "memory");
+    const int p = WN * q + 2 * lane;
+    const long long o0 = out_pos(g, tile, p), o1 = out_pos(g, tile, p + 1);
+    if (o0 < 0 && o1 < 0) return;
+    const long long HW = (long long)g.H * g.W;
+    const int mmax = g.K - kb * BM < BM ? g.K - kb * BM : BM;
+    for (int m = 0; m < mmax; m++) {
+        uint32_t v;
+        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v)
+                     : "r"(ep + (uint32_t)(m * WG_EP_STRIDE + p) * 2) : "memory");
+        const long long koff = (long long)(kb * BM + m) * HW;
+        if (pair_store) {
+            *(uint32_t *)(y + o0 + koff) = v;
+        } else {
+            if (o0 >= 0) *(uint16_t *)(y + o0 + koff) = (uint16_t)v;
+            if (o1 >= 0) *(uint16_t *)(y + o1 + koff) = (uint16_t)(v >> 16);
+        }
+    }
+}
+
+/* The producer (one thread): the kernel block's weights once, then for each of the block's tiles
+ * in order (tile = blockIdx.x + k*gridDim.x) and each chunk the window's two planes into the
+ * next stage of the ring, once the consumer that read it last has released it. */
+__device__ __forceinline__ void wg_produce(const geom &g, const uint16_t *__restrict__ xp,
+                                           const uint16_t *__restrict__ wq, int kb,
+                                           uint32_t wsm, uint32_t stages, uint32_t full0,
+                                           uint32_t empty0, uint32_t wbar) {
+    const uint32_t wbytes = (uint32_t)g.chunks * WG_CHUNK_BYTES;
+    mbar_expect(wbar, wbytes);
+    bulk_copy(wsm, wq + (size_t)kb * g.chunks * W_ELEMS, wbytes, wbar);
+    const uint32_t plane = (uint32_t)g.xrows * 16u, sbytes = wg_stage_bytes(g);
+    int it = 0;
+    for (int tile = blockIdx.x; tile < g.tiles; tile += gridDim.x) {
+        for (int ch = 0; ch < g.chunks; ch++, it++) {
+            const int s = it % WG_STAGES;
+            mbar_wait(empty0 + 8 * s, ((it / WG_STAGES) & 1) ^ 1);
+            mbar_expect(full0 + 8 * s, 2 * plane);
+            const uint16_t *src = xp + ((long long)ch * 2 * g.G + (long long)tile * BN) * 8;
+            bulk_copy(stages + s * sbytes, src, plane, full0 + 8 * s);
+            bulk_copy(stages + s * sbytes + plane, src + g.G * 8, plane, full0 + 8 * s);
+        }
+    }
+}
+
+
+/* The fused producer's part of one stage: window positions [0, xrows) of tile `tile`, chunk ch,
+ * i.e. padded positions tile*256 + i, written as the two planes from x directly. A unit is
+ * (padded row r of the window, half, column group q): q < W/8 is 8 real columns of 8 channels
+ * (8 loads of 16 bytes, transposed by byte permutes into 8 rows of 16 bytes; zeros on pad rows,
+ * past the batch and past C), q = W/8 the row's two pad columns. Units are dealt to the 128
+ * producer threads column group fastest, so a warp's loads of one channel are runs of an x row
+ * (its stores then meet in the same banks). */
+struct fused_unit {
+    uint4 v[8];
+    int pos, live, half; /* window position of the unit's first column, its group q, its plane */
+};
+
+__device__ __forceinline__ void fused_load(const geom &g, const uint16_t *__restrict__ x,
+                                           int tile, int ch, int u, int rows, fused_unit &f) {
+    const int G8 = g.W >> 3, q = u % (G8 + 1), half = (u / (G8 + 1)) & 1, r = u / (G8 + 1) >> 1;
+    f.half = half;
+    const int base = tile * BN, rp = base / g.Wp + r, n = rp / g.Hp, hp = rp - n * g.Hp;
+    f.pos = rp * g.Wp - base;
+    f.live = q;
+#pragma unroll
+    for (int k = 0; k < 8; k++) f.v[k] = make_uint4(0, 0, 0, 0);
+    if (q == G8) return;
+    f.pos += 1 + 8 * q;
+    if (n >= g.N || hp < 1 || hp > g.H) return;
+    const int c0 = ch * CK + 8 * half;
+    const uint16_t *src = x + (((long long)n * g.C + c0) * g.H + hp - 1) * g.W + 8 * q;
+    const long long cs = (long long)g.H * g.W;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        if (c0 + k < g.C) f.v[k] = __ldg((const uint4 *)(src + k * cs));
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4 &v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+/* Writes a unit: column j's 8 channels are 16 bytes at plane f.half, window position pos + j. */
+__device__ __forceinline__ void fused_store(const geom &g, uint32_t xs, int G8,
+                                            const fused_unit &f) {
+    const uint32_t plane = (uint32_t)g.xrows * 16u, pb = xs + f.half * plane;
+    if (f.live == G8) { /* the two pad columns */
+        const int a = f.pos, b = f.pos + g.Wp - 1;
+        if (a >= 0 && a < g.xrows)
+            asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(pb + a * 16u), "r"(0));
+        if (b >= 0 && b < g.xrows)
+            asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(pb + b * 16u), "r"(0));
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int p = f.pos + j;
+        if (p < 0 || p >= g.xrows) continue;
+        const uint32_t sel = (j & 1) ? 0x7632 : 0x5410;
+        const uint32_t w0 = __byte_perm(word_of(f.v[0], j >> 1), word_of(f.v[1], j >> 1), sel);
+        const uint32_t w1 = __byte_perm(word_of(f.v[2], j >> 1), word_of(f.v[3], j >> 1), sel);
+        const uint32_t w2 = __byte_perm(word_of(f.v[4], j >> 1), word_of(f.v[5], j >> 1), sel);
+        const uint32_t w3 = __byte_perm(word_of(f.v[6], j >> 1), word_of(f.v[7], j >> 1), sel);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(pb + p * 16u), "r"(w0),
+                     "r"(w1), "r"(w2), "r"(w3));
+    }
+}
+
+/* The fused producer warpgroup: the weights by one bulk copy (thread 0), then per tile its chunks
+ * in pairs, every unit's loads of both chunks issued before any store (16 loads a thread in
+ * flight); each stage waited free before its stores, then made visible to the async proxy
+ * (wgmma reads through it) and arrived on by all 128 threads. */
+__device__ __forceinline__ void wg_produce_fused(const geom &g, const uint16_t *__restrict__ x,
+                                                 const uint16_t *__restrict__ wq, int kb, int p,
+                                                 uint32_t wsm, uint32_t stages, uint32_t full0,
+                                                 uint32_t empty0, uint32_t wbar) {
+    if (p == 0) {
+        const uint32_t wbytes = (uint32_t)g.chunks * WG_CHUNK_BYTES;
+        mbar_expect(wbar, wbytes);
+        bulk_copy(wsm, wq + (size_t)kb * g.chunks * W_ELEMS, wbytes, wbar);
+    }
+    const uint32_t sbytes = wg_stage_bytes(g);
+    const int G8 = g.W >> 3;
+    int it = 0;
+    for (int tile = blockIdx.x; tile < g.tiles; tile += gridDim.x) {
+        const int base = tile * BN, rows = (base + g.xrows - 1) / g.Wp - base / g.Wp + 1;
+        const int units = rows * 2 * (G8 + 1);
+        for (int ch = 0; ch < g.chunks; ch += 2, it += 2) {
+            const bool two = ch + 1 < g.chunks;
+            for (int u0 = 0; u0 < units; u0 += WG_PRODUCERS) {
+                const int u = u0 + p;
+                fused_unit a, b;
+                if (u < units) {
+                    fused_load(g, x, tile, ch, u, rows, a);
+                    if (two) fused_load(g, x, tile, ch + 1, u, rows, b);
+                }
+                if (u0 == 0) { /* both stages free before the first store into either */
+                    mbar_wait(empty0 + 8 * (it % WG_STAGES), ((it / WG_STAGES) & 1) ^ 1);
+                    if (two)
+                        mbar_wait(empty0 + 8 * ((it + 1) % WG_STAGES),
+                                  (((it + 1) / WG_STAGES) & 1) ^ 1);
+                }
+                if (u < units) {
+                    fused_store(g, stages + (it % WG_STAGES) * sbytes, G8, a);
+                    if (two) fused_store(g, stages + ((it + 1) % WG_STAGES) * sbytes, G8, b);
+                }
+            }
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            mbar_arrive(full0 + 8 * (it % WG_STAGES));
+            if (two) mbar_arrive(full0 + 8 * ((it + 1) % WG_STAGES));
+            else it--; /* one stage used: it += 2 below counts one */
+        }
+    }
+}
+
+/* Consumer warpgroup cw takes the block's tiles k = cw, cw + 2, ...: per chunk one wgmma a tap
+ * (the first of a tile overwrites D), the chunk before's stage released once its wgmmas are done
+ * (one arrival a warp), then the tile written out while the other warpgroup computes. */
+__device__ __forceinline__ void wg_consume(const geom &g, __nv_bfloat16 *__restrict__ y, int kb,
+                                           int cw, int q, int lane, int pair_store, uint32_t wsm,
+                                           uint32_t stages, uint32_t full0, uint32_t empty0,
+                                           uint32_t wbar) {
+    const uint32_t ep = stages + WG_STAGES * wg_stage_bytes(g) + cw * WG_EP_BYTES;
+    const uint32_t plane = (uint32_t)g.xrows * 16u, sbytes = wg_stage_bytes(g);
+    float d[128];
+    mbar_wait(wbar, 0);
+    int k = cw;
+    for (int tile = blockIdx.x + cw * gridDim.x; tile < g.tiles; tile += 2 * gridDim.x, k += 2) {
+        int it = k * g.chunks;
+        for (int ch = 0; ch < g.chunks; ch++, it++) {
+            const int s = it % WG_STAGES;
+            mbar_wait(full0 + 8 * s, (it / WG_STAGES) & 1);
+            const uint32_t xs = stages + s * sbytes, ws = wsm + ch * WG_CHUNK_BYTES;
+            wgmma_fence();
+#pragma unroll
+            for (int t = 0; t < TAPS; t++)
+                wgmma_n256(d, wg_desc(ws + t * WG_TAP_BYTES, WG_A_LBO, WG_A_SBO),
+                           wg_desc(xs + (uint32_t)((t / 3) * g.Wp + t % 3) * 16u, plane, WG_B_SBO),
+                           t > 0 || ch > 0);
+            wgmma_commit();
+            if (ch > 0) {
+                wgmma_wait<1>();
+                if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % WG_STAGES));
+            }
+        }
+        wgmma_wait<0>();
+        fence_acc(d);
+        if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % WG_STAGES));
+        wg_store_staged(g, d, ep, y, tile, kb, cw, q, lane, pair_store);
+    }
+}
+#endif /* CONV_WG */
+
+/* Persistent: block (x, kb) takes tiles x, x + gridDim.x, ... of 256 padded positions for out
+ * channels kb*64 .. +63. Dynamic shared memory: the weights (chunks x 18 KiB), then the ring,
+ * then each consumer warpgroup's staged output tile.
+ * FUSED: src is x and the producer warpgroup builds the windows; else src is the pre-pass's xp
+ * and one thread brings them by bulk copies. */
+template <bool FUSED>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+conv3x3_wg_kernel(const uint16_t *__restrict__ src, const uint16_t *__restrict__ wq,
+                  __nv_bfloat16 *__restrict__ y, geom g, int pair_store) {
+#if CONV_WG
+    __shared__ __align__(8) uint64_t bars[2 * WG_STAGES + 1]; /* full, empty, weights */
+    extern __shared__ __align__(128) unsigned char wg_smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const uint32_t wsm = (uint32_t)__cvta_generic_to_shared(wg_smem);
+    const uint32_t stages = wsm + (uint32_t)g.chunks * WG_CHUNK_BYTES;
+    const uint32_t full0 = (uint32_t)__cvta_generic_to_shared(bars);
+    const uint32_t empty0 = full0 + 8 * WG_STAGES, wbar = full0 + 16 * WG_STAGES;
+    if (tid == 0) {
+        for (int i = 0; i < WG_STAGES; i++) {
+            mbar_init(full0 + 8 * i, FUSED ? WG_PRODUCERS : 1);
+            mbar_init(empty0 + 8 * i, 4); /* one arrival a warp of the consumer warpgroup */
+        }
+        mbar_init(wbar, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (warp >= 8) {
+        /* registers move from the producer warpgroup (its loads of two units need about 100) to
+         * the consumers (128 accumulators and the staged epilogue's addresses) */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 104;\n" ::: "memory");
+        if (FUSED)
+            wg_produce_fused(g, src, wq, blockIdx.y, tid - 256, wsm, stages, full0, empty0, wbar);
+        else if (warp == 8 && lane == 0)
+            wg_produce(g, src, wq, blockIdx.y, wsm, stages, full0, empty0, wbar);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 200;\n" ::: "memory");
+    wg_consume(g, y, blockIdx.y, warp >> 2, warp & 3, lane, pair_store, wsm, stages, full0,
+               empty0, wbar);
+#else
+    (void)src, (void)wq, (void)y, (void)g, (void)pair_store;
+#endif
+}
 #endif /* __CUDACC__ */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -428,10 +850,11 @@ static int real_seg(const geom *g) {
 }
 
 /* Fills g from the sizes; returns 0, or -1 when a size overflows the int arithmetic used.
- * Tiles are 256 output pixels each (real) where that takes fewer tiles than 256 padded
+ * Tiles are 256 output pixels each (real, where allowed) where that takes fewer tiles than 256 padded
  * positions and its longer window still leaves room for two blocks an SM: at the eval size 784
  * tiles instead of 841, three whole waves of 264 blocks on 132 SMs instead of 3.19. */
-static int make_geom(geom *g, long long N, long long C, long long H, long long W, long long K) {
+static int make_geom(geom *g, long long N, long long C, long long H, long long W, long long K,
+                     int allow_real) {
     memset(g, 0, sizeof(*g));
     const long long Hp = H + 2, Wp = W + 2, chunks = (C + CK - 1) / CK;
     const long long HpWp = Hp * Wp, tiles = (N * HpWp + BN - 1) / BN;
@@ -448,7 +871,7 @@ static int make_geom(geom *g, long long N, long long C, long long H, long long W
     const int real_tiles = (int)((g->NHW + BN - 1) / BN);
     const int padded_smem = stage_smem(window_rows(Wp, SEG));
     g->real = 1, g->tiles = real_tiles; /* the tiles real_seg walks */
-    const int seg = real_tiles < tiles ? real_seg(g) : 0;
+    const int seg = allow_real && real_tiles < tiles ? real_seg(g) : 0;
     const int room = padded_smem > REAL_SMEM_MAX ? padded_smem : REAL_SMEM_MAX;
     if (seg && stage_smem(window_rows(Wp, seg)) <= room)
         g->seg = seg;
@@ -517,15 +940,52 @@ static bool init_device(conv_ctx *c, const __nv_bfloat16 *w, cudaStream_t stream
     if (!cuda_ok(cudaMalloc(&c->wp, wtotal * 2), "cudaMalloc(wp)") ||
         !cuda_ok(cudaMalloc(&c->xp, xtotal * 2), "cudaMalloc(xp)") ||
         !cuda_ok(cudaMemsetAsync(c->xp, 0, xtotal * 2, stream), "cudaMemsetAsync") ||
-        !cuda_ok(cudaFuncSetAttribute(conv3x3_nhwc_kernel,
+        !cuda_ok(cudaFuncSetAttribute(c->wg ? (const void *)conv3x3_wg_kernel<false>
+                                            : (const void *)conv3x3_nhwc_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, c->smem_bytes),
-                 "cudaFuncSetAttribute"))
+                 "cudaFuncSetAttribute") ||
+        (c->wg && !cuda_ok(cudaFuncSetAttribute(conv3x3_wg_kernel<true>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                c->smem_bytes),
+                           "cudaFuncSetAttribute")))
         return false;
     const size_t blocks = (wtotal + 255) / 256;
     prep_weights_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
-        w, c->wp, g->C, g->K, g->chunks, wtotal);
+        w, c->wp, g->C, g->K, g->chunks, wtotal, c->wg);
     return cuda_ok(cudaGetLastError(), "prep_weights_kernel launch") &&
            cuda_ok(cudaStreamSynchronize(stream), "st_init sync");
+}
+
+/* Switches c to the wgmma path where it can run here: an sm_90 device, the kernel's body compiled
+ * (an sm_90a build: ptxVersion 90 or more and its static barriers; a plain sm_90 or an sm_80
+ * build JIT-compiled for an H100 has neither), the window one contiguous run (W + 2 < SEG), at
+ * most WG_MAX_CHUNKS chunks of resident weights, and the shared memory for them and the ring.
+ * Otherwise c keeps the mma.sync path. */
+static void wg_choose(conv_ctx *c, long long N, long long C, long long H, long long W, long long K) {
+    int dev = 0, major = 0, n_sms = 0, max_smem = 0;
+    cudaFuncAttributes fa;
+    geom g;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+            cudaSuccess ||
+        cudaFuncGetAttributes(&fa, conv3x3_wg_kernel<true>) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    if (major != 9 || fa.ptxVersion < 90 || fa.sharedSizeBytes == 0 || n_sms < 1 ||
+        make_geom(&g, N, C, H, W, K, 0) != 0 || g.Wp >= SEG || g.chunks > WG_MAX_CHUNKS)
+        return;
+    const long long smem = (long long)g.chunks * WG_CHUNK_BYTES + WG_STAGES * wg_stage_bytes(g) +
+                           2 * WG_EP_BYTES;
+    if (smem + (long long)fa.sharedSizeBytes > max_smem) return;
+    g.planes = 1;
+    c->g = g;
+    c->wg = 1;
+    c->smem_bytes = (int)smem;
+    const int per_kb = n_sms / g.kblocks > 1 ? n_sms / g.kblocks : 1;
+    c->wg_grid = g.tiles < per_kb ? g.tiles : per_kb;
 }
 
 extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_params,
@@ -543,7 +1003,7 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
     }
     conv_ctx *c = (conv_ctx *)calloc(1, sizeof(*c));
     if (c == NULL) return 1;
-    if (make_geom(&c->g, N, C, H, W, K) != 0) {
+    if (make_geom(&c->g, N, C, H, W, K, 1) != 0) {
         fprintf(stderr, "conv2d expert: sizes too large\n");
         free(c);
         return 1;
@@ -551,6 +1011,7 @@ extern "C" int st_init(const st_config *cfg, const st_tensor *params, int32_t n_
     c->smem_bytes = stage_smem(c->g.xrows);
     if (c->smem_bytes < ep_slot(THREADS / 32, 0, 0) * 2) /* the staged epilogue; never at CK 16 */
         c->smem_bytes = ep_slot(THREADS / 32, 0, 0) * 2;
+    wg_choose(c, N, C, H, W, K);
     if (!init_device(c, (const __nv_bfloat16 *)params[0].data, stream)) {
         st_free(c);
         return 1;
@@ -573,6 +1034,13 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
     const int pair_store = (g.real ? g.HW % 2 == 0 : g.W % 2 == 0) && ((uintptr_t)y & 3) == 0;
     const dim3 pre_grid((unsigned)(g.N * g.Hp), (unsigned)((g.Wp + PRE_COLS - 1) / PRE_COLS));
     const bool vec = g.W % 8 == 0 && ((uintptr_t)in[0].data & 15) == 0;
+    if (c->wg && vec) { /* no pre-pass: the kernel reads x */
+        conv3x3_wg_kernel<true><<<dim3((unsigned)c->wg_grid, (unsigned)g.kblocks), WG_THREADS,
+                                  c->smem_bytes, stream>>>((const uint16_t *)in[0].data,
+                                                           (const uint16_t *)c->wp, y, g,
+                                                           pair_store);
+        return cuda_ok(cudaGetLastError(), "conv3x3_wg_kernel<true> launch") ? 0 : 1;
+    }
     if (vec)
         to_padded_nhwc_kernel<true><<<pre_grid, PRE_THREADS, 0, stream>>>((const uint16_t *)in[0].data,
                                                                 c->xp, g);
@@ -580,6 +1048,12 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
         to_padded_nhwc_kernel<false><<<pre_grid, PRE_THREADS, 0, stream>>>((const uint16_t *)in[0].data,
                                                                 c->xp, g);
     if (!cuda_ok(cudaGetLastError(), "to_padded_nhwc_kernel launch")) return 1;
+    if (c->wg) {
+        conv3x3_wg_kernel<false><<<dim3((unsigned)c->wg_grid, (unsigned)g.kblocks), WG_THREADS,
+                                   c->smem_bytes, stream>>>(c->xp, (const uint16_t *)c->wp, y, g,
+                                                            pair_store);
+        return cuda_ok(cudaGetLastError(), "conv3x3_wg_kernel<false> launch") ? 0 : 1;
+    }
     const dim3 grid((unsigned)g.tiles, (unsigned)g.kblocks);
     conv3x3_nhwc_kernel<<<grid, THREADS, c->smem_bytes, stream>>>(
         c->xp, (const uint16_t *)c->wp, y, g, pair_store);
