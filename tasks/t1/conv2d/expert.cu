@@ -471,6 +471,28 @@ __device__ __forceinline__ void compute_stage(float (&acc)[4][8][4], uint32_t xs
     }
 }
 
+/* Tile b's positions p and p + 1 from staged rows (out channel m's at rows + m*stride, these two
+ * positions at column col) to y, a channel at a time: 4-byte pairs where pair_store (store_tile
+ * says when a pair is whole), else the elements that are not discarded. */
+__device__ __forceinline__ void store_staged_pair(const geom &g, const uint16_t *rows, int stride,
+                                                  int col, __nv_bfloat16 *__restrict__ y, int b,
+                                                  int kb, int p, int pair_store) {
+    const long long o0 = out_pos(g, b, p), o1 = out_pos(g, b, p + 1);
+    if (o0 < 0 && o1 < 0) return;
+    const long long HW = (long long)g.H * g.W;
+    const int mmax = g.K - kb * BM < BM ? g.K - kb * BM : BM;
+    for (int m = 0; m < mmax; m++) {
+        const uint32_t v = *(const uint32_t *)(rows + m * stride + col);
+        const long long koff = (long long)(kb * BM + m) * HW;
+        if (pair_store) {
+            *(uint32_t *)(y + o0 + koff) = v;
+        } else {
+            if (o0 >= 0) *(uint16_t *)(y + o0 + koff) = (uint16_t)v;
+            if (o1 >= 0) *(uint16_t *)(y + o1 + koff) = (uint16_t)(v >> 16);
+        }
+    }
+}
+
 /* Accumulator (i, j, e) is out channel 16i + lane/4 (+8 for e >= 2), position
  * WN*warp + 8j + 2*(lane%4) (+1 for odd e). Written to smem first so that each warp store covers
  * 64 consecutive positions of one channel (128 contiguous bytes but for image breaks, and row
@@ -493,21 +515,8 @@ __device__ __forceinline__ void store_tile(const geom &g, const float (&acc)[4][
                     __floats2bfloat162_rn(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
             }
     __syncwarp();
-    const int p = WN * warp + 2 * lane;
-    const long long o0 = out_pos(g, b, p), o1 = out_pos(g, b, p + 1);
-    if (o0 < 0 && o1 < 0) return;
-    const long long HW = (long long)g.H * g.W;
-    const int mmax = g.K - kb * BM < BM ? g.K - kb * BM : BM;
-    for (int m = 0; m < mmax; m++) {
-        const uint32_t v = *(const uint32_t *)(stage + ep_slot(warp, m, 2 * lane));
-        const long long koff = (long long)(kb * BM + m) * HW;
-        if (pair_store) {
-            *(uint32_t *)(y + o0 + koff) = v;
-        } else {
-            if (o0 >= 0) *(uint16_t *)(y + o0 + koff) = (uint16_t)v;
-            if (o1 >= 0) *(uint16_t *)(y + o1 + koff) = (uint16_t)(v >> 16);
-        }
-    }
+    store_staged_pair(g, stage + ep_slot(warp, 0, 0), EP_STRIDE, 2 * lane, y, b, kb,
+                      WN * warp + 2 * lane, pair_store);
 }
 
 /* One block: tile b's 256 positions (output pixels or padded positions), out channels
@@ -591,22 +600,8 @@ __device__ __forceinline__ void wg_store_staged(const geom &g, const float (&d)[
         }
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cw) : "memory");
     const int p = WN * q + 2 * lane;
-    const long long o0 = out_pos(g, tile, p), o1 = out_pos(g, tile, p + 1);
-    if (o0 < 0 && o1 < 0) return;
-    const long long HW = (long long)g.H * g.W;
-    const int mmax = g.K - kb * BM < BM ? g.K - kb * BM : BM;
-    for (int m = 0; m < mmax; m++) {
-        uint32_t v;
-        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v)
-                     : "r"(ep + (uint32_t)(m * WG_EP_STRIDE + p) * 2) : "memory");
-        const long long koff = (long long)(kb * BM + m) * HW;
-        if (pair_store) {
-            *(uint32_t *)(y + o0 + koff) = v;
-        } else {
-            if (o0 >= 0) *(uint16_t *)(y + o0 + koff) = (uint16_t)v;
-            if (o1 >= 0) *(uint16_t *)(y + o1 + koff) = (uint16_t)(v >> 16);
-        }
-    }
+    store_staged_pair(g, (const uint16_t *)__cvta_shared_to_generic(ep), WG_EP_STRIDE, p, y, tile,
+                      kb, p, pair_store);
 }
 
 /* The producer (one thread): the kernel block's weights once, then for each of the block's tiles
