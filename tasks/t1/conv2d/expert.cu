@@ -51,7 +51,7 @@
 #define WG_EP_STRIDE (BN + 8)       /* bf16 a staged output row: 264 (132 words) is conflict-free */
 #define WG_EP_BYTES (BM * WG_EP_STRIDE * 2) /* one consumer warpgroup's staged tile */
 #define WG_THREADS 384              /* two consumer warpgroups and one producer warpgroup */
-#define WG_PRODUCERS 128
+#define WG_PRODUCERS 128            /* threads of the producer warpgroup */
 #define WG_MAX_CHUNKS 4             /* resident weights: at most 4 chunks (72 KiB) */
 #define WG_TAP_BYTES (BM * CK * 2)  /* one tap's weights in the wgmma layout */
 #define WG_CHUNK_BYTES (TAPS * WG_TAP_BYTES)
