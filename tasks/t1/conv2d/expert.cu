@@ -74,7 +74,7 @@ typedef struct geom {
     int N, C, H, W, K;
     int Hp, Wp, chunks, kblocks, tiles;
     int real;                       /* tiles of output pixels (1) or of padded positions (0) */
-    int planes;                     /* xp as [chunk][half][G][8] (the wgmma path), else [chunk][G][16] */
+    int planes;                     /* wgmma path: xp as [chunk][half][G][8], else [chunk][G][16] */
     int seg;                        /* padded pixels one kernel row r reads for a block */
     int RS;                         /* smem rows between the runs of kernel rows r and r+1 */
     int xrows;                      /* smem rows of one stage's input window: 2*RS + seg */
@@ -85,9 +85,9 @@ typedef struct geom {
 typedef struct conv_ctx {
     geom g;
     int smem_bytes;
-    int wg, wg_grid;                /* the wgmma kernel is the main one; its persistent grid's x */
+    int wg_grid;                    /* the wgmma kernel's persistent grid's x (where g.planes) */
     __nv_bfloat16 *wp;              /* [kblock][chunk][tap][64 out][16 in] */
-    uint16_t *xp;                   /* [chunk][G][16]: the pre-pass output */
+    uint16_t *xp;                   /* the pre-pass output, laid out as g.planes says */
 } conv_ctx;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -595,7 +595,8 @@ __device__ __forceinline__ void wg_store_staged(const geom &g, const float (&d)[
         for (int i = 0; i < 2; i++) {
             const int m = 16 * q + (lane >> 2) + 8 * i, px = 8 * c + 2 * (lane & 3);
             const __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * c + 2 * i], d[4 * c + 2 * i + 1]);
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ep + (uint32_t)(m * WG_EP_STRIDE + px) * 2),
+            asm volatile("st.shared.b32 [%0], %1;\n"
+                         ::"r"(ep + (uint32_t)(m * WG_EP_STRIDE + px) * 2),
                          "r"(*(const uint32_t *)&v) : "memory");
         }
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cw) : "memory");
@@ -604,16 +605,11 @@ __device__ __forceinline__ void wg_store_staged(const geom &g, const float (&d)[
                       kb, p, pair_store);
 }
 
-/* The producer (one thread): the kernel block's weights once, then for each of the block's tiles
- * in order (tile = blockIdx.x + k*gridDim.x) and each chunk the window's two planes into the
- * next stage of the ring, once the consumer that read it last has released it. */
+/* The producer (one thread): for each of the block's tiles in order (tile = blockIdx.x +
+ * k*gridDim.x) and each chunk the window's two planes into the next stage of the ring, once the
+ * consumer that read it last has released it. */
 __device__ __forceinline__ void wg_produce(const geom &g, const uint16_t *__restrict__ xp,
-                                           const uint16_t *__restrict__ wq, int kb,
-                                           uint32_t wsm, uint32_t stages, uint32_t full0,
-                                           uint32_t empty0, uint32_t wbar) {
-    const uint32_t wbytes = (uint32_t)g.chunks * WG_CHUNK_BYTES;
-    mbar_expect(wbar, wbytes);
-    bulk_copy(wsm, wq + (size_t)kb * g.chunks * W_ELEMS, wbytes, wbar);
+                                           uint32_t stages, uint32_t full0, uint32_t empty0) {
     const uint32_t plane = (uint32_t)g.xrows * 16u, sbytes = wg_stage_bytes(g);
     int it = 0;
     for (int tile = blockIdx.x; tile < g.tiles; tile += gridDim.x) {
@@ -628,7 +624,6 @@ __device__ __forceinline__ void wg_produce(const geom &g, const uint16_t *__rest
     }
 }
 
-
 /* The fused producer's part of one stage: window positions [0, xrows) of tile `tile`, chunk ch,
  * i.e. padded positions tile*256 + i, written as the two planes from x directly. A unit is
  * (padded row r of the window, half, column group q): q < W/8 is 8 real columns of 8 channels
@@ -638,7 +633,7 @@ __device__ __forceinline__ void wg_produce(const geom &g, const uint16_t *__rest
  * (its stores then meet in the same banks). */
 struct fused_unit {
     uint4 v[8];
-    int pos, live, half; /* window position of the unit's first column, its group q, its plane */
+    int pos, q, half; /* window position of the unit's first column, its column group, its plane */
 };
 
 __device__ __forceinline__ void fused_load(const geom &g, const uint16_t *__restrict__ x,
@@ -647,7 +642,7 @@ __device__ __forceinline__ void fused_load(const geom &g, const uint16_t *__rest
     f.half = half;
     const int base = tile * BN, rp = base / g.Wp + r, n = rp / g.Hp, hp = rp - n * g.Hp;
     f.pos = rp * g.Wp - base;
-    f.live = q;
+    f.q = q;
 #pragma unroll
     for (int k = 0; k < 8; k++) f.v[k] = make_uint4(0, 0, 0, 0);
     if (q == G8) return;
@@ -669,7 +664,7 @@ __device__ __forceinline__ uint32_t word_of(const uint4 &v, int i) {
 __device__ __forceinline__ void fused_store(const geom &g, uint32_t xs, int G8,
                                             const fused_unit &f) {
     const uint32_t plane = (uint32_t)g.xrows * 16u, pb = xs + f.half * plane;
-    if (f.live == G8) { /* the two pad columns */
+    if (f.q == G8) { /* the two pad columns */
         const int a = f.pos, b = f.pos + g.Wp - 1;
         if (a >= 0 && a < g.xrows)
             asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(pb + a * 16u), "r"(0));
@@ -691,19 +686,13 @@ __device__ __forceinline__ void fused_store(const geom &g, uint32_t xs, int G8,
     }
 }
 
-/* The fused producer warpgroup: the weights by one bulk copy (thread 0), then per tile its chunks
- * in pairs, every unit's loads of both chunks issued before any store (16 loads a thread in
- * flight); each stage waited free before its stores, then made visible to the async proxy
- * (wgmma reads through it) and arrived on by all 128 threads. */
+/* The fused producer warpgroup: per tile its chunks in pairs, every unit's loads of both chunks
+ * issued before any store (16 loads a thread in flight); each stage waited free before its
+ * stores, then made visible to the async proxy (wgmma reads through it) and arrived on by all
+ * 128 threads. */
 __device__ __forceinline__ void wg_produce_fused(const geom &g, const uint16_t *__restrict__ x,
-                                                 const uint16_t *__restrict__ wq, int kb, int p,
-                                                 uint32_t wsm, uint32_t stages, uint32_t full0,
-                                                 uint32_t empty0, uint32_t wbar) {
-    if (p == 0) {
-        const uint32_t wbytes = (uint32_t)g.chunks * WG_CHUNK_BYTES;
-        mbar_expect(wbar, wbytes);
-        bulk_copy(wsm, wq + (size_t)kb * g.chunks * W_ELEMS, wbytes, wbar);
-    }
+                                                 int p, uint32_t stages, uint32_t full0,
+                                                 uint32_t empty0) {
     const uint32_t sbytes = wg_stage_bytes(g);
     const int G8 = g.W >> 3;
     int it = 0;
@@ -745,8 +734,8 @@ __device__ __forceinline__ void wg_consume(const geom &g, __nv_bfloat16 *__restr
                                            int cw, int q, int lane, int pair_store, uint32_t wsm,
                                            uint32_t stages, uint32_t full0, uint32_t empty0,
                                            uint32_t wbar) {
-    const uint32_t ep = stages + WG_STAGES * wg_stage_bytes(g) + cw * WG_EP_BYTES;
     const uint32_t plane = (uint32_t)g.xrows * 16u, sbytes = wg_stage_bytes(g);
+    const uint32_t ep = stages + WG_STAGES * sbytes + cw * WG_EP_BYTES;
     float d[128];
     mbar_wait(wbar, 0);
     int k = cw;
@@ -806,10 +795,15 @@ conv3x3_wg_kernel(const uint16_t *__restrict__ src, const uint16_t *__restrict__
         /* registers move from the producer warpgroup (its loads of two units need about 100) to
          * the consumers (128 accumulators and the staged epilogue's addresses) */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 104;\n" ::: "memory");
+        if (tid == 256) { /* the kernel block's weights, once */
+            const uint32_t wbytes = (uint32_t)g.chunks * WG_CHUNK_BYTES;
+            mbar_expect(wbar, wbytes);
+            bulk_copy(wsm, wq + (size_t)blockIdx.y * g.chunks * W_ELEMS, wbytes, wbar);
+        }
         if (FUSED)
-            wg_produce_fused(g, src, wq, blockIdx.y, tid - 256, wsm, stages, full0, empty0, wbar);
-        else if (warp == 8 && lane == 0)
-            wg_produce(g, src, wq, blockIdx.y, wsm, stages, full0, empty0, wbar);
+            wg_produce_fused(g, src, tid - 256, stages, full0, empty0);
+        else if (tid == 256)
+            wg_produce(g, src, stages, full0, empty0);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 200;\n" ::: "memory");
@@ -845,9 +839,10 @@ static int real_seg(const geom *g) {
 }
 
 /* Fills g from the sizes; returns 0, or -1 when a size overflows the int arithmetic used.
- * Tiles are 256 output pixels each (real, where allowed) where that takes fewer tiles than 256 padded
- * positions and its longer window still leaves room for two blocks an SM: at the eval size 784
- * tiles instead of 841, three whole waves of 264 blocks on 132 SMs instead of 3.19. */
+ * Tiles are 256 output pixels each (real) where allow_real, that takes fewer tiles than 256
+ * padded positions and its longer window still leaves room for two blocks an SM: at the eval
+ * size 784 tiles instead of 841, three whole waves of 264 blocks on 132 SMs instead of 3.19.
+ * The wgmma path asks for padded tiles (its operand rows must be evenly spaced). */
 static int make_geom(geom *g, long long N, long long C, long long H, long long W, long long K,
                      int allow_real) {
     memset(g, 0, sizeof(*g));
@@ -935,18 +930,18 @@ static bool init_device(conv_ctx *c, const __nv_bfloat16 *w, cudaStream_t stream
     if (!cuda_ok(cudaMalloc(&c->wp, wtotal * 2), "cudaMalloc(wp)") ||
         !cuda_ok(cudaMalloc(&c->xp, xtotal * 2), "cudaMalloc(xp)") ||
         !cuda_ok(cudaMemsetAsync(c->xp, 0, xtotal * 2, stream), "cudaMemsetAsync") ||
-        !cuda_ok(cudaFuncSetAttribute(c->wg ? (const void *)conv3x3_wg_kernel<false>
+        !cuda_ok(cudaFuncSetAttribute(g->planes ? (const void *)conv3x3_wg_kernel<false>
                                             : (const void *)conv3x3_nhwc_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, c->smem_bytes),
                  "cudaFuncSetAttribute") ||
-        (c->wg && !cuda_ok(cudaFuncSetAttribute(conv3x3_wg_kernel<true>,
+        (g->planes && !cuda_ok(cudaFuncSetAttribute(conv3x3_wg_kernel<true>,
                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 c->smem_bytes),
                            "cudaFuncSetAttribute")))
         return false;
     const size_t blocks = (wtotal + 255) / 256;
     prep_weights_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(
-        w, c->wp, g->C, g->K, g->chunks, wtotal, c->wg);
+        w, c->wp, g->C, g->K, g->chunks, wtotal, g->planes);
     return cuda_ok(cudaGetLastError(), "prep_weights_kernel launch") &&
            cuda_ok(cudaStreamSynchronize(stream), "st_init sync");
 }
@@ -977,7 +972,6 @@ static void wg_choose(conv_ctx *c, long long N, long long C, long long H, long l
     if (smem + (long long)fa.sharedSizeBytes > max_smem) return;
     g.planes = 1;
     c->g = g;
-    c->wg = 1;
     c->smem_bytes = (int)smem;
     const int per_kb = n_sms / g.kblocks > 1 ? n_sms / g.kblocks : 1;
     c->wg_grid = g.tiles < per_kb ? g.tiles : per_kb;
@@ -1029,7 +1023,7 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
     const int pair_store = (g.real ? g.HW % 2 == 0 : g.W % 2 == 0) && ((uintptr_t)y & 3) == 0;
     const dim3 pre_grid((unsigned)(g.N * g.Hp), (unsigned)((g.Wp + PRE_COLS - 1) / PRE_COLS));
     const bool vec = g.W % 8 == 0 && ((uintptr_t)in[0].data & 15) == 0;
-    if (c->wg && vec) { /* no pre-pass: the kernel reads x */
+    if (g.planes && vec) { /* no pre-pass: the kernel reads x */
         conv3x3_wg_kernel<true><<<dim3((unsigned)c->wg_grid, (unsigned)g.kblocks), WG_THREADS,
                                   c->smem_bytes, stream>>>((const uint16_t *)in[0].data,
                                                            (const uint16_t *)c->wp, y, g,
@@ -1043,7 +1037,7 @@ extern "C" int st_run(void *ctx, const st_tensor *in, int32_t n_in, st_tensor *o
         to_padded_nhwc_kernel<false><<<pre_grid, PRE_THREADS, 0, stream>>>((const uint16_t *)in[0].data,
                                                                 c->xp, g);
     if (!cuda_ok(cudaGetLastError(), "to_padded_nhwc_kernel launch")) return 1;
-    if (c->wg) {
+    if (g.planes) {
         conv3x3_wg_kernel<false><<<dim3((unsigned)c->wg_grid, (unsigned)g.kblocks), WG_THREADS,
                                    c->smem_bytes, stream>>>(c->xp, (const uint16_t *)c->wp, y, g,
                                                             pair_store);
